@@ -1,0 +1,1 @@
+"""crawlproject: a polite, distributed web crawler on Scrapy with one shared Redis frontier."""

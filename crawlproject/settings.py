@@ -1,0 +1,43 @@
+"""Scrapy project settings for crawlproject (``scrapy crawl web``).
+
+``CRAWL_*`` defaults live in :mod:`crawlproject.default_settings`; this module
+wires the components into Scrapy and turns off what would fight the frontier.
+"""
+
+from crawlproject.default_settings import *  # noqa: F403
+
+BOT_NAME = "crawlproject"
+SPIDER_MODULES = ["spiders"]
+NEWSPIDER_MODULE = "spiders"
+
+# The robots token "crawlproject" leads the User-Agent header.
+USER_AGENT = "crawlproject/0.1 (+polite distributed crawler; robots token: crawlproject)"
+
+# The shared Redis frontier replaces Scrapy's scheduler and its dupefilter.
+SCHEDULER = "crawlproject.frontier.scheduler.FrontierScheduler"
+DUPEFILTER_CLASS = "scrapy.dupefilters.BaseDupeFilter"
+
+# Politeness is enforced fleet-wide by the frontier. Scrapy's own per-process
+# delay and per-domain cap would apply a second time on top of it.
+DOWNLOAD_DELAY = 0
+RANDOMIZE_DOWNLOAD_DELAY = False
+AUTOTHROTTLE_ENABLED = False
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 32
+DOWNLOAD_TIMEOUT = 30
+
+# Acknowledge a leased URL only once its outcome (and the links it produced)
+# reached the frontier: the spider middleware sits next to the engine (lowest
+# order), the downloader middleware too, so each sees the final outcome.
+SPIDER_MIDDLEWARES = {"middlewares.frontier_ack.FrontierAckSpiderMiddleware": 10}
+DOWNLOADER_MIDDLEWARES = {"middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10}
+
+# Scrapy's RobotsTxtMiddleware fetches robots.txt outside the scheduler, i.e.
+# outside the fleet's politeness; the fleet-wide robots middleware replaces it.
+ROBOTSTXT_OBEY = False
+
+# Nothing that can run code is exposed by default.
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+
+LOG_LEVEL = "INFO"

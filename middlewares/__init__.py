@@ -1,0 +1,1 @@
+"""middlewares of crawlproject: see README."""

@@ -1,0 +1,1 @@
+"""spiders of crawlproject: see README."""
