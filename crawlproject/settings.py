@@ -20,7 +20,6 @@ DUPEFILTER_CLASS = "scrapy.dupefilters.BaseDupeFilter"
 # Politeness is enforced fleet-wide by the frontier. Scrapy's own per-process
 # delay and per-domain cap would apply a second time on top of it.
 DOWNLOAD_DELAY = 0
-RANDOMIZE_DOWNLOAD_DELAY = False
 AUTOTHROTTLE_ENABLED = False
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 32

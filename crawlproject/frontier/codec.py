@@ -61,9 +61,7 @@ class RequestCodec:
             if key in _DEFAULTS and value == _DEFAULTS[key]:
                 continue
             if key == "headers":
-                value = {
-                    _latin1(k): [_latin1(v) for v in vs] for k, vs in value.items()
-                }
+                value = {_latin1(k): [_latin1(v) for v in vs] for k, vs in value.items()}
             elif key == "body":
                 value = base64.b64encode(value).decode("ascii")
             elif key == "_class":

@@ -1,0 +1,267 @@
+"""Async operations on the shared frontier: one atomic Lua script each.
+
+The key schema is documented in :mod:`crawlproject.frontier.keys`. Every call
+here is a coroutine on redis-py's asyncio client, so nothing blocks Scrapy's
+reactor (the asyncio reactor is Scrapy's default).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from crawlproject.frontier.keys import CrawlKeys
+
+SEEN_FP_BYTES = 6  # stored per URL; the bucket number carries the other bits
+ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
+RECLAIM_BATCH = 500
+
+
+class FrontierMismatch(RuntimeError):
+    """A worker joins a crawl whose fixed layout differs from its settings."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    shard: int
+    id: int
+
+    @property
+    def token(self) -> str:
+        return f"{self.shard}:{self.id}"
+
+    @classmethod
+    def parse(cls, token: str) -> Lease:
+        shard, _, lease_id = token.partition(":")
+        return cls(int(shard), int(lease_id))
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """A URL on its way into the frontier."""
+
+    pkey: str  # politeness key
+    fingerprint: bytes  # 8 bytes, see UrlCanonicalizer.fingerprint
+    dont_filter: bool
+    data: bytes  # encoded request
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBatch:
+    shard: int
+    now_ms: int  # Redis clock
+    next_ready_ms: int | None  # earliest ready time left in the shard
+    items: list[tuple[Lease, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    added: int
+    seen_hits: int
+
+
+def _load_lua(name: str, prelude: bool = True) -> str:
+    lua = resources.files("crawlproject.frontier") / "lua"
+    body = (lua / f"{name}.lua").read_text()
+    return ((lua / "_prelude.lua").read_text() + "\n" + body) if prelude else body
+
+
+class RedisFrontier:
+    """The frontier of one crawl, seen from one worker (or a CLI)."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: CrawlKeys,
+        seen_bucket_bits: int,
+        default_delay_ms: int,
+        default_concurrency: int,
+        lease_ms: int,
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.seen_bucket_bits = seen_bucket_bits
+        self.default_delay_ms = default_delay_ms
+        self.default_concurrency = default_concurrency
+        self.lease_ms = lease_ms
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(_load_lua(name))
+            for name in ("claim", "add", "release", "ack", "renew", "reclaim", "host_config")
+        }
+        self._trim_start_urls = redis.register_script(_load_lua("trim_start_urls", False))
+
+    # -- layout -----------------------------------------------------------------
+
+    async def prepare(self) -> None:
+        """Records the crawl's fixed layout, or checks it against ours."""
+        fields = {
+            "shards": str(self.keys.shards),
+            "seen_bucket_bits": str(self.seen_bucket_bits),
+        }
+        await self.redis.hsetnx(self.keys.meta, "created", str(int(time.time())))
+        for name, value in fields.items():
+            await self.redis.hsetnx(self.keys.meta, name, value)
+        stored = await self.redis.hgetall(self.keys.meta)
+        for name, value in fields.items():
+            have = _text(stored.get(name.encode(), b""))
+            if have != value:
+                raise FrontierMismatch(
+                    f"crawl {self.keys.crawl!r} was created with {name}={have}; this worker "
+                    f"has {value}. Use the same settings, or another crawl name."
+                )
+
+    def seen_slot(self, fingerprint: bytes) -> tuple[str, bytes]:
+        """(bucket, stored bytes) of a URL fingerprint."""
+        top = int.from_bytes(fingerprint[:3], "big") >> (24 - self.seen_bucket_bits)
+        return str(top), fingerprint[-SEEN_FP_BYTES:]
+
+    def _args(self, shard: int, *rest: Any) -> list[Any]:
+        return [self.keys.shard_prefixes[shard], *rest]
+
+    async def _run(self, name: str, shard: int, *args: Any) -> Any:
+        return await self._scripts[name](
+            keys=[self.keys.ready(shard)], args=self._args(shard, *args)
+        )
+
+    # -- URLs in ------------------------------------------------------------------
+
+    async def add(self, entries: Iterable[NewEntry]) -> AddResult:
+        by_shard: dict[int, list[NewEntry]] = defaultdict(list)
+        for e in entries:
+            by_shard[self.keys.shard_of(e.pkey)].append(e)
+        if not by_shard:
+            return AddResult(0, 0)
+        pipe = self.redis.pipeline(transaction=False)
+        for shard, items in by_shard.items():
+            for start in range(0, len(items), ADD_CHUNK):
+                chunk = items[start : start + ADD_CHUNK]
+                flat: list[Any] = []
+                for e in chunk:
+                    bucket, fp = self.seen_slot(e.fingerprint)
+                    flat += [e.pkey, bucket, fp, "1" if e.dont_filter else "0", e.data]
+                await self._scripts["add"](
+                    keys=[self.keys.ready(shard)],
+                    args=self._args(
+                        shard, self.default_delay_ms, self.default_concurrency, len(chunk), *flat
+                    ),
+                    client=pipe,
+                )
+        added = hits = 0
+        for a, h in await pipe.execute():
+            added += a
+            hits += h
+        return AddResult(added, hits)
+
+    # -- URLs out ------------------------------------------------------------------
+
+    async def claim(self, shard: int, max_n: int, worker: str) -> ClaimBatch:
+        out = await self._run(
+            "claim",
+            shard,
+            max_n,
+            self.lease_ms,
+            self.default_delay_ms,
+            self.default_concurrency,
+            worker,
+        )
+        now_ms, next_ready = int(out[0]), int(out[1])
+        items = [(Lease(shard, int(out[i])), out[i + 1]) for i in range(2, len(out), 2)]
+        return ClaimBatch(shard, now_ms, None if next_ready < 0 else next_ready, items)
+
+    async def release(self, leases: Sequence[Lease]) -> int:
+        total = 0
+        for shard, ids in _group(leases).items():
+            total += await self._run(
+                "release", shard, self.default_delay_ms, self.default_concurrency, *ids
+            )
+        return total
+
+    async def ack(self, leases: Sequence[Lease], mode: str = "done") -> tuple[int, int]:
+        """mode: ``done`` | ``dead`` | ``return`` (see ack.lua). Returns (acked, missing)."""
+        acked = missing = 0
+        for shard, ids in _group(leases).items():
+            a, m = await self._run(
+                "ack", shard, self.default_delay_ms, self.default_concurrency, mode, *ids
+            )
+            acked += a
+            missing += m
+        return acked, missing
+
+    async def renew(self, leases: Sequence[Lease]) -> list[Lease]:
+        lost: list[Lease] = []
+        for shard, ids in _group(leases).items():
+            gone = await self._run("renew", shard, self.lease_ms, *ids)
+            lost += [Lease(shard, int(i)) for i in gone]
+        return lost
+
+    async def reclaim(self, shard: int) -> int:
+        return int(
+            await self._run(
+                "reclaim", shard, self.default_delay_ms, self.default_concurrency, RECLAIM_BATCH
+            )
+        )
+
+    # -- hosts, seeds, scope, workers -------------------------------------------------
+
+    async def set_host_config(self, pkey: str, delay_ms: int | None, conc: int | None) -> None:
+        await self._run(
+            "host_config",
+            self.keys.shard_of(pkey),
+            pkey,
+            "" if delay_ms is None else delay_ms,
+            "" if conc is None else conc,
+        )
+
+    async def read_start_urls(self, max_n: int) -> list[bytes]:
+        """The oldest ``max_n`` seeds pushed on ``<crawl>:start_urls``, oldest last."""
+        items = await self.redis.lrange(self.keys.start_urls, -max_n, -1)
+        return [i if isinstance(i, bytes) else i.encode() for i in items]
+
+    async def trim_start_urls(self, items: Sequence[bytes]) -> int:
+        return int(await self._trim_start_urls(keys=[self.keys.start_urls], args=list(items)))
+
+    async def add_scope(self, roots: Iterable[str]) -> None:
+        roots = list(roots)
+        if roots:
+            await self.redis.sadd(self.keys.scope, *roots)
+
+    async def scope(self) -> set[str]:
+        return {_text(r) for r in await self.redis.smembers(self.keys.scope)}
+
+    async def heartbeat(self, worker: str) -> None:
+        await self.redis.zadd(self.keys.workers, {worker: int(time.time() * 1000)})
+
+    async def forget_worker(self, worker: str) -> None:
+        await self.redis.zrem(self.keys.workers, worker)
+
+    # -- gauges -----------------------------------------------------------------------
+
+    async def counters(self) -> dict[str, int]:
+        """Frontier counters summed over shards (see ``n`` in keys.py)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in range(self.keys.shards):
+            pipe.hgetall(self.keys.counters(shard))
+        totals: dict[str, int] = defaultdict(int)
+        for h in await pipe.execute():
+            for k, v in h.items():
+                totals[_text(k)] += int(v)
+        totals["start_urls"] = int(await self.redis.llen(self.keys.start_urls))
+        return dict(totals)
+
+
+def _group(leases: Sequence[Lease]) -> dict[int, list[int]]:
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for lease in leases:
+        by_shard[lease.shard].append(lease.id)
+    return by_shard
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

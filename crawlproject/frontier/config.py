@@ -1,0 +1,126 @@
+"""The frontier's settings, read once and checked together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scrapy.settings import BaseSettings
+
+from crawlproject import default_settings as d
+
+
+class ConfigError(ValueError):
+    """Settings that contradict each other or are out of range."""
+
+
+@dataclass(frozen=True)
+class HostOverride:
+    delay_seconds: float | None
+    concurrency: int | None
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    redis_url: str | None
+    data_dir: str
+    crawl: str
+    host_delay_seconds: float
+    host_concurrency: int
+    host_overrides: dict[str, HostOverride]
+    politeness_key: str
+    lease_seconds: float
+    idle_close_seconds: float
+    shards: int
+    seen_bucket_bits: int
+    session_params: tuple[str, ...]
+    request_classes: tuple[str, ...]
+    idle_poll_seconds: float
+    flush_interval_seconds: float
+    max_claims_in_flight: int
+
+    @property
+    def host_delay_ms(self) -> int:
+        return round(self.host_delay_seconds * 1000)
+
+    @property
+    def lease_ms(self) -> int:
+        return round(self.lease_seconds * 1000)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
+        overrides: dict[str, HostOverride] = {}
+        for host, spec in (settings.getdict("CRAWL_HOST_OVERRIDES") or {}).items():
+            if not isinstance(spec, dict) or not set(spec) <= {"delay", "concurrency"}:
+                raise ConfigError(
+                    f"CRAWL_HOST_OVERRIDES[{host!r}] must be a dict with 'delay' and/or "
+                    f"'concurrency', got {spec!r}"
+                )
+            delay = spec.get("delay")
+            conc = spec.get("concurrency")
+            overrides[host] = HostOverride(
+                None if delay is None else float(delay), None if conc is None else int(conc)
+            )
+        config = cls(
+            redis_url=settings.get("REDIS_URL") or None,
+            data_dir=settings.get("CRAWL_DATA_DIR", d.CRAWL_DATA_DIR),
+            crawl=settings.get("CRAWL_NAME", d.CRAWL_NAME),
+            host_delay_seconds=settings.getfloat("CRAWL_HOST_DELAY", d.CRAWL_HOST_DELAY),
+            host_concurrency=settings.getint("CRAWL_HOST_CONCURRENCY", d.CRAWL_HOST_CONCURRENCY),
+            host_overrides=overrides,
+            politeness_key=settings.get("CRAWL_POLITENESS_KEY", d.CRAWL_POLITENESS_KEY),
+            lease_seconds=settings.getfloat("CRAWL_LEASE_SECONDS", d.CRAWL_LEASE_SECONDS),
+            idle_close_seconds=settings.getfloat(
+                "CRAWL_IDLE_CLOSE_SECONDS", d.CRAWL_IDLE_CLOSE_SECONDS
+            ),
+            shards=settings.getint("CRAWL_FRONTIER_SHARDS", d.CRAWL_FRONTIER_SHARDS),
+            seen_bucket_bits=settings.getint("CRAWL_SEEN_BUCKET_BITS", d.CRAWL_SEEN_BUCKET_BITS),
+            session_params=tuple(settings.getlist("CRAWL_SESSION_PARAMS", d.CRAWL_SESSION_PARAMS)),
+            request_classes=tuple(
+                settings.getlist("CRAWL_REQUEST_CLASSES", d.CRAWL_REQUEST_CLASSES)
+            ),
+            idle_poll_seconds=settings.getfloat(
+                "CRAWL_IDLE_POLL_SECONDS", d.CRAWL_IDLE_POLL_SECONDS
+            ),
+            flush_interval_seconds=settings.getfloat(
+                "CRAWL_FLUSH_INTERVAL_SECONDS", d.CRAWL_FLUSH_INTERVAL_SECONDS
+            ),
+            max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
+        )
+        config.validate(settings)
+        return config
+
+    def validate(self, settings: BaseSettings) -> None:
+        if self.host_delay_seconds < 0:
+            raise ConfigError("CRAWL_HOST_DELAY must be >= 0")
+        if self.host_concurrency < 1:
+            raise ConfigError("CRAWL_HOST_CONCURRENCY must be >= 1")
+        if self.politeness_key not in ("host", "domain"):
+            raise ConfigError("CRAWL_POLITENESS_KEY must be 'host' or 'domain'")
+        if self.lease_seconds < 1:
+            raise ConfigError("CRAWL_LEASE_SECONDS must be >= 1 (leases are renewed at 1/3)")
+        if not 0 <= self.seen_bucket_bits <= 24:
+            raise ConfigError("CRAWL_SEEN_BUCKET_BITS must be within 0..24")
+        if self.idle_close_seconds < 0:
+            raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
+        for host, o in self.host_overrides.items():
+            if (o.delay_seconds is not None and o.delay_seconds < 0) or (
+                o.concurrency is not None and o.concurrency < 1
+            ):
+                raise ConfigError(f"CRAWL_HOST_OVERRIDES[{host!r}] out of range")
+        # Scrapy's own per-process delay would stack on top of the fleet-wide one.
+        if settings.getfloat("DOWNLOAD_DELAY") > 0:
+            raise ConfigError(
+                "DOWNLOAD_DELAY must be 0 with the shared frontier: set CRAWL_HOST_DELAY "
+                "(fleet-wide) instead"
+            )
+        if settings.getbool("AUTOTHROTTLE_ENABLED"):
+            raise ConfigError(
+                "AUTOTHROTTLE_ENABLED conflicts with the frontier's fleet-wide politeness"
+            )
+        per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+        if per_domain < self.host_concurrency:
+            raise ConfigError(
+                f"CONCURRENT_REQUESTS_PER_DOMAIN ({per_domain}) is below "
+                f"CRAWL_HOST_CONCURRENCY ({self.host_concurrency}); Scrapy would throttle "
+                "hosts a second time"
+            )

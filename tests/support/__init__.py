@@ -1,0 +1,1 @@
+"""Test infrastructure: a synthetic loopback web, a real Redis server, crawl subprocesses."""

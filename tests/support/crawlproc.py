@@ -1,0 +1,109 @@
+"""Run ``scrapy crawl web`` workers as real subprocesses (one Redis frontier, many workers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerProcess(subprocess.Popen[bytes]):
+    """A crawl worker; its stdout and stderr (Scrapy's log) go to ``log_path``."""
+
+    log_path: Path
+
+
+def setting_value(value: object) -> str:
+    """A ``-s NAME=VALUE`` string Scrapy's ``Settings.get*`` parse back."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return json.dumps(value)  # getdict() loads JSON strings
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))  # getlist() splits on commas
+    return str(value)  # bool -> "True"/"False": getbool() accepts both
+
+
+def start_worker(
+    cwd_repo_root: str | Path,
+    redis_url: str,
+    crawl: str,
+    seeds: Sequence[str],
+    extra_settings: Mapping[str, object] | None,
+    log_path: str | Path,
+    extra_args: Sequence[str] = (),
+) -> WorkerProcess:
+    """Start one worker of crawl ``crawl``; the repo root holds scrapy.cfg."""
+    root = Path(cwd_repo_root).resolve()
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"crawl={crawl}",
+           "-a", "seeds=" + ",".join(seeds), "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
+    for name, value in (extra_settings or {}).items():
+        cmd += ["-s", f"{name}={setting_value(value)}"]
+    cmd += list(extra_args)
+    pythonpath = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1"}
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as out:  # the child keeps its own copy of the fd
+        proc = WorkerProcess(
+            cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+        )
+    proc.log_path = log_path
+    return proc
+
+
+def tail(path: str | Path, lines: int = 40) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as exc:
+        return f"<no log: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _tails(procs: Sequence[WorkerProcess], lines: int) -> str:
+    return "\n".join(
+        f"--- worker pid {p.pid} rc={p.returncode} log {p.log_path}:\n{tail(p.log_path, lines)}"
+        for p in procs
+    )
+
+
+def stop_worker(proc: WorkerProcess, sig: int = signal.SIGTERM) -> None:
+    """Signal a worker: SIGTERM once is Scrapy's graceful shutdown, SIGKILL a crash."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+
+
+def wait_all(
+    procs: Sequence[WorkerProcess], timeout: float, check: bool = True, tail_lines: int = 40
+) -> list[int]:
+    """Wait for every worker; return their exit codes.
+
+    On timeout, kill the ones still running and raise TimeoutError with the tail
+    of every log; with ``check``, raise RuntimeError if any exited non-zero.
+    """
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            break
+    running = [p for p in procs if p.poll() is None]
+    for proc in running:
+        proc.kill()
+        proc.wait()
+    if running:
+        pids = [p.pid for p in running]
+        raise TimeoutError(
+            f"workers {pids} still running after {timeout}s\n{_tails(procs, tail_lines)}"
+        )
+    codes = [p.returncode for p in procs]
+    if check and any(codes):
+        raise RuntimeError(f"worker exit codes {codes}\n{_tails(procs, tail_lines)}")
+    return codes

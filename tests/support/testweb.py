@@ -1,0 +1,615 @@
+"""A synthetic multi-host web on loopback, for tests and benchmarks.
+
+Host i is the loopback IP 127.0.(3 + (i-1)//250).(1 + (i-1)%250); all hosts
+listen on one TCP port, so each host is a distinct politeness key. One asyncio
+loop serves them all, either in a background thread (``TestWeb.start()``) or as
+its own process, so a benchmark does not share a GIL with the crawler harness::
+
+    python -m tests.support.testweb --hosts 20 --pages 30 --latency-ms 10-80 \\
+        --links 5 --cross-links 1 --seed 1 --log req.jsonl --ready-file web.json
+
+The page graph is a pure function of the parameters (``random.Random(seed)``):
+host h has pages ``/`` and ``/p/1`` .. ``/p/(pages-1)``; page k links to page
+k+1 (the last to ``/``), so every page is reachable from its host's ``/``.
+Links come in absolute, scheme-relative, root-relative and ``../`` forms, some
+with a ``#fragment``, one repeated verbatim. Each host also has
+``query_variants`` URLs ``/p/N?a=1&b=2``, linked with the query in either
+order: they are distinct URLs (the server ignores the query when routing) and
+``expected_urls`` holds them in canonical (sorted-query) form.
+``links_out_of_scope`` links per page point at 127.0.2.1, which is not part of
+the web: a trap listens there and logs (404) whatever a crawler sends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import errno
+import hashlib
+import html
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+OUT_OF_SCOPE_IP = "127.0.2.1"
+MAX_HOSTS = 253 * 250
+VARIANT_QUERY = ("a=1", "b=2")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def host_ip(i: int) -> str:
+    """IP of host ``i`` (1-based)."""
+    if not 1 <= i <= MAX_HOSTS:
+        raise ValueError(f"host index {i} outside 1..{MAX_HOSTS}")
+    return f"127.0.{3 + (i - 1) // 250}.{1 + (i - 1) % 250}"
+
+
+def page_path(k: int) -> str:
+    return "/" if k == 0 else f"/p/{k}"
+
+
+def canonical_url(url: str) -> str:
+    """Fragment dropped, query pairs sorted: what the crawler's canonicalizer
+    yields for this web's URLs (plain ASCII, no default ports, no session ids)."""
+    parts = urlsplit(url)
+    pairs = sorted((p for p in parts.query.split("&") if p), key=lambda p: p.split("=", 1))
+    return urlunsplit(
+        (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", "&".join(pairs), "")
+    )
+
+
+@dataclass(frozen=True)
+class Link:
+    host: int  # 1-based host index; 0 = the out-of-scope host
+    page: int
+    form: str  # "abs" | "net" (//host/path) | "root" (/path) | "rel" (../path)
+    query: str = ""
+    fragment: str = ""
+
+
+@dataclass
+class RequestRecord:
+    """One request as the server saw it. Times are ``time.time()`` (wall clock),
+    so logs of a separate web process compare with the crawler's clock."""
+
+    host_ip: str
+    port: int
+    path: str  # path with query, as sent
+    method: str
+    start: float  # request line parsed
+    end: float  # just before the response is written
+    status: int
+    headers: dict[str, str]  # lowercased names; repeats joined with ", "
+    body_len: int
+    body_sha1: str
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host_ip}:{self.port}{self.path}"
+
+
+@dataclass
+class HostPoliteness:
+    requests: int
+    max_in_flight: int
+    min_gap: float | None  # least start-to-start gap; None below 2 requests
+    gaps_below_delay: int  # start-to-start gaps < delay - tolerance
+    min_idle: float | None  # least end-of-earlier-fetches to next start (<0: overlap)
+    idle_below_delay: int  # such idle gaps < delay - tolerance (CRAWL_HOST_DELAY semantics)
+
+
+def politeness_report(
+    log: Iterable[RequestRecord], delay: float, tolerance: float = 0.0
+) -> dict[str, HostPoliteness]:
+    """Per host IP: request count, peak concurrency and the gaps between fetches."""
+    by_host: dict[str, list[RequestRecord]] = defaultdict(list)
+    for rec in log:
+        by_host[rec.host_ip].append(rec)
+    report = {}
+    for ip, recs in sorted(by_host.items()):
+        recs.sort(key=lambda r: r.start)
+        # Ends sort before starts at the same instant: touching intervals don't overlap.
+        events = sorted([(r.start, 1) for r in recs] + [(r.end, -1) for r in recs])
+        in_flight = peak = 0
+        for _, step in events:
+            in_flight += step
+            peak = max(peak, in_flight)
+        gaps = [b.start - a.start for a, b in pairwise(recs)]
+        idles, last_end = [], recs[0].end
+        for rec in recs[1:]:
+            idles.append(rec.start - last_end)
+            last_end = max(last_end, rec.end)
+        report[ip] = HostPoliteness(
+            requests=len(recs),
+            max_in_flight=peak,
+            min_gap=min(gaps, default=None),
+            gaps_below_delay=sum(g < delay - tolerance for g in gaps),
+            min_idle=min(idles, default=None),
+            idle_below_delay=sum(g < delay - tolerance for g in idles),
+        )
+    return report
+
+
+def fetch_counts(log: Iterable[RequestRecord]) -> Counter[str]:
+    """Canonical URL -> how many times it was fetched."""
+    return Counter(canonical_url(rec.url) for rec in log)
+
+
+def load_log(path: str | Path) -> list[RequestRecord]:
+    with open(path, encoding="utf-8") as fh:
+        return [RequestRecord(**json.loads(line)) for line in fh if line.strip()]
+
+
+def bind_sockets(ips: list[str], port: int | None = None) -> tuple[int, list[socket.socket]]:
+    """Listening sockets on one port for every IP; a random port unless given."""
+    pick = random.Random(os.urandom(8))  # not the graph's seeded RNG
+    for _ in range(100):
+        p = port or pick.randint(20000, 60000)
+        socks: list[socket.socket] = []
+        try:
+            for ip in ips:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((ip, p))
+                sock.listen(1024)
+                sock.setblocking(False)
+            return p, socks
+        except OSError as exc:
+            for sock in socks:
+                sock.close()
+            if exc.errno != errno.EADDRINUSE or port:
+                raise
+    raise RuntimeError("no free port found for the test web")
+
+
+class TestWeb:
+    """The web's graph and its server. ``start()`` serves it from a thread."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        hosts: int = 20,
+        pages: int = 30,
+        latency_ms: tuple[float, float] | float = 0.0,
+        links: int = 5,
+        cross_links: int = 1,
+        links_out_of_scope: int = 0,
+        query_variants: int = 1,
+        body_bytes: int = 2048,
+        seed: int = 1,
+        port: int | None = None,
+    ) -> None:
+        if not 1 <= hosts <= MAX_HOSTS or pages < 1:
+            raise ValueError("need 1 <= hosts <= MAX_HOSTS and pages >= 1")
+        lo, hi = latency_ms if isinstance(latency_ms, tuple) else (latency_ms, latency_ms)
+        self.params: dict[str, Any] = dict(
+            hosts=hosts,
+            pages=pages,
+            latency_ms=[lo, hi],
+            links=links,
+            cross_links=cross_links,
+            links_out_of_scope=links_out_of_scope,
+            query_variants=query_variants,
+            body_bytes=body_bytes,
+            seed=seed,
+        )
+        self.hosts, self.pages, self.body_bytes, self.seed = hosts, pages, body_bytes, seed
+        self.port = port or 0
+        self.log: list[RequestRecord] = []
+        self.ips = [host_ip(i) for i in range(1, hosts + 1)]
+        self._host_of = {ip: i for i, ip in enumerate(self.ips, 1)}
+        rng = random.Random(seed)
+        self.latency = {ip: rng.uniform(lo, hi) / 1000 for ip in self.ips}  # seconds
+        self.variants: dict[int, list[int]] = {}  # host -> pages with a query variant
+        self.graph: dict[tuple[int, int], list[Link]] = {}
+        for h in range(1, hosts + 1):
+            self.variants[h] = sorted(rng.sample(range(pages), min(query_variants, pages)))
+            for k in range(pages):
+                self.graph[h, k] = self._page_links(
+                    rng, h, k, links, cross_links, links_out_of_scope
+                )
+        vocab_rng = random.Random(f"vocab/{seed}")
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        self._vocab = [
+            "".join(vocab_rng.choices(letters, k=vocab_rng.randint(2, 9))) for _ in range(2000)
+        ]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- graph ------------------------------------------------------------------
+
+    def _page_links(
+        self, rng: random.Random, h: int, k: int, links: int, cross: int, oos: int
+    ) -> list[Link]:
+        forms = ("abs", "net", "root", "rel")
+
+        def same_host(target: int, query: str = "") -> Link:
+            frag = f"s{rng.randint(1, 9)}" if rng.random() < 0.25 else ""
+            return Link(h, target, rng.choice(forms), query, frag)
+
+        out = [same_host((k + 1) % self.pages)]  # the chain keeps every page reachable
+        out += [same_host(rng.randrange(self.pages)) for _ in range(links - 1)]
+        if links >= 2:
+            out.append(rng.choice(out))  # the same href twice on one page
+        if self.variants[h]:
+            pairs = list(VARIANT_QUERY)
+            rng.shuffle(pairs)  # b=2&a=1 or a=1&b=2: one canonical URL
+            # Page k links to variant k % n, so every variant is linked somewhere.
+            out.append(same_host(self.variants[h][k % len(self.variants[h])], "&".join(pairs)))
+        for _ in range(cross if self.hosts > 1 else 0):
+            other = rng.randrange(1, self.hosts)
+            other += other >= h  # any host but this one
+            out.append(Link(other, rng.randrange(self.pages), rng.choice(("abs", "net"))))
+        out += [Link(0, rng.randrange(self.pages), "abs") for _ in range(oos)]
+        rng.shuffle(out)
+        return out
+
+    def base_url(self, i: int) -> str:
+        return f"http://{host_ip(i)}:{self.port}/"
+
+    @property
+    def seeds(self) -> list[str]:
+        return [self.base_url(i) for i in range(1, self.hosts + 1)]
+
+    @property
+    def out_of_scope_ips(self) -> list[str]:
+        return [OUT_OF_SCOPE_IP] if self.params["links_out_of_scope"] else []
+
+    @property
+    def expected_urls(self) -> set[str]:
+        """Every URL a correct crawl from ``seeds`` fetches, in canonical form."""
+        urls = set()
+        for h, ip in enumerate(self.ips, 1):
+            base = f"http://{ip}:{self.port}"
+            urls.update(base + page_path(k) for k in range(self.pages))
+            q = "&".join(VARIANT_QUERY)
+            urls.update(f"{base}{page_path(k)}?{q}" for k in self.variants[h])
+        return urls
+
+    def href(self, link: Link) -> str:
+        ip = host_ip(link.host) if link.host else OUT_OF_SCOPE_IP
+        path = page_path(link.page) + (f"?{link.query}" if link.query else "")
+        path += f"#{link.fragment}" if link.fragment else ""
+        prefix = {
+            "abs": f"http://{ip}:{self.port}",
+            "net": f"//{ip}:{self.port}",
+            "root": "",
+            "rel": "..",
+        }[link.form]
+        return prefix + path  # "../p/3" resolves to /p/3 from both "/" and "/p/N"
+
+    def render(self, h: int, k: int) -> bytes:
+        title = f"Host {h} page {k}"
+        items = "".join(
+            f'<li><a href="{html.escape(self.href(link))}">to page {link.page}</a></li>\n'
+            for link in self.graph[h, k]
+        )
+        # Filler differs per page, so near-duplicate detection sees distinct pages.
+        rng = random.Random(f"{self.seed}/{h}/{k}")
+        words, size = [], 0
+        while size < self.body_bytes:
+            words.append(rng.choice(self._vocab))
+            size += len(words[-1]) + 1
+        half = len(words) // 2
+        page = (
+            f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
+            f"</head>\n<body><h1>{title}</h1>\n<p>{' '.join(words[:half])}</p>\n"
+            f"<ul>\n{items}</ul>\n<p>{' '.join(words[half:])}</p>\n</body></html>\n"
+        )
+        return page.encode()
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description: what the ready file holds."""
+        return {
+            "pid": os.getpid(),
+            "port": self.port,
+            "hosts": self.ips,
+            "seeds": self.seeds,
+            "expected_urls": sorted(self.expected_urls),
+            "out_of_scope": self.out_of_scope_ips,
+            "latency_s": self.latency,
+            "params": self.params,
+        }
+
+    # -- HTTP ---------------------------------------------------------------------
+
+    def _route(
+        self, ip: str, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, str, bytes]:
+        if path == "/echo":
+            echo = {
+                "method": method,
+                "headers": headers,
+                "body_b64": base64.b64encode(body).decode(),
+            }
+            return 200, "application/json", json.dumps(echo).encode()
+        h = self._host_of.get(ip)
+        if h is not None and path.startswith("/"):
+            k = 0 if path == "/" else _page_number(path)
+            if k is not None and 0 <= k < self.pages:
+                return 200, "text/html; charset=utf-8", self.render(h, k)
+        return 404, "text/plain", b"not found\n"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        ip, port = writer.get_extra_info("sockname")[:2]
+        try:
+            while line := await reader.readline():
+                start = time.time()
+                try:
+                    method, target, version = line.decode("latin-1").split()
+                except ValueError:
+                    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    break
+                headers: dict[str, str] = {}
+                while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = raw.decode("latin-1").partition(":")
+                    name, value = name.strip().lower(), value.strip()
+                    headers[name] = f"{headers[name]}, {value}" if name in headers else value
+                body = await _read_body(reader, headers)
+                conn = headers.get("connection", "").lower()
+                keep = "close" not in conn and (version == "HTTP/1.1" or "keep-alive" in conn)
+                await asyncio.sleep(self.latency.get(ip, 0.0))
+                parts = urlsplit(target)  # absolute-form targets too
+                path = parts.path + (f"?{parts.query}" if parts.query else "")
+                status, ctype, payload = self._route(ip, method, parts.path, headers, body)
+                head = (
+                    f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
+                    f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
+                    f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
+                ).encode()
+                end = time.time()
+                # Logged before the write: a client holding the response finds its record.
+                sha1 = hashlib.sha1(body).hexdigest()
+                self.log.append(RequestRecord(
+                    ip, port, path, method, start, end, status, headers, len(body), sha1
+                ))  # fmt: skip
+                writer.write(head + (b"" if method == "HEAD" else payload))
+                await writer.drain()
+                if not keep:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # client went away or sent garbage: nothing to answer
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def serve(
+        self, socks: list[socket.socket], stop: asyncio.Event, on_ready: Callable[[], None]
+    ) -> None:
+        """Serve on bound sockets until ``stop`` is set, then drop open connections."""
+        servers = [await asyncio.start_server(self._handle, sock=s) for s in socks]
+        on_ready()
+        await stop.wait()
+        for server in servers:
+            server.close()
+        for task in list(self._tasks):  # idle keep-alive connections never end by themselves
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for server in servers:
+            await server.wait_closed()
+
+    def bind(self) -> list[socket.socket]:
+        self.port, socks = bind_sockets(self.ips + self.out_of_scope_ips, self.port or None)
+        return socks
+
+    # -- in-thread mode --------------------------------------------------------------
+
+    def start(self) -> TestWeb:
+        socks = self.bind()
+        ready, errors = threading.Event(), []
+        self._loop = loop = asyncio.new_event_loop()
+        self._stop = stop = asyncio.Event()
+
+        def run() -> None:
+            try:
+                loop.run_until_complete(self.serve(socks, stop, ready.set))
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                for sock in socks:
+                    sock.close()
+                ready.set()  # never leave start() waiting
+
+        self._thread = threading.Thread(target=run, name="testweb", daemon=True)
+        self._thread.start()
+        if not ready.wait(30) or errors:
+            raise RuntimeError("test web failed to start") from (errors[0] if errors else None)
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None or self._stop is None:
+            return
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+        self._loop.close()
+        self._thread = self._loop = None
+
+    def __enter__(self) -> TestWeb:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _page_number(path: str) -> int | None:
+    if path.startswith("/p/") and path[3:].isdigit() and not path[3:].startswith("0"):
+        return int(path[3:])
+    return None
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks = []
+        while size := int((await reader.readline()).split(b";")[0], 16):
+            chunks.append(await reader.readexactly(size))
+            await reader.readexactly(2)  # CRLF after each chunk
+        while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+            pass  # trailers
+        return b"".join(chunks)
+    length = int(headers.get("content-length", "0"))
+    return await reader.readexactly(length) if length else b""
+
+
+# -- process mode ------------------------------------------------------------------------
+
+
+def _parse_range(text: str) -> tuple[float, float]:
+    lo, _, hi = text.partition("-")
+    return float(lo), float(hi or lo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hosts", type=int, default=20)
+    ap.add_argument("--pages", type=int, default=30)
+    ap.add_argument("--latency-ms", type=_parse_range, default=(0.0, 0.0), help="LO-HI or MS")
+    ap.add_argument("--links", type=int, default=5)
+    ap.add_argument("--cross-links", type=int, default=1)
+    ap.add_argument("--links-out-of-scope", type=int, default=0)
+    ap.add_argument("--query-variants", type=int, default=1)
+    ap.add_argument("--body-bytes", type=int, default=2048)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--port", type=int, default=None)
+    ap.add_argument("--log", type=Path, help="JSON lines of requests, written at exit")
+    ap.add_argument("--ready-file", type=Path, help="JSON description, written once listening")
+    args = ap.parse_args(argv)
+    web = TestWeb(
+        hosts=args.hosts,
+        pages=args.pages,
+        latency_ms=args.latency_ms,
+        links=args.links,
+        cross_links=args.cross_links,
+        links_out_of_scope=args.links_out_of_scope,
+        query_variants=args.query_variants,
+        body_bytes=args.body_bytes,
+        seed=args.seed,
+        port=args.port,
+    )
+
+    def ready() -> None:
+        if args.ready_file:  # rename: a poller never reads half a file
+            tmp = args.ready_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(web.describe()))
+            tmp.replace(args.ready_file)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await web.serve(web.bind(), stop, ready)
+
+    asyncio.run(run())
+    if args.log:
+        with open(args.log, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(asdict(rec)) + "\n" for rec in web.log)
+
+
+@dataclass
+class WebProcess:
+    """A web served by ``python -m tests.support.testweb`` in a child process.
+
+    ``start()`` waits for the ready file; ``stop()`` sends SIGTERM and returns the log.
+    """
+
+    workdir: Path
+    options: dict[str, Any] = field(default_factory=dict)  # CLI options, e.g. {"hosts": 20}
+    description: dict[str, Any] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "testweb-requests.jsonl"
+
+    @property
+    def seeds(self) -> list[str]:
+        return list(self.description["seeds"])
+
+    @property
+    def expected_urls(self) -> set[str]:
+        return set(self.description["expected_urls"])
+
+    @property
+    def port(self) -> int:
+        return int(self.description["port"])
+
+    def start(self, timeout: float = 60.0) -> WebProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ready = self.workdir / "testweb-ready.json"
+        ready.unlink(missing_ok=True)
+        self.log_path.unlink(missing_ok=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.support.testweb",
+            "--log",
+            str(self.log_path),
+            "--ready-file",
+            str(ready),
+        ]
+        for key, value in self.options.items():
+            value = "-".join(map(str, value)) if isinstance(value, tuple | list) else value
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+        }
+        stderr = open(self.workdir / "testweb-stderr.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stderr=stderr)
+        stderr.close()
+        deadline = time.monotonic() + timeout
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                err = (self.workdir / "testweb-stderr.log").read_text(errors="replace")
+                raise RuntimeError(f"test web process did not start:\n{err[-3000:]}")
+            time.sleep(0.02)
+        self.description = json.loads(ready.read_text())
+        return self
+
+    def stop(self, timeout: float = 30.0) -> list[RequestRecord]:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        return load_log(self.log_path) if self.log_path.exists() else []
+
+    def __enter__(self) -> WebProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    main()
