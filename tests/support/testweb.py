@@ -277,7 +277,7 @@ class TestWeb:
     @property
     def expected_urls(self) -> set[str]:
         """Every URL a correct crawl from ``seeds`` fetches, in canonical form."""
-        urls = set()
+        urls: set[str] = set()
         for h, ip in enumerate(self.ips, 1):
             base = f"http://{ip}:{self.port}"
             urls.update(base + page_path(k) for k in range(self.pages))

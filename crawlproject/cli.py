@@ -1,0 +1,92 @@
+"""``crawlproject``: operate a crawl from the shell.
+
+    crawlproject seed URL [URL ...]      add seeds to a running or stopped crawl
+    crawlproject seed --file seeds.txt
+    crawlproject counts                   frontier counters as JSON
+
+Both read the project settings (``REDIS_URL``, ``CRAWL_*``), so they reach the
+same Redis as ``scrapy crawl web`` run from the same folder; without
+``REDIS_URL`` they use (and if needed start) the embedded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from redis.asyncio import Redis
+from scrapy.utils.project import get_project_settings
+
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.embedded import EmbeddedRedis, shutdown_if_last
+from crawlproject.frontier.keys import CrawlKeys
+
+CLI_CLIENT_ID = "cli"
+
+
+async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: list[str]) -> int:
+    embedded = None
+    url = config.redis_url
+    if url is None:
+        embedded = EmbeddedRedis(config.data_dir)
+        url = await asyncio.to_thread(embedded.ensure_running)
+    redis = Redis.from_url(url, decode_responses=False)
+    keys = CrawlKeys(crawl, config.shards)
+    try:
+        if action == "seed":
+            # The workers take seeds from this list (see crawlproject.frontier.keys).
+            await redis.lpush(keys.start_urls, *urls)
+            print(f"queued {len(urls)} seed(s) on {keys.start_urls}")
+        else:
+            from crawlproject.frontier.client import RedisFrontier  # noqa: PLC0415
+
+            frontier = RedisFrontier(
+                redis, keys, config.seen_bucket_bits, config.host_delay_ms,
+                config.host_concurrency, config.lease_ms,
+            )  # fmt: skip
+            counts = await frontier.counters()
+            counts["workers"] = int(await redis.zcard(keys.workers))
+            print(json.dumps(counts, sort_keys=True))
+    finally:
+        if embedded is not None:
+            await shutdown_if_last(redis, CLI_CLIENT_ID)
+        await redis.aclose()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="crawlproject", description=__doc__.split("\n")[0])
+    parser.add_argument("--crawl", help="crawl name (default: CRAWL_NAME)")
+    parser.add_argument("--redis-url", help="Redis server (default: REDIS_URL, else embedded)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    seed = sub.add_parser("seed", help="add seed URLs to the crawl")
+    seed.add_argument("urls", nargs="*")
+    seed.add_argument("--file", type=Path, help="one URL per line, # comments")
+    sub.add_parser("counts", help="print the frontier counters as JSON")
+    args = parser.parse_args(argv)
+
+    settings = get_project_settings()
+    if args.redis_url:
+        settings.set("REDIS_URL", args.redis_url, priority="cmdline")
+    config = FrontierConfig.from_settings(settings)
+    crawl = args.crawl or config.crawl
+    urls: list[str] = []
+    if args.command == "seed":
+        urls = list(args.urls)
+        if args.file:
+            lines = args.file.read_text(encoding="utf-8").splitlines()
+            urls += [u.strip() for u in lines if u.strip() and not u.startswith("#")]
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            parser.error(f"not http(s) URLs: {', '.join(bad[:5])}")
+        if not urls:
+            parser.error("no URLs given")
+    return asyncio.run(_with_redis(config, crawl, args.command, urls))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
