@@ -86,9 +86,7 @@ def _tld_extractor() -> tldextract.TLDExtract:
 
 def registered_domain(host: str) -> str:
     """``a.b.example.co.uk`` -> ``example.co.uk``; IPs and bare names unchanged."""
-    ext = _tld_extractor()(host)
-    top = getattr(ext, "top_domain_under_public_suffix", None) or ext.registered_domain
-    return top or host
+    return _tld_extractor()(host).top_domain_under_public_suffix or host
 
 
 def host_key(canonical_url: str) -> str:

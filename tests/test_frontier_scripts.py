@@ -1,0 +1,210 @@
+"""The frontier's Lua scripts against a real redis-server (no HTTP, no Scrapy engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from redis.asyncio import Redis
+from scrapy import Request
+
+from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+
+CANON = UrlCanonicalizer(["sid"])
+CODEC = RequestCodec(["scrapy.http.request.Request"])
+
+MakeFrontier = Callable[..., Awaitable[RedisFrontier]]
+
+
+@pytest.fixture
+async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
+    clients: list[Redis] = []
+
+    async def make(
+        crawl: str = "t", shards: int = 2, delay_ms: int = 200, conc: int = 1, lease_ms: int = 1000,
+        bits: int = 12,
+    ) -> RedisFrontier:  # fmt: skip
+        redis = Redis.from_url(redis_url)
+        clients.append(redis)
+        frontier = RedisFrontier(redis, CrawlKeys(crawl, shards), bits, delay_ms, conc, lease_ms)
+        await frontier.prepare()
+        return frontier
+
+    yield make
+    for c in clients:
+        await c.aclose()
+
+
+def entry(url: str, dont_filter: bool = False) -> NewEntry:
+    canonical = CANON.canonicalize(url)
+    return NewEntry(
+        pkey=host_key(canonical),
+        fingerprint=CANON.fingerprint(canonical),
+        dont_filter=dont_filter,
+        data=CODEC.encode(Request(url, dont_filter=dont_filter), None),
+    )
+
+
+async def claim_all(frontier: RedisFrontier, n: int = 100) -> list[tuple[Lease, bytes]]:
+    items: list[tuple[Lease, bytes]] = []
+    for shard in range(frontier.keys.shards):
+        items += (await frontier.claim(shard, n, "w1")).items
+    return items
+
+
+def urls_of(items: list[tuple[Lease, bytes]]) -> list[str]:
+    return [CODEC.decode(data, None).url for _, data in items]
+
+
+async def test_one_slot_per_host_and_delay_after_release(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(delay_ms=300)
+    await f.add([entry("http://a.test/1"), entry("http://a.test/2"), entry("http://b.test/1")])
+    first = await claim_all(f)
+    assert sorted(urls_of(first)) == ["http://a.test/1", "http://b.test/1"]
+    assert await claim_all(f) == []  # a.test's only slot is taken
+    lease_a = next(lease for lease, data in first if b"a.test" in data)
+    assert await f.release([lease_a]) == 1
+    assert await f.release([lease_a]) == 0  # idempotent
+    released_at = time.monotonic()
+    assert await claim_all(f) == []  # released, but the delay runs from now
+    while not (items := await claim_all(f)):
+        await asyncio.sleep(0.01)
+    assert time.monotonic() - released_at >= 0.29
+    assert urls_of(items) == ["http://a.test/2"]
+
+
+async def test_claim_reports_when_the_next_host_is_due(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, delay_ms=500)
+    await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
+    batch = await f.claim(0, 10, "w1")
+    assert len(batch.items) == 1 and batch.next_ready_ms is None  # busy host: not ready
+    await f.release([batch.items[0][0]])
+    batch = await f.claim(0, 10, "w1")
+    assert batch.items == []
+    assert batch.next_ready_ms is not None
+    assert 400 <= batch.next_ready_ms - batch.now_ms <= 500
+
+
+async def test_per_host_concurrency_and_delay(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, delay_ms=0, conc=1)
+    await f.set_host_config("http://c.test", None, 2)
+    await f.add([entry(f"http://c.test/{i}") for i in range(4)])
+    assert len(await claim_all(f)) == 1  # one per host per call
+    assert len(await claim_all(f)) == 1  # second slot
+    assert await claim_all(f) == []  # both slots taken
+    await f.set_host_config("http://c.test", 10_000, None)  # back to 1 slot, 10 s delay
+    assert (await f.counters())["leased"] == 2
+
+
+async def test_seen_urls_are_dropped_unless_dont_filter(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier()
+    r = await f.add([entry("http://a.test/x?b=1&a=2"), entry("HTTP://A.test:80/x?a=2&b=1#frag")])
+    assert (r.added, r.seen_hits) == (1, 1)
+    r = await f.add([entry("http://a.test/x?a=2&b=1", dont_filter=True)])
+    assert (r.added, r.seen_hits) == (1, 0)
+    counts = await f.counters()
+    assert counts["queued"] == 2 and counts["seen_hits"] == 1
+
+
+async def test_seen_test_matches_only_on_fingerprint_boundaries(make_frontier: MakeFrontier) -> None:
+    # Zero bucket bits put every URL in one string: a match straddling two
+    # stored fingerprints must not count as seen.
+    f = await make_frontier(shards=1, bits=0)
+    await f.add([entry(f"http://a.test/{i}") for i in range(2000)])
+    prefix = f.keys.shard_prefixes[0]
+    packed = await f.redis.get(prefix + "seen:0")
+    assert packed is not None and len(packed) == 2000 * 6
+    straddle = packed[3:9]  # bytes of two neighbours
+    fake = NewEntry("http://a.test", b"\x00\x00" + straddle, False, b'{"url":"http://a.test/z"}')
+    assert (await f.add([fake])).added == 1
+
+
+async def test_expired_lease_returns_url_to_head_and_frees_slot(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, delay_ms=0, lease_ms=200)
+    await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
+    (lease, _), = await claim_all(f)  # fmt: skip
+    assert await f.reclaim(0) == 0
+    await asyncio.sleep(0.25)
+    assert await f.reclaim(0) == 1
+    assert urls_of(await claim_all(f)) == ["http://a.test/1"]  # back at the head
+    assert await f.ack([lease]) == (0, 1)  # the dead worker's late ack finds nothing
+    counts = await f.counters()
+    assert counts["reclaimed"] == 1 and counts["leased"] == 1 and counts["queued"] == 1
+
+
+async def test_renew_keeps_a_lease_alive(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, lease_ms=300)
+    await f.add([entry("http://a.test/1")])
+    (lease, _), = await claim_all(f)  # fmt: skip
+    for _ in range(4):
+        await asyncio.sleep(0.15)
+        assert await f.renew([lease]) == []
+        assert await f.reclaim(0) == 0
+    await asyncio.sleep(0.35)
+    assert await f.reclaim(0) == 1
+    assert await f.renew([lease]) == [lease]
+
+
+async def test_ack_modes(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, delay_ms=0)
+    await f.add([entry("http://a.test/1"), entry("http://b.test/1"), entry("http://c.test/1")])
+    items = await claim_all(f)
+    by_host = {CODEC.decode(d, None).url: lease for lease, d in items}
+    assert await f.ack([by_host["http://a.test/1"]], "done") == (1, 0)
+    assert await f.ack([by_host["http://b.test/1"]], "return") == (1, 0)
+    assert await f.ack([by_host["http://c.test/1"]], "dead") == (1, 0)
+    assert urls_of(await claim_all(f)) == ["http://b.test/1"]
+    assert await f.redis.llen(f.keys.shard_prefixes[0] + "dead") == 1
+    counts = await f.counters()
+    assert counts["done"] == 1 and counts["leased"] == 1 and counts["queued"] == 0
+
+
+async def test_layout_is_fixed_per_crawl(make_frontier: MakeFrontier) -> None:
+    await make_frontier(crawl="c1", shards=2)
+    with pytest.raises(FrontierMismatch, match="shards=2"):
+        await make_frontier(crawl="c1", shards=3)
+
+
+async def test_start_urls_trim_never_drops_unread_seeds(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier()
+    await f.redis.lpush(f.keys.start_urls, b"u1", b"u2")
+    a = await f.read_start_urls(10)
+    b = await f.read_start_urls(10)  # a second worker read the same seeds
+    await f.redis.lpush(f.keys.start_urls, b"u3")
+    assert await f.trim_start_urls(a) == 2
+    assert await f.trim_start_urls(b) == 0  # already gone: u3 must survive
+    assert await f.read_start_urls(10) == [b"u3"]
+
+
+async def test_two_workers_never_share_a_slot(make_frontier: MakeFrontier) -> None:
+    f1 = await make_frontier(shards=1, delay_ms=0)
+    f2 = await make_frontier(shards=1, delay_ms=0)
+    await f1.add([entry(f"http://h{h}.test/{i}") for h in range(20) for i in range(5)])
+
+    async def worker(f: RedisFrontier, name: str, active: set[str], log: list[int]) -> None:
+        while True:
+            batch = await f.claim(0, 8, name)
+            if not batch.items:
+                if (await f.counters())["queued"] == 0:
+                    return
+                await asyncio.sleep(0.001)
+                continue
+            hosts = [CODEC.decode(d, None).url.split("/")[2] for _, d in batch.items]
+            assert not active & set(hosts), "a host was handed out twice at once"
+            active.update(hosts)
+            log.append(len(hosts))
+            await asyncio.sleep(0.002)
+            active.difference_update(hosts)
+            await f.ack([lease for lease, _ in batch.items])
+
+    active: set[str] = set()
+    log1: list[int] = []
+    log2: list[int] = []
+    await asyncio.gather(worker(f1, "w1", active, log1), worker(f2, "w2", active, log2))
+    assert sum(log1) + sum(log2) == 100
+    assert sum(log1) > 0 and sum(log2) > 0
