@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,10 +40,11 @@ def start_worker(
     extra_settings: Mapping[str, object] | None,
     log_path: str | Path,
     extra_args: Sequence[str] = (),
+    spider: str = "web",
 ) -> WorkerProcess:
     """Start one worker of crawl ``crawl``; the repo root holds scrapy.cfg."""
     root = Path(cwd_repo_root).resolve()
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"crawl={crawl}",
+    cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"crawl={crawl}",
            "-a", "seeds=" + ",".join(seeds), "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
     for name, value in (extra_settings or {}).items():
         cmd += ["-s", f"{name}={setting_value(value)}"]
@@ -57,6 +59,12 @@ def start_worker(
         )
     proc.log_path = log_path
     return proc
+
+
+def stats_of(path: str | Path) -> dict[str, int]:
+    """Integer stats from the dump Scrapy logs when a worker closes."""
+    text = Path(path).read_text(errors="replace")
+    return {k: int(v) for k, v in re.findall(r"'([\w/.-]+)': (\d+),?\n", text)}
 
 
 def tail(path: str | Path, lines: int = 40) -> str:

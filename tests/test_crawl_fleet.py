@@ -1,0 +1,153 @@
+"""Real ``scrapy crawl web`` workers sharing one real redis-server, against a loopback web.
+
+Each test runs whole crawls: worker subprocesses, a multi-host test web whose
+server-side log (start and end time of every request) is the judge of
+politeness and of what was fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.crawlproc import (
+    REPO_ROOT,
+    WorkerProcess,
+    start_worker,
+    stats_of,
+    stop_worker,
+    wait_all,
+)
+from tests.support.testweb import (
+    OUT_OF_SCOPE_IP,
+    TestWeb,
+    fetch_counts,
+    politeness_report,
+)
+
+DELAY = 0.3
+FAST = {
+    "CRAWL_HOST_DELAY": DELAY,
+    "CRAWL_IDLE_CLOSE_SECONDS": 2,
+    "CRAWL_IDLE_POLL_SECONDS": 0.2,
+    "LOG_LEVEL": "INFO",
+}
+
+
+def page_fetches(web: TestWeb) -> dict[str, int]:
+    return {u: n for u, n in fetch_counts(web.log).items() if not u.endswith("/robots.txt")}
+
+
+def assert_polite(web: TestWeb, delay: float) -> None:
+    report = politeness_report([r for r in web.log if r.path != "/robots.txt"], delay)
+    for host, p in report.items():
+        assert p.max_in_flight <= 1, f"{host}: {p.max_in_flight} requests in flight at once"
+        assert p.gaps_below_delay == 0, f"{host}: start-to-start gap {p.min_gap:.3f}s < {delay}"
+        assert p.idle_below_delay == 0, f"{host}: end-to-start idle {p.min_idle:.3f}s < {delay}"
+
+
+def workers(
+    n: int, redis_url: str, crawl: str, web: TestWeb, tmp_path: Path, tag: str, **settings: object
+) -> list[WorkerProcess]:
+    return [
+        start_worker(
+            REPO_ROOT, redis_url, crawl, web.seeds, {**FAST, **settings},
+            tmp_path / f"{tag}-{i}.log",
+        )  # fmt: skip
+        for i in range(n)
+    ]
+
+
+def test_three_workers_fetch_every_page_once_politely(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(
+        hosts=20, pages=6, latency_ms=(5, 40), links=4, cross_links=1, links_out_of_scope=1
+    )
+    procs = workers(3, redis_url, "fleet", web, tmp_path, "w")
+    wait_all(procs, timeout=120)
+
+    fetched = page_fetches(web)
+    assert set(fetched) == web.expected_urls
+    assert all(n == 1 for n in fetched.values()), {u: n for u, n in fetched.items() if n > 1}
+    assert not [r for r in web.log if r.host_ip == OUT_OF_SCOPE_IP]
+    assert_polite(web, DELAY)
+    stats = [stats_of(p.log_path) for p in procs]
+    # No hoarding: every worker got a share of the work.
+    assert all(s.get("frontier/claims", 0) > 0 for s in stats), stats
+    assert sum(s.get("frontier/claims", 0) for s in stats) == len(web.expected_urls)
+    assert sum(s.get("frontier/seen_hits", 0) for s in stats) > 0
+
+
+def test_killed_worker_loses_nothing(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=8, pages=8, latency_ms=(150, 250), links=3, cross_links=1)
+    settings = {"CRAWL_LEASE_SECONDS": 3, "CRAWL_HOST_DELAY": 0.1}
+    victim, survivor = workers(2, redis_url, "kill", web, tmp_path, "k", **settings)
+    deadline = time.monotonic() + 60
+    while len(web.log) < 12 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop_worker(victim, 9)  # SIGKILL: no goodbye, its leases stay behind
+    victim.wait()
+    wait_all([survivor], timeout=120)
+
+    fetched = page_fetches(web)
+    assert set(fetched) == web.expected_urls, "pages lost with the killed worker"
+    stats = stats_of(survivor.log_path)
+    assert stats.get("frontier/leases_reclaimed", 0) >= 1
+    # Only what the victim held could be fetched twice.
+    assert sum(n - 1 for n in fetched.values()) <= stats["frontier/leases_reclaimed"]
+    assert_polite(web, 0.1)
+
+
+def test_stop_all_and_resume_without_refetching(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=6, pages=10, latency_ms=(5, 20), links=3, cross_links=1)
+    first = workers(2, redis_url, "resume", web, tmp_path, "a")
+    deadline = time.monotonic() + 60
+    while len(web.log) < 15 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in first:
+        stop_worker(p)  # SIGTERM: Scrapy's graceful shutdown
+    wait_all(first, timeout=60)
+    done_first = len(web.log)
+    assert 0 < done_first < len(web.expected_urls), "stopped too late to test a resume"
+
+    second = workers(2, redis_url, "resume", web, tmp_path, "b")
+    wait_all(second, timeout=120)
+    fetched = page_fetches(web)
+    assert set(fetched) == web.expected_urls
+    assert all(n == 1 for n in fetched.values()), {u: n for u, n in fetched.items() if n > 1}
+    assert sum(stats_of(p.log_path).get("frontier/returned", 0) for p in first) >= 0
+    assert_polite(web, DELAY)
+
+
+def test_request_with_body_and_headers_round_trips(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=1, pages=1)
+    body = b'{"q": "caf\xc3\xa9", "bin": "\x00\x01"}'
+    out = tmp_path / "echo.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis_url, "echo", [web.base_url(1) + "echo"],
+        {**FAST, "SPIDER_MODULES": "spiders,tests.spiders_for_tests"},
+        tmp_path / "echo.log",
+        extra_args=["-a", "body_hex=" + body.hex(), "-O", str(out)],
+        spider="echo",
+    )  # fmt: skip
+    wait_all([proc], timeout=60)
+    (record,) = [r for r in web.log if r.path == "/echo"]
+    assert record.method == "PUT"
+    assert record.headers["x-custom"] == "välue"
+    assert record.headers["content-type"] == "application/json"
+    (item,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert bytes.fromhex(item["sent_body_hex"]) == body
+    assert item["echo"]["method"] == "PUT"
+    assert item["cb_kwargs"] == {"tag": "round-trip"}
+    assert item["meta_marker"] == [1, "two", {"three": 3.0}]
+    stats = stats_of(proc.log_path)
+    assert stats["frontier/enqueued"] == 1 and stats["frontier/claims"] == 1
