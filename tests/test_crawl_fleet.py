@@ -51,11 +51,9 @@ def assert_polite(web: TestWeb, delay: float) -> None:
 def workers(
     n: int, redis_url: str, crawl: str, web: TestWeb, tmp_path: Path, tag: str, **settings: object
 ) -> list[WorkerProcess]:
+    config = {**FAST, **settings}
     return [
-        start_worker(
-            REPO_ROOT, redis_url, crawl, web.seeds, {**FAST, **settings},
-            tmp_path / f"{tag}-{i}.log",
-        )  # fmt: skip
+        start_worker(REPO_ROOT, redis_url, crawl, web.seeds, config, tmp_path / f"{tag}-{i}.log")
         for i in range(n)
     ]
 

@@ -111,7 +111,7 @@ async def test_seen_urls_are_dropped_unless_dont_filter(make_frontier: MakeFront
     assert counts["queued"] == 2 and counts["seen_hits"] == 1
 
 
-async def test_seen_test_matches_only_on_fingerprint_boundaries(make_frontier: MakeFrontier) -> None:
+async def test_seen_test_matches_only_on_boundaries(make_frontier: MakeFrontier) -> None:
     # Zero bucket bits put every URL in one string: a match straddling two
     # stored fingerprints must not count as seen.
     f = await make_frontier(shards=1, bits=0)
@@ -124,7 +124,7 @@ async def test_seen_test_matches_only_on_fingerprint_boundaries(make_frontier: M
     assert (await f.add([fake])).added == 1
 
 
-async def test_expired_lease_returns_url_to_head_and_frees_slot(make_frontier: MakeFrontier) -> None:
+async def test_expired_lease_returns_url_to_head(make_frontier: MakeFrontier) -> None:
     f = await make_frontier(shards=1, delay_ms=0, lease_ms=200)
     await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
     (lease, _), = await claim_all(f)  # fmt: skip
