@@ -70,5 +70,3 @@ CRAWL_IDLE_POLL_SECONDS = 0.5
 # How often buffered link-adds and acknowledgements are written to Redis.
 CRAWL_FLUSH_INTERVAL_SECONDS = 0.02
 
-# robots.txt user-agent token (RFC 9309 product token).
-CRAWL_ROBOTS_TOKEN = "crawlproject"

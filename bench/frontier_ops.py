@@ -1,0 +1,459 @@
+"""Frontier throughput without HTTP: pages/s through the real Lua scripts.
+
+    /work/venv/bin/python bench/frontier_ops.py [--duration 20] [--max-pages 100000]
+
+A driver simulates a worker at Redis level: claim a batch on every shard, release
+the pages' host slots, add 20 links per page (about half already seen) in one
+``add`` call, ack the pages in one call. Host delay 0, one slot per host, so
+politeness never holds the rate back. Each scenario starts from an empty Redis
+(FLUSHALL) seeded with ``--hosts`` hosts, and runs with 1 and with 2 driver
+processes (own event loop each) against the same private redis-server.
+
+Two modes, because a Python driver that builds every link for real cannot feed
+one Redis fast enough to test it:
+
+* ``frontier``: link payloads are made by string templates (checked byte for byte
+  against the real code path at startup), claimed pages are not decoded. This
+  measures the frontier's own cost: Redis CPU plus round trips.
+* ``worker``: the whole worker-side path per link (Request, canonicalize,
+  fingerprint, RequestCodec.encode) and per page (decode). Python-bound; shows
+  what one worker process can push.
+
+Baseline, same run and same Redis: scrapy-redis 0.9.1 as its Scheduler drives it
+(sync client, pickle): ``PriorityQueue.pop`` per page; per link
+``RFPDupeFilter.request_seen`` then ``PriorityQueue.push`` if new. In ``frontier``
+mode the same Redis commands are sent with the fingerprint/pickle precomputed.
+scrapy-redis has no politeness, no leases and no acks: it does less per page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import pickle
+import platform
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+import redis
+import scrapy_redis
+from redis.asyncio import Redis as AsyncRedis
+from scrapy import Request, Spider
+from scrapy.settings import Settings
+from scrapy_redis.connection import get_redis_from_settings
+from scrapy_redis.dupefilter import RFPDupeFilter
+from scrapy_redis.queue import PriorityQueue
+
+from crawlproject import default_settings as ds
+from crawlproject.frontier.client import NewEntry, RedisFrontier
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CRAWL = "bench"
+TARGET_PAGES_S = 6200  # the issue's target for one Redis
+
+
+@dataclass(frozen=True)
+class Config:
+    hosts: int
+    seeds_per_host: int
+    claim_n: int
+    links: int
+    seen_fraction: float
+    duration: float
+    max_pages: int
+    shards: int
+    bucket_bits: int
+    url: str = ""
+
+
+# -- private redis-server ------------------------------------------------------------
+
+
+class RedisServer:
+    """A fresh redis-server on a free loopback port, no persistence, in a temp dir."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="bench-redis-")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        args = [
+            shutil.which("redis-server") or "redis-server", "--port", str(self.port),
+            "--bind", "127.0.0.1", "--dir", self.dir, "--save", "", "--appendonly", "no",
+            "--logfile", "redis.log",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.02)
+
+    def cpu_seconds(self) -> float:
+        info = self.client.info("cpu")
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- URLs and payloads ---------------------------------------------------------------
+
+
+class UrlSpace:
+    """URL ``k`` of namespace ``ns`` is a pure function of k: an "already seen"
+    link is just an earlier k, so no process keeps a list of its URLs."""
+
+    def __init__(self, hosts: int, ns: int) -> None:
+        self.hosts = hosts
+        self.ns = ns
+
+    def host(self, k: int) -> str:
+        i = (k * 2654435761 + self.ns * 7919) % self.hosts  # spreads k over hosts
+        return f"127.0.{i // 250}.{i % 250 + 1}:8080"
+
+    def url(self, k: int, host: str) -> str:  # 66-68 characters
+        return f"http://{host}/archive/n{self.ns}/section-{k % 97:02d}/article-{k:09d}.html"
+
+
+class BenchSpider(Spider):
+    name = "bench"
+
+
+class Links:
+    """Link payloads for both systems, real (``worker``) or templated (``frontier``)."""
+
+    def __init__(self, space: UrlSpace, real: bool) -> None:
+        self.space = space
+        self.real = real
+        self.canon = UrlCanonicalizer(ds.CRAWL_SESSION_PARAMS)
+        self.codec = RequestCodec(ds.CRAWL_REQUEST_CLASSES)
+        self.spider = BenchSpider()
+        self._their_dict = Request("http://x/").to_dict(spider=self.spider)
+
+    def request(self, k: int) -> Request:
+        host = self.space.host(k)
+        return Request(self.space.url(k, host), meta={"depth": 1 + k % 5, "crawl_scope": host})
+
+    def ours(self, k: int) -> NewEntry:
+        if self.real:  # what FrontierScheduler.enqueue_request does
+            req = self.request(k)
+            canonical = self.canon.canonicalize(req.url)
+            fp = self.canon.fingerprint(canonical, req.method, req.body)
+            return NewEntry(host_key(canonical), fp, req.dont_filter, self.codec.encode(req, None))
+        host = self.space.host(k)
+        url = self.space.url(k, host)  # already canonical (checked in verify)
+        meta = {"depth": 1 + k % 5, "crawl_scope": host}
+        data = json.dumps({"url": url, "meta": meta}, separators=(",", ":")).encode()
+        return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
+
+    def theirs(self, k: int) -> tuple[str, bytes]:
+        """(RFPDupeFilter.request_fingerprint, PriorityQueue._encode_request) of link k."""
+        host = self.space.host(k)
+        url = self.space.url(k, host)
+        fp_json = json.dumps({"method": "GET", "url": url, "body": ""}, sort_keys=True)
+        d = dict(self._their_dict, url=url, meta={"depth": 1 + k % 5, "crawl_scope": host})
+        return hashlib.sha1(fp_json.encode()).hexdigest(), pickle.dumps(d, protocol=-1)
+
+    def verify(self, n: int = 300) -> None:
+        """The templates must give exactly the bytes of the real code path."""
+        real = Links(self.space, True)
+        df = RFPDupeFilter(None, "k")
+        q = PriorityQueue(server=None, spider=self.spider, key="k")
+        for k in random.Random(1).sample(range(10**8), n):
+            req = real.request(k)
+            assert real.canon.canonicalize(req.url) == req.url, req.url
+            assert real.ours(k) == self.ours(k), k
+            assert self.theirs(k) == (df.request_fingerprint(req), q._encode_request(req)), k
+
+
+class Picker:
+    """Next link id: an earlier one (already seen) with probability seen_fraction."""
+
+    def __init__(self, seen_fraction: float, seed: int, start: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.seen_fraction = seen_fraction
+        self.next_new = start
+
+    def __call__(self) -> int:
+        if self.next_new and self.rng.random() < self.seen_fraction:
+            return self.rng.randrange(self.next_new)
+        self.next_new += 1
+        return self.next_new - 1
+
+
+# -- drivers (one per process) -------------------------------------------------------
+
+
+def _frontier(r: AsyncRedis, cfg: Config) -> RedisFrontier:
+    # CRAWL_HOST_DELAY=0 -> default_delay_ms=0; one slot per host.
+    return RedisFrontier(r, CrawlKeys(CRAWL, cfg.shards), cfg.bucket_bits, 0, 1, 30_000)
+
+
+async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str, Any]:
+    links, pick = Links(UrlSpace(cfg.hosts, ns), real), Picker(cfg.seen_fraction, ns)
+    r = AsyncRedis.from_url(cfg.url)
+    f = _frontier(r, cfg)
+    await f.prepare()
+    worker = f"bench-{ns}"
+    ops: dict[str, float] = defaultdict(float)
+    pages = n_links = hits = empty = 0
+    barrier.wait()
+    t0, cpu0 = time.monotonic(), time.process_time()
+    deadline, limit = t0 + cfg.duration, cfg.max_pages
+    while pages < limit and time.monotonic() < deadline:
+        a = time.perf_counter()
+        items = []
+        for shard in range(cfg.shards):  # like FrontierScheduler._claim_some
+            items += (await f.claim(shard, cfg.claim_n, worker)).items
+        if real:
+            for _, data in items:
+                links.codec.decode(data, None)
+        if not items:
+            empty += 1
+            await asyncio.sleep(0.001)
+            continue
+        leases = [lease for lease, _ in items]
+        b = time.perf_counter()
+        await f.release(leases)
+        c = time.perf_counter()
+        entries = [links.ours(pick()) for _ in range(cfg.links * len(items))]
+        d = time.perf_counter()
+        hits += (await f.add(entries)).seen_hits
+        e = time.perf_counter()
+        await f.ack(leases)
+        g = time.perf_counter()
+        for name, dt in (("claim", b - a), ("release", c - b), ("make links", d - c),
+                         ("add", e - d), ("ack", g - e)):  # fmt: skip
+            ops[name] += dt
+        pages += len(items)
+        n_links += len(entries)
+    t1, cpu1 = time.monotonic(), time.process_time()
+    await r.aclose()
+    return {"pages": pages, "links": n_links, "seen_hits": hits, "t0": t0, "t1": t1,
+            "cpu": cpu1 - cpu0, "empty_claims": empty, "ops": dict(ops)}  # fmt: skip
+
+
+def drive_theirs(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str, Any]:
+    links, pick = Links(UrlSpace(cfg.hosts, ns), real), Picker(cfg.seen_fraction, ns)
+    server = get_redis_from_settings(Settings({"REDIS_URL": cfg.url}))  # its own client
+    queue = PriorityQueue(server=server, spider=links.spider, key="%(spider)s:requests")
+    df = RFPDupeFilter(server, key="bench:dupefilter", debug=False)
+    pages = n_links = hits = empty = 0
+    barrier.wait()
+    t0, cpu0 = time.monotonic(), time.process_time()
+    deadline, limit = t0 + cfg.duration, cfg.max_pages
+    while pages < limit and time.monotonic() < deadline:
+        if real:  # Scheduler.next_request -> queue.pop (decodes)
+            got = queue.pop() is not None
+        else:  # PriorityQueue.pop's commands, without decoding
+            pipe = server.pipeline()
+            pipe.multi()
+            pipe.zrange(queue.key, 0, 0).zremrangebyrank(queue.key, 0, 0)
+            got = bool(pipe.execute()[0])
+        if not got:
+            empty += 1
+            continue
+        pages += 1
+        for _ in range(cfg.links):  # Scheduler.enqueue_request, one link at a time
+            k = pick()
+            if real:
+                req = links.request(k)
+                if df.request_seen(req):
+                    hits += 1
+                else:
+                    queue.push(req)
+            else:
+                fp, data = links.theirs(k)
+                if server.sadd(df.key, fp) == 0:
+                    hits += 1
+                else:
+                    server.execute_command("ZADD", queue.key, 0, data)
+            n_links += 1
+    t1, cpu1 = time.monotonic(), time.process_time()
+    server.close()
+    return {"pages": pages, "links": n_links, "seen_hits": hits, "t0": t0, "t1": t1,
+            "cpu": cpu1 - cpu0, "empty_claims": empty, "ops": {}}  # fmt: skip
+
+
+def driver(system: str, mode: str, cfg: Config, ns: int, barrier: Barrier, out: Any) -> None:
+    real = mode == "worker"
+    if system == "ours":
+        out.put(asyncio.run(drive_ours(cfg, ns, real, barrier)))
+    else:
+        out.put(drive_theirs(cfg, ns, real, barrier))
+
+
+# -- scenarios -----------------------------------------------------------------------
+
+
+def seed(server: RedisServer, system: str, cfg: Config) -> None:
+    """Empty Redis, then seeds_per_host URLs on each host (namespace 0)."""
+    server.client.flushall()
+    links = Links(UrlSpace(cfg.hosts, 0), False)
+    ids = range(cfg.hosts * cfg.seeds_per_host)
+    if system == "ours":
+
+        async def go() -> None:
+            r = AsyncRedis.from_url(cfg.url)
+            f = _frontier(r, cfg)
+            await f.prepare()
+            await f.add([links.ours(k) for k in ids])
+            await r.aclose()
+
+        asyncio.run(go())
+    else:
+        pipe = server.client.pipeline(transaction=False)
+        for k in ids:
+            fp, data = links.theirs(k)
+            pipe.sadd("bench:dupefilter", fp).zadd("bench:requests", {data: 0})
+        pipe.execute()
+
+
+def scenario(server: RedisServer, system: str, mode: str, procs: int, cfg: Config) -> dict:
+    seed(server, system, cfg)
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
+    per_proc = Config(**{**asdict(cfg), "max_pages": cfg.max_pages // procs})
+    workers = [
+        ctx.Process(target=driver, args=(system, mode, per_proc, ns, barrier, out))
+        for ns in range(1, procs + 1)
+    ]
+    for w in workers:
+        w.start()
+    barrier.wait(timeout=120)
+    cpu0, w0 = server.cpu_seconds(), time.monotonic()
+    runs = [out.get(timeout=cfg.duration + 300) for _ in workers]
+    cpu1, w1 = server.cpu_seconds(), time.monotonic()
+    for w in workers:
+        w.join()
+    pages, links_n = sum(r["pages"] for r in runs), sum(r["links"] for r in runs)
+    elapsed = max(r["t1"] for r in runs) - min(r["t0"] for r in runs)
+    ops: dict[str, float] = defaultdict(float)
+    for r in runs:
+        for k, v in r["ops"].items():
+            ops[k] += v
+    return {
+        "system": system, "mode": mode, "procs": procs, "pages": pages, "links": links_n,
+        "seconds": round(elapsed, 3), "pages_per_s": round(pages / elapsed, 1),
+        "links_per_s": round(links_n / elapsed, 1),
+        "seen_hit_fraction": round(sum(r["seen_hits"] for r in runs) / max(links_n, 1), 3),
+        "redis_cpu_cores": round((cpu1 - cpu0) / (w1 - w0), 3),
+        "redis_cpu_us_per_page": round((cpu1 - cpu0) / max(pages, 1) * 1e6, 1),
+        "driver_cpu_cores": round(sum(r["cpu"] for r in runs) / elapsed, 3),
+        "empty_claims": sum(r["empty_claims"] for r in runs),
+        # client-side wall time per 1,000 pages, summed over processes
+        "ms_per_1k_pages": {k: round(v / max(pages, 1) * 1e6, 1) for k, v in ops.items()},
+    }  # fmt: skip
+
+
+def machine(server: RedisServer) -> dict[str, Any]:
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+         if ln.startswith("model name")), platform.processor(),
+    )  # fmt: skip
+    return {
+        "cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
+        "redis_server": server.client.info("server")["redis_version"],
+        "redis_py": redis.__version__, "scrapy_redis": scrapy_redis.__version__,
+    }  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--hosts", type=int, default=1000)
+    p.add_argument("--seeds-per-host", type=int, default=4)
+    p.add_argument("--claim-n", type=int, default=64, help="max URLs per claim call (per shard)")
+    p.add_argument("--links", type=int, default=20, help="links per page")
+    p.add_argument("--seen-fraction", type=float, default=0.5)
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per scenario")
+    p.add_argument("--max-pages", type=int, default=100_000, help="per scenario, all procs")
+    p.add_argument("--procs", default="1,2")
+    p.add_argument("--modes", default="frontier,worker")
+    p.add_argument("--systems", default="ours,scrapy-redis")
+    a = p.parse_args()
+    cfg = Config(a.hosts, a.seeds_per_host, a.claim_n, a.links, a.seen_fraction, a.duration,
+                 a.max_pages, ds.CRAWL_FRONTIER_SHARDS, ds.CRAWL_SEEN_BUCKET_BITS)  # fmt: skip
+    Links(UrlSpace(cfg.hosts, 1), False).verify()
+    server = RedisServer()
+    cfg = Config(**{**asdict(cfg), "url": server.url})
+    rows: list[dict[str, Any]] = []
+    try:
+        info = machine(server)
+        for mode in a.modes.split(","):
+            for procs in (int(x) for x in a.procs.split(",")):
+                for system in a.systems.split(","):
+                    rows.append(scenario(server, system, mode, procs, cfg))
+                    r = rows[-1]
+                    print(f"  {system:12} {mode:8} x{procs}: {r['pages_per_s']:>8,.0f} pages/s",
+                          file=sys.stderr)  # fmt: skip
+    finally:
+        server.stop()
+    for r in rows:
+        base = next((b for b in rows if b["system"] == "scrapy-redis" and b["mode"] == r["mode"]
+                     and b["procs"] == r["procs"]), None)  # fmt: skip
+        if r["system"] == "ours" and base:
+            r["ratio_vs_scrapy_redis"] = round(r["pages_per_s"] / base["pages_per_s"], 2)
+    report(rows, cfg, info)
+    RESULTS.mkdir(exist_ok=True)
+    result = {"benchmark": "frontier_ops", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "command": " ".join(["bench/frontier_ops.py", *sys.argv[1:]]), "machine": info,
+              "config": {**asdict(cfg), "url": None}, "target_pages_per_s": TARGET_PAGES_S,
+              "results": rows}  # fmt: skip
+    (RESULTS / "frontier_ops.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / 'frontier_ops.json'}")
+
+
+def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> None:
+    print(f"\nFrontier alone: {cfg.hosts} hosts, {cfg.shards} shards, claim {cfg.claim_n}/shard, "
+          f"{cfg.links} links/page (~{cfg.seen_fraction:.0%} seen), host delay 0, "
+          f"{info['cpus']} CPUs, redis {info['redis_server']}")  # fmt: skip
+    head = (f"{'system':12} {'mode':8} {'procs':>5} {'pages':>8} {'pages/s':>8} {'links/s':>9} "
+            f"{'redis CPU':>9} {'us/page':>7} {'driver CPU':>10} {'vs s-r':>6}")  # fmt: skip
+    print(head + "\n" + "-" * len(head))
+    for r in rows:
+        ratio = f"{r['ratio_vs_scrapy_redis']:.2f}x" if "ratio_vs_scrapy_redis" in r else ""
+        print(f"{r['system']:12} {r['mode']:8} {r['procs']:>5} {r['pages']:>8} "
+              f"{r['pages_per_s']:>8,.0f} {r['links_per_s']:>9,.0f} {r['redis_cpu_cores']:>9.2f} "
+              f"{r['redis_cpu_us_per_page']:>7.0f} {r['driver_cpu_cores']:>10.2f} {ratio:>6}")
+    print("redis CPU / driver CPU: cores busy (1.00 = one core); us/page: Redis CPU per page.")
+    print("scrapy-redis does less per page: no politeness, no leases, no acks; one round trip")
+    print("per link. frontier mode: payloads templated (checked = real bytes); worker mode: the")
+    print(f"full per-link Python path. Target: >= {TARGET_PAGES_S:,} pages/s on one Redis.")
+    for r in rows:
+        if r["ms_per_1k_pages"]:
+            parts = ", ".join(f"{k} {v:.0f}" for k, v in r["ms_per_1k_pages"].items())
+            print(f"  ours {r['mode']} x{r['procs']}: ms per 1k pages (client wall): {parts}")
+
+
+if __name__ == "__main__":
+    main()
