@@ -21,6 +21,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 from scrapy.utils.project import get_project_settings
 
+from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.embedded import EmbeddedRedis, shutdown_if_last
 from crawlproject.frontier.keys import CrawlKeys
@@ -42,8 +43,6 @@ async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: lis
             await redis.lpush(keys.start_urls, *urls)
             print(f"queued {len(urls)} seed(s) on {keys.start_urls}")
         else:
-            from crawlproject.frontier.client import RedisFrontier  # noqa: PLC0415
-
             frontier = RedisFrontier(
                 redis, keys, config.seen_bucket_bits, config.host_delay_ms,
                 config.host_concurrency, config.lease_ms,

@@ -69,4 +69,3 @@ CRAWL_REQUEST_CLASSES: list[str] = [
 CRAWL_IDLE_POLL_SECONDS = 0.5
 # How often buffered link-adds and acknowledgements are written to Redis.
 CRAWL_FLUSH_INTERVAL_SECONDS = 0.02
-

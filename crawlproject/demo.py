@@ -21,14 +21,14 @@ DEMO_DELAY_SECONDS = 0.25
 def main() -> int:
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
-    from tests.support.testweb import WebProcess, fetch_counts, politeness_report  # noqa: PLC0415
+    from tests.support.testweb import WebProcess, fetch_counts, politeness_report
 
     data = root / "crawl-data" / "demo"
     shutil.rmtree(data, ignore_errors=True)  # each demo crawls a fresh web on a new port
     data.mkdir(parents=True)
     options = {"hosts": 5, "pages": 20, "latency_ms": "5-30", "links": 4, "cross_links": 1}
     with WebProcess(data / "web", options) as web:
-        print(f"demo web: {len(web.seeds)} hosts, {len(web.expected_urls)} pages, e.g. {web.seeds[0]}")
+        print(f"demo web: {len(web.seeds)} hosts, {len(web.expected_urls)} pages")
         cmd = [
             sys.executable, "-m", "scrapy", "crawl", "web",
             "-a", "seeds=" + ",".join(web.seeds),
@@ -49,8 +49,9 @@ def main() -> int:
     print(f"items written:  {len(items)} -> {data / 'pages.jsonl'}")
     worst_gap = min((p.min_idle for p in report.values() if p.requests > 1), default=0.0)
     in_flight = max((p.max_in_flight for p in report.values()), default=0)
-    print(f"politeness:     max {in_flight} request(s) in flight per host; shortest pause "
-          f"between fetches of one host {worst_gap:.3f} s (delay {DEMO_DELAY_SECONDS} s)")  # fmt: skip
+    print(f"politeness:     max {in_flight} request(s) in flight per host; shortest pause")
+    pause = f"{worst_gap:.3f} s, delay {DEMO_DELAY_SECONDS} s"
+    print(f"                between fetches of a host {pause}")
     print(f"frontier data:  {data / 'redis'} (embedded Redis, append-only file)")
     return code
 
