@@ -47,7 +47,7 @@ def main() -> int:
     print(f"pages fetched:  {len(fetched)} of {len(web.expected_urls)} (each once: "
           f"{all(n == 1 for n in fetched.values())})")  # fmt: skip
     print(f"items written:  {len(items)} -> {data / 'pages.jsonl'}")
-    worst_gap = min((p.min_idle for p in report.values() if p.requests > 1), default=0.0)
+    worst_gap = min((p.min_idle for p in report.values() if p.min_idle is not None), default=0.0)
     in_flight = max((p.max_in_flight for p in report.values()), default=0)
     print(f"politeness:     max {in_flight} request(s) in flight per host; shortest pause")
     pause = f"{worst_gap:.3f} s, delay {DEMO_DELAY_SECONDS} s"

@@ -74,6 +74,7 @@ OUTBOX_FLUSH_ENTRIES = 1000  # flush early when this many URLs wait
 START_URLS_BATCH = 100
 REDIS_RETRY_MAX_SECONDS = 5.0
 MAINTENANCE_MAX_SECONDS = 1.0
+STOP_TIMEOUT_SECONDS = 10.0
 
 
 class LeaseState(enum.Enum):
@@ -123,9 +124,9 @@ class FrontierScheduler(BaseScheduler):
         self._claim_not_before = 0.0  # loop time; set when nothing was ready
         self._shard_next_ready: dict[int, float] = {}  # loop time at which a shard has work
         self._next_shard = 0
+        self._stop = asyncio.Event()  # loops end at their next turn; never cancelled mid-I/O
         self._finished = False
         self._idle_since: float | None = None
-        self._closing = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -183,10 +184,16 @@ class FrontierScheduler(BaseScheduler):
         return deferred_from_coro(self._close(reason))
 
     async def _close(self, reason: str) -> None:
-        self._closing = True
-        for task in self._tasks:
+        # Cancelling a task in the middle of a redis-py call can leave the call
+        # half done (and redis-py may swallow the cancellation), so the loops
+        # are asked to stop and end at their next turn.
+        self._stop.set()
+        self._claim_event.set()
+        self._write_event.set()
+        _, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
+        for task in stuck:
+            logger.warning("Frontier task did not stop in %.0f s; cancelling", STOP_TIMEOUT_SECONDS)
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.frontier is None or self._redis is None:
             return
         # What this worker claimed but did not finish goes back to the queues.
@@ -211,7 +218,7 @@ class FrontierScheduler(BaseScheduler):
         except Exception:
             logger.exception("Frontier task failed; closing the spider")
             self.crawler.stats.inc_value("frontier/task_errors")
-            if self.crawler.engine is not None and not self._closing:
+            if self.crawler.engine is not None and not self._stop.is_set():
                 await self.crawler.engine.close_spider_async(reason="frontier_error")
 
     # -- the engine's side ------------------------------------------------------
@@ -311,8 +318,8 @@ class FrontierScheduler(BaseScheduler):
 
     async def _claim_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        backoff = _Backoff()
-        while True:
+        backoff = _Backoff(self._stop)
+        while not self._stop.is_set():
             want = self.config.max_claims_in_flight - self._in_flight()
             if self._finished or want <= 0:
                 delay = self.config.idle_poll_seconds  # a release sets the event
@@ -321,6 +328,8 @@ class FrontierScheduler(BaseScheduler):
             if delay > 0:
                 await _wait(self._claim_event, delay)
             self._claim_event.clear()
+            if self._stop.is_set():
+                return
             if self._finished or want <= 0 or loop.time() < self._claim_not_before:
                 continue
             try:
@@ -381,8 +390,8 @@ class FrontierScheduler(BaseScheduler):
     # -- writer loop ------------------------------------------------------------------
 
     async def _write_loop(self) -> None:
-        backoff = _Backoff()
-        while True:
+        backoff = _Backoff(self._stop)
+        while not self._stop.is_set():
             await _wait(self._write_event, self.config.flush_interval_seconds)
             self._write_event.clear()
             try:
@@ -440,15 +449,15 @@ class FrontierScheduler(BaseScheduler):
 
     async def _maintenance_loop(self) -> None:
         period = min(self.config.lease_seconds / 3, MAINTENANCE_MAX_SECONDS)
-        backoff = _Backoff()
-        while True:
+        backoff = _Backoff(self._stop)
+        while not self._stop.is_set():
             try:
                 await self._maintain()
             except RedisError as exc:
                 await backoff.sleep("maintenance", exc)
                 continue
             backoff.reset()
-            await asyncio.sleep(period)
+            await _wait(self._stop, period)
 
     async def _maintain(self) -> None:
         assert self.frontier is not None
@@ -538,7 +547,8 @@ class FrontierScheduler(BaseScheduler):
 class _Backoff:
     """Bounded exponential backoff for Redis errors: workers wait, not die."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
         self.delay = 0.05
 
     def reset(self) -> None:
@@ -546,7 +556,7 @@ class _Backoff:
 
     async def sleep(self, what: str, exc: Exception) -> None:
         logger.warning("Redis error in frontier %s (%s); retrying in %.2f s", what, exc, self.delay)
-        await asyncio.sleep(self.delay)
+        await _wait(self.stop, self.delay)
         self.delay = min(self.delay * 2, REDIS_RETRY_MAX_SECONDS)
 
 

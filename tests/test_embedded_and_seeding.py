@@ -1,0 +1,107 @@
+"""The embedded default (no REDIS_URL) and adding seeds to a running crawl."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, stop_worker, wait_all
+from tests.support.redis_server import RedisServer
+from tests.support.testweb import TestWeb, fetch_counts
+
+FAST = {"CRAWL_HOST_DELAY": 0.2, "CRAWL_IDLE_CLOSE_SECONDS": 2, "CRAWL_IDLE_POLL_SECONDS": 0.2}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def socket_alive(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def test_embedded_redis_is_shared_persisted_and_stopped(
+    testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=4, pages=12, latency_ms=(5, 20), links=3, cross_links=1)
+    data = tmp_path / "data"
+    settings = {**FAST, "CRAWL_DATA_DIR": str(data)}
+    sock = data / "redis" / "redis.sock"
+
+    def worker(tag: str):  # type: ignore[no-untyped-def]
+        return start_worker(REPO_ROOT, "", "emb", web.seeds, settings, tmp_path / f"{tag}.log")
+
+    a = worker("a")
+    wait_for(lambda: len(web.log) >= 3)
+    b = worker("b")  # joins the server that a started
+    wait_for(lambda: "Frontier open" in b.log_path.read_text())
+    wait_for(lambda: len(web.log) >= 12)
+    for p in (a, b):
+        stop_worker(p)
+    wait_all([a, b], timeout=60)
+    assert "Started the embedded Redis" in a.log_path.read_text()
+    assert "Joining the embedded Redis" in b.log_path.read_text()
+    assert not socket_alive(sock), "the last worker out must stop the embedded Redis"
+    assert (data / "redis" / "appendonly.aof").exists() or (data / "redis" / "appendonlydir").exists()
+    fetched_before = len(web.log)
+    assert fetched_before < len(web.expected_urls)
+
+    c = worker("c")  # restarts the server from its files and resumes
+    wait_all([c], timeout=120)
+    fetched = fetch_counts(web.log)
+    assert set(fetched) == web.expected_urls
+    assert all(n == 1 for n in fetched.values()), {u: n for u, n in fetched.items() if n > 1}
+    assert stats_of(c.log_path)["frontier/claims"] == len(web.expected_urls) - fetched_before
+    assert not socket_alive(sock)
+
+
+def test_seeds_added_while_running(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=3, pages=6, latency_ms=(5, 20), links=3, cross_links=0)
+    url = redis_server.url
+    proc = start_worker(
+        REPO_ROOT, url, "grow", web.seeds[:1], {**FAST, "CRAWL_IDLE_CLOSE_SECONDS": 4},
+        tmp_path / "w.log",
+    )  # fmt: skip
+    wait_for(lambda: len(web.log) >= 2)
+    cli = [sys.executable, "-m", "crawlproject", "--redis-url", url, "--crawl", "grow"]
+    subprocess.run([*cli, "seed", web.seeds[1]], cwd=REPO_ROOT, check=True)
+    # The scrapy-redis way: LPUSH on <crawl>:start_urls, here as a JSON entry.
+    entry = json.dumps({"url": web.seeds[2], "meta": {"note": "pushed"}})
+    subprocess.run(
+        ["redis-cli", "-p", str(redis_server.port), "LPUSH", "grow:start_urls", entry]
+        if _have("redis-cli")
+        else [*cli, "seed", web.seeds[2]],
+        cwd=REPO_ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    bad = subprocess.run([*cli, "seed", "ftp://nope/"], cwd=REPO_ROOT, capture_output=True)
+    assert bad.returncode == 2 and b"not http(s) URLs" in bad.stderr
+    wait_all([proc], timeout=120)
+    fetched = fetch_counts(web.log)
+    assert set(fetched) == web.expected_urls
+    assert all(n == 1 for n in fetched.values())
+    assert stats_of(proc.log_path)["frontier/start_urls"] == 2
+    counts = subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True)
+    parsed = json.loads(counts.stdout)
+    assert parsed["queued"] == 0 and parsed["leased"] == 0
+    assert parsed["done"] == len(web.expected_urls)
+
+
+def _have(cmd: str) -> bool:
+    import shutil
+
+    return shutil.which(cmd) is not None
