@@ -10,7 +10,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, stop_worker, wait_all
+import redis
+
+from tests.support.crawlproc import (
+    REPO_ROOT,
+    WorkerProcess,
+    start_worker,
+    stats_of,
+    stop_worker,
+    wait_all,
+)
 from tests.support.redis_server import RedisServer
 from tests.support.testweb import TestWeb, fetch_counts
 
@@ -41,7 +50,7 @@ def test_embedded_redis_is_shared_persisted_and_stopped(
     settings = {**FAST, "CRAWL_DATA_DIR": str(data)}
     sock = data / "redis" / "redis.sock"
 
-    def worker(tag: str):  # type: ignore[no-untyped-def]
+    def worker(tag: str) -> WorkerProcess:
         return start_worker(REPO_ROOT, "", "emb", web.seeds, settings, tmp_path / f"{tag}.log")
 
     a = worker("a")
@@ -55,7 +64,9 @@ def test_embedded_redis_is_shared_persisted_and_stopped(
     assert "Started the embedded Redis" in a.log_path.read_text()
     assert "Joining the embedded Redis" in b.log_path.read_text()
     assert not socket_alive(sock), "the last worker out must stop the embedded Redis"
-    assert (data / "redis" / "appendonly.aof").exists() or (data / "redis" / "appendonlydir").exists()
+    assert (data / "redis" / "appendonly.aof").exists() or (
+        data / "redis" / "appendonlydir"
+    ).exists()
     fetched_before = len(web.log)
     assert fetched_before < len(web.expected_urls)
 
@@ -82,26 +93,18 @@ def test_seeds_added_while_running(
     subprocess.run([*cli, "seed", web.seeds[1]], cwd=REPO_ROOT, check=True)
     # The scrapy-redis way: LPUSH on <crawl>:start_urls, here as a JSON entry.
     entry = json.dumps({"url": web.seeds[2], "meta": {"note": "pushed"}})
-    subprocess.run(
-        ["redis-cli", "-p", str(redis_server.port), "LPUSH", "grow:start_urls", entry]
-        if _have("redis-cli")
-        else [*cli, "seed", web.seeds[2]],
-        cwd=REPO_ROOT, check=True, capture_output=True,
-    )  # fmt: skip
+    with redis.Redis.from_url(url) as client:
+        client.lpush("grow:start_urls", entry, "not a url", '{"broken json')
     bad = subprocess.run([*cli, "seed", "ftp://nope/"], cwd=REPO_ROOT, capture_output=True)
     assert bad.returncode == 2 and b"not http(s) URLs" in bad.stderr
     wait_all([proc], timeout=120)
     fetched = fetch_counts(web.log)
     assert set(fetched) == web.expected_urls
     assert all(n == 1 for n in fetched.values())
-    assert stats_of(proc.log_path)["frontier/start_urls"] == 2
+    stats = stats_of(proc.log_path)
+    assert stats["frontier/start_urls"] == 4
+    assert stats["frontier/bad_start_url"] == 2  # not a URL; broken JSON
     counts = subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True)
     parsed = json.loads(counts.stdout)
     assert parsed["queued"] == 0 and parsed["leased"] == 0
     assert parsed["done"] == len(web.expected_urls)
-
-
-def _have(cmd: str) -> bool:
-    import shutil
-
-    return shutil.which(cmd) is not None

@@ -87,6 +87,8 @@ class LeaseState(enum.Enum):
 class _Held:
     lease: Lease
     state: LeaseState
+    url: str
+    dont_filter: bool
 
 
 class FrontierScheduler(BaseScheduler):
@@ -236,42 +238,64 @@ class FrontierScheduler(BaseScheduler):
 
     def enqueue_request(self, request: Request) -> bool:
         token = request.meta.pop(LEASE_META_KEY, None)
-        parent = self._held.get(token) if token else None
+        held = self._held.get(token) if token else None
+        # A request carrying a lease that the spider has not seen yet comes from
+        # the downloader (a redirect or a retry): it takes the URL over.
+        parent = held if held is not None and held.state is not LeaseState.SCRAPING else None
         try:
             canonical = self.canonicalizer.canonicalize(request.url)
         except InvalidURL as exc:
             self.stats.inc_value("frontier/invalid_url")
             logger.debug("Skipped: %s", exc)
+            self._hand_over(token, parent)
             return False
+        bypass_seen = request.dont_filter
+        if parent is not None:
+            if canonical == self._canonical_or_none(parent.url):
+                # A retry: the URL is in the seen set already. Scrapy marks
+                # retries dont_filter; the stored request keeps the original
+                # flag, so a redirect after the retry is still seen-tested.
+                bypass_seen, request.dont_filter = True, parent.dont_filter
+            else:
+                bypass_seen = parent.dont_filter
         try:
             data = self.codec.encode(request, self._spider)
         except RequestEncodeError as exc:
             self.stats.inc_value("frontier/unserializable")
             logger.warning("Skipped a request that cannot be stored as JSON: %s", exc)
+            self._hand_over(token, parent)
             return False
-        pkey = self._pkey(canonical)
         if request.meta.get(SEED_META_KEY):
             root = request.meta.get(SCOPE_META_KEY)
             if isinstance(root, str) and root not in self.scope_roots:
                 self._new_scope.add(root)
         self._outbox.append(
             NewEntry(
-                pkey=pkey,
+                pkey=self._pkey(canonical),
                 fingerprint=self.canonicalizer.fingerprint(canonical, request.method, request.body),
-                dont_filter=request.dont_filter,
+                dont_filter=bypass_seen,
                 data=data,
             )
         )
-        if parent is not None and parent.state is not LeaseState.SCRAPING:
-            # A redirect or retry from the downloader: the new request carries
-            # the URL's fate from here, so the old lease is done once it is stored.
-            assert token is not None
-            del self._held[token]
-            self._acks.append(parent.lease)
-            self.stats.inc_value("frontier/continuations")
+        self._hand_over(token, parent)
         if len(self._outbox) >= OUTBOX_FLUSH_ENTRIES:
             self._write_event.set()
         return True
+
+    def _hand_over(self, token: str | None, parent: _Held | None) -> None:
+        """The old lease of a redirect or retry is done once the new request is
+        stored (the writer sends URLs before acknowledgements), or dropped."""
+        if parent is None or token is None:
+            return
+        del self._held[token]
+        self._acks.append(parent.lease)
+        self.stats.inc_value("frontier/continuations")
+
+    def _canonical_or_none(self, url: str) -> str | None:
+        try:
+            return self.canonicalizer.canonicalize(url)
+        except InvalidURL:
+            return None
 
     # -- lease outcomes (signals and the frontier_ack middlewares) ---------------
 
@@ -382,7 +406,9 @@ class FrontierScheduler(BaseScheduler):
             self._write_event.set()
             return 0
         request.meta[LEASE_META_KEY] = lease.token
-        self._held[lease.token] = _Held(lease, LeaseState.FETCHING)
+        self._held[lease.token] = _Held(
+            lease, LeaseState.FETCHING, request.url, request.dont_filter
+        )
         self._buffer.append(request)
         self.stats.inc_value("frontier/claims")
         return 1

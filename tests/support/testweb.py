@@ -47,6 +47,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 OUT_OF_SCOPE_IP = "127.0.2.1"
+REASONS = {200: "OK", 302: "Found", 404: "Not Found", 503: "Service Unavailable"}
 MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -234,6 +235,7 @@ class TestWeb:
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._failures_left: dict[tuple[str, str], int] = {}  # (ip, path) -> 503s still to send
 
     # -- graph ------------------------------------------------------------------
 
@@ -335,6 +337,16 @@ class TestWeb:
     def _route(
         self, ip: str, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, str, bytes]:
+        # /go/N answers 302 to /p/N; /flaky/F/N answers 503 F times, then 302 to /p/N.
+        parts = path.split("/")
+        if len(parts) == 4 and parts[1] == "flaky":
+            left = self._failures_left.setdefault((ip, path), int(parts[2]))
+            if left > 0:
+                self._failures_left[ip, path] = left - 1
+                return 503, "text/plain", b"try again\n"
+            parts = ["", "go", parts[3]]
+        if len(parts) == 3 and parts[1] == "go" and parts[2].isdigit():
+            return 302, "/p/" + parts[2], b""
         if path == "/echo":
             echo = {
                 "method": method,
@@ -374,8 +386,11 @@ class TestWeb:
                 parts = urlsplit(target)  # absolute-form targets too
                 path = parts.path + (f"?{parts.query}" if parts.query else "")
                 status, ctype, payload = self._route(ip, method, parts.path, headers, body)
+                location = ""
+                if status == 302:  # the "content type" slot carries the target
+                    location, ctype = f"Location: {ctype}\r\n", "text/plain"
                 head = (
-                    f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
+                    f"HTTP/1.1 {status} {REASONS.get(status, 'Other')}\r\n{location}"
                     f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
                     f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
                 ).encode()

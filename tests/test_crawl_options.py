@@ -1,0 +1,83 @@
+"""Spider options and the downloader's redirects and retries, through real crawls."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from tests.support.redis_server import RedisServer
+from tests.support.testweb import OUT_OF_SCOPE_IP, TestWeb, fetch_counts, politeness_report
+
+DELAY = 0.2
+FAST = {"CRAWL_HOST_DELAY": DELAY, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
+
+
+def crawl(
+    redis: RedisServer, name: str, seeds: list[str], tmp_path: Path, *args: str, **settings: object
+) -> tuple[dict[str, int], list[dict[str, object]]]:
+    out = tmp_path / f"{name}.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis.url, name, seeds, {**FAST, **settings}, tmp_path / f"{name}.log",
+        extra_args=[*args, "-O", str(out)],
+    )  # fmt: skip
+    wait_all([proc], timeout=120)
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    return stats_of(proc.log_path), items
+
+
+def test_redirects_and_retries_hand_the_url_on(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=2, pages=5, latency_ms=(5, 10), links=2, cross_links=0)
+    h1 = web.base_url(1)
+    seeds = [h1 + "go/2", h1 + "flaky/2/3", web.base_url(2)]
+    stats, _ = crawl(redis_server, "redir", seeds, tmp_path)
+    counts = fetch_counts(web.log)
+    assert counts[h1 + "flaky/2/3"] == 3  # 503, 503, then a redirect
+    assert counts[h1 + "go/2"] == 1
+    pages = {u: n for u, n in counts.items() if "/go/" not in u and "/flaky/" not in u}
+    assert set(pages) == web.expected_urls
+    assert all(n == 1 for n in pages.values()), pages
+    # 2 redirects + 2 retries: each new request took the URL's lease over.
+    assert stats["frontier/continuations"] == 4
+    assert stats["retry/count"] == 2
+    assert stats["frontier/acks"] == stats["frontier/claims"]
+    for host, p in politeness_report(web.log, DELAY).items():
+        assert p.max_in_flight <= 1 and p.idle_below_delay == 0, (host, p)
+
+
+def test_max_depth_max_pages_and_scope_any(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(
+        hosts=1, pages=20, latency_ms=0, links=3, cross_links=0, links_out_of_scope=1
+    )
+    _, items = crawl(redis_server, "depth", web.seeds, tmp_path, "-a", "max_depth=1")
+    assert max(int(str(i["depth"])) for i in items) == 1
+    assert 1 < len(items) < len(web.expected_urls)
+
+    before = len(web.log)
+    stats, items = crawl(redis_server, "pages", web.seeds, tmp_path, "-a", "max_pages=5")
+    assert 5 <= len(web.log) - before <= 6  # one slot: at most one more in flight
+    assert stats["frontier/outcome/scraped"] >= 5
+
+    assert not [r for r in web.log if r.host_ip == OUT_OF_SCOPE_IP]
+    crawl(redis_server, "any", web.seeds, tmp_path, "-a", "scope=any", "-a", "max_depth=1")
+    assert [r for r in web.log if r.host_ip == OUT_OF_SCOPE_IP]
+
+
+def test_bad_arguments_fail_clearly(redis_server: RedisServer, tmp_path: Path) -> None:
+    proc = start_worker(
+        REPO_ROOT, redis_server.url, "bad", ["http://127.0.3.1:9/"], FAST, tmp_path / "bad.log",
+        extra_args=["-a", "scope=planet"],
+    )  # fmt: skip
+    assert wait_all([proc], timeout=60, check=False) != [0]
+    assert "scope must be one of hosts, domains, any" in proc.log_path.read_text()
+    proc = start_worker(
+        REPO_ROOT, redis_server.url, "bad2", ["http://127.0.3.1:9/"],
+        {**FAST, "DOWNLOAD_DELAY": 1}, tmp_path / "bad2.log",
+    )  # fmt: skip
+    assert wait_all([proc], timeout=60, check=False) != [0]
+    assert "DOWNLOAD_DELAY must be 0" in proc.log_path.read_text()
