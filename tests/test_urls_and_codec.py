@@ -151,3 +151,11 @@ def test_config_reads_defaults_and_overrides() -> None:
 def test_config_rejects_conflicts(kw: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         FrontierConfig.from_settings(_settings(**kw))
+
+
+def test_codec_refuses_callbacks_that_are_not_spider_methods() -> None:
+    with pytest.raises(RequestEncodeError):
+        CODEC.encode(Request("http://e.com/", callback=lambda r: None), _Spider())
+    other = _Spider()
+    with pytest.raises(RequestEncodeError):
+        CODEC.encode(Request("http://e.com/", callback=other.parse), None)

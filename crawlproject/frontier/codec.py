@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from scrapy import Request, Spider
-from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 
 # meta keys that belong to the frontier's bookkeeping and are never stored.
@@ -50,10 +49,14 @@ class RequestCodec:
         self._allowed = frozenset(allowed_classes)
 
     def encode(self, request: Request, spider: Spider | None) -> bytes:
-        try:
-            d = request.to_dict(spider=spider)
-        except ValueError as exc:  # callback is not a method of the spider
-            raise RequestEncodeError(str(exc)) from exc
+        # Request.to_dict() finds callback names with inspect.getmembers() on
+        # every call (~40 us); a direct attribute check gives the same names.
+        d: dict[str, Any] = {attr: getattr(request, attr) for attr in request.attributes}
+        d["callback"] = _method_name(spider, request.callback)
+        d["errback"] = _method_name(spider, request.errback)
+        d["headers"] = dict(request.headers)
+        if type(request) is not Request:
+            d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
         out: dict[str, Any] = {}
         for key, value in d.items():
             if key == "meta":
@@ -64,8 +67,6 @@ class RequestCodec:
                 value = {_latin1(k): [_latin1(v) for v in vs] for k, vs in value.items()}
             elif key == "body":
                 value = base64.b64encode(value).decode("ascii")
-            elif key == "_class":
-                value = _canonical_class_path(value)
             out[key] = value
         try:
             return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -103,7 +104,11 @@ def _latin1(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
-def _canonical_class_path(path: str) -> str:
-    # to_dict names the defining module (scrapy.http.request.form.FormRequest).
-    cls = load_object(path)
-    return f"{cls.__module__}.{cls.__name__}"
+def _method_name(spider: Spider | None, func: Any) -> str | None:
+    if func is None or isinstance(func, str):
+        return func
+    name = getattr(func, "__name__", None)
+    bound = getattr(spider, name, None) if spider is not None and name else None
+    if bound is None or getattr(bound, "__func__", None) is not getattr(func, "__func__", func):
+        raise RequestEncodeError(f"{func!r} is not a method of the spider {spider!r}")
+    return str(name)
