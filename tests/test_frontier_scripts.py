@@ -208,3 +208,12 @@ async def test_two_workers_never_share_a_slot(make_frontier: MakeFrontier) -> No
     await asyncio.gather(worker(f1, "w1", active, log1), worker(f2, "w2", active, log2))
     assert sum(log1) + sum(log2) == 100
     assert sum(log1) > 0 and sum(log2) > 0
+
+
+async def test_more_slots_make_a_waiting_host_ready(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, delay_ms=0, conc=1)
+    await f.add([entry("http://c.test/1"), entry("http://c.test/2")])
+    assert len(await claim_all(f)) == 1
+    assert await claim_all(f) == []  # its one slot is taken
+    await f.set_host_config("http://c.test", None, 2)
+    assert urls_of(await claim_all(f)) == ["http://c.test/2"]

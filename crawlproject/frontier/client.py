@@ -217,6 +217,7 @@ class RedisFrontier:
             pkey,
             "" if delay_ms is None else delay_ms,
             "" if conc is None else conc,
+            self.default_concurrency,
         )
 
     async def read_start_urls(self, max_n: int) -> list[bytes]:

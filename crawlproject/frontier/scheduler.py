@@ -431,7 +431,10 @@ class FrontierScheduler(BaseScheduler):
         """Releases first (they gate politeness), then new URLs, then acks."""
         assert self.frontier is not None
         if self._releases:
-            releases, self._releases = self._releases, []
+            # An acknowledgement frees the slot too: one script call instead of two.
+            acking = set(self._acks)
+            releases = [lease for lease in self._releases if lease not in acking]
+            self._releases = []
             try:
                 self.stats.inc_value("frontier/releases", await self.frontier.release(releases))
             except RedisError:

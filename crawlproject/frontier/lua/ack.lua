@@ -25,7 +25,11 @@ for i = 5, #ARGV do
     elseif mode == 'dead' then
       redis.call('RPUSH', P .. 'dead', req)
     end
-    if state == 'f' then release_slot(host, ddelay, dconc) else make_ready(host, ddelay, dconc) end
+    if state == 'f' then
+      release_slot(host, ddelay, dconc)
+    elseif mode == 'return' then
+      make_ready(host, ddelay, dconc)
+    end
     acked = acked + 1
   end
 end

@@ -28,8 +28,11 @@ for i = 0, n - 1 do
   if seen and dont_filter ~= '1' then
     hits = hits + 1
   else
-    redis.call('RPUSH', P .. 'q:' .. host, req)
-    make_ready(host, ddelay, dconc)
+    -- Only a queue that was empty can change the host's readiness: a
+    -- non-empty one is already in `ready` or waits for a slot to be released.
+    if redis.call('RPUSH', P .. 'q:' .. host, req) == 1 then
+      make_ready(host, ddelay, dconc)
+    end
     added = added + 1
   end
 end
