@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import json
 import multiprocessing as mp
@@ -44,11 +45,12 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import scrapy_redis
@@ -68,6 +70,7 @@ from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the issue's target for one Redis
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,20 @@ class RedisServer:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
         args = [
-            shutil.which("redis-server") or "redis-server", "--port", str(self.port),
-            "--bind", "127.0.0.1", "--dir", self.dir, "--save", "", "--appendonly", "no",
-            "--logfile", "redis.log",
-        ]  # fmt: skip
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            "redis.log",
+        ]
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.client = redis.Redis.from_url(self.url)
@@ -145,6 +158,20 @@ class UrlSpace:
         return f"http://{host}/archive/n{self.ns}/section-{k % 97:02d}/article-{k:09d}.html"
 
 
+PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
+
+
+def _fill(template: str, url: str, depth: int, scope: str) -> bytes:
+    """A probe request's encoding with its URL, depth and scope swapped (plain ASCII,
+    nothing to escape in JSON; verify() checks the result byte for byte)."""
+    return (
+        template.replace(str(PROBE_DEPTH), str(depth))  # first: URLs hold digits
+        .replace(PROBE_URL, url)
+        .replace(PROBE_SCOPE, scope)
+        .encode()
+    )
+
+
 class BenchSpider(Spider):
     name = "bench"
 
@@ -159,6 +186,9 @@ class Links:
         self.codec = RequestCodec(ds.CRAWL_REQUEST_CLASSES)
         self.spider = BenchSpider()
         self._their_dict = Request("http://x/").to_dict(spider=self.spider)
+        # The codec's own output for a probe request: key order etc. follow the codec.
+        probe = Request(PROBE_URL, meta={"depth": PROBE_DEPTH, "crawl_scope": PROBE_SCOPE})
+        self._template = self.codec.encode(probe, None).decode()
 
     def request(self, k: int) -> Request:
         host = self.space.host(k)
@@ -172,8 +202,7 @@ class Links:
             return NewEntry(host_key(canonical), fp, req.dont_filter, self.codec.encode(req, None))
         host = self.space.host(k)
         url = self.space.url(k, host)  # already canonical (checked in verify)
-        meta = {"depth": 1 + k % 5, "crawl_scope": host}
-        data = json.dumps({"url": url, "meta": meta}, separators=(",", ":")).encode()
+        data = _fill(self._template, url, 1 + k % 5, host)
         return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
 
     def theirs(self, k: int) -> tuple[str, bytes]:
@@ -199,16 +228,29 @@ class Links:
 class Picker:
     """Next link id: an earlier one (already seen) with probability seen_fraction."""
 
-    def __init__(self, seen_fraction: float, seed: int, start: int = 0) -> None:
+    def __init__(self, seen_fraction: float, seed: int) -> None:
         self.rng = random.Random(seed)
         self.seen_fraction = seen_fraction
-        self.next_new = start
+        self.next_new = 0
 
     def __call__(self) -> int:
         if self.next_new and self.rng.random() < self.seen_fraction:
             return self.rng.randrange(self.next_new)
         self.next_new += 1
         return self.next_new - 1
+
+
+def pooled(make: Callable[[int], T], n: int) -> Callable[[int], T]:
+    """Payloads of link ids below n made before the clock starts (frontier mode), so
+    the driver spends its CPU on frontier calls; later ids are made on demand."""
+    pool = [make(k) for k in range(n)]
+    gc.collect()
+    gc.freeze()  # a worker has no such pool: keep the GC from scanning it
+    return lambda k: pool[k] if k < len(pool) else make(k)
+
+
+def pool_size(cfg: Config, real: bool) -> int:
+    return 0 if real else int(cfg.max_pages * cfg.links * (1 - cfg.seen_fraction) * 1.02) + 1000
 
 
 # -- drivers (one per process) -------------------------------------------------------
@@ -221,6 +263,7 @@ def _frontier(r: AsyncRedis, cfg: Config) -> RedisFrontier:
 
 async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str, Any]:
     links, pick = Links(UrlSpace(cfg.hosts, ns), real), Picker(cfg.seen_fraction, ns)
+    entry = pooled(links.ours, pool_size(cfg, real))
     r = AsyncRedis.from_url(cfg.url)
     f = _frontier(r, cfg)
     await f.prepare()
@@ -235,9 +278,6 @@ async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict
         items = []
         for shard in range(cfg.shards):  # like FrontierScheduler._claim_some
             items += (await f.claim(shard, cfg.claim_n, worker)).items
-        if real:
-            for _, data in items:
-                links.codec.decode(data, None)
         if not items:
             empty += 1
             await asyncio.sleep(0.001)
@@ -246,25 +286,42 @@ async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict
         b = time.perf_counter()
         await f.release(leases)
         c = time.perf_counter()
-        entries = [links.ours(pick()) for _ in range(cfg.links * len(items))]
+        if real:  # the scheduler decodes each claimed request
+            for _, data in items:
+                links.codec.decode(data, None)
+        entries = [entry(pick()) for _ in range(cfg.links * len(items))]
         d = time.perf_counter()
         hits += (await f.add(entries)).seen_hits
         e = time.perf_counter()
         await f.ack(leases)
         g = time.perf_counter()
-        for name, dt in (("claim", b - a), ("release", c - b), ("make links", d - c),
-                         ("add", e - d), ("ack", g - e)):  # fmt: skip
+        for name, dt in (
+            ("claim", b - a),
+            ("release", c - b),
+            ("make links" + (" + decode" if real else ""), d - c),
+            ("add", e - d),
+            ("ack", g - e),
+        ):
             ops[name] += dt
         pages += len(items)
         n_links += len(entries)
     t1, cpu1 = time.monotonic(), time.process_time()
     await r.aclose()
-    return {"pages": pages, "links": n_links, "seen_hits": hits, "t0": t0, "t1": t1,
-            "cpu": cpu1 - cpu0, "empty_claims": empty, "ops": dict(ops)}  # fmt: skip
+    return {
+        "pages": pages,
+        "links": n_links,
+        "seen_hits": hits,
+        "t0": t0,
+        "t1": t1,
+        "cpu": cpu1 - cpu0,
+        "empty_claims": empty,
+        "ops": dict(ops),
+    }
 
 
 def drive_theirs(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str, Any]:
     links, pick = Links(UrlSpace(cfg.hosts, ns), real), Picker(cfg.seen_fraction, ns)
+    entry = pooled(links.theirs, pool_size(cfg, real))
     server = get_redis_from_settings(Settings({"REDIS_URL": cfg.url}))  # its own client
     queue = PriorityQueue(server=server, spider=links.spider, key="%(spider)s:requests")
     df = RFPDupeFilter(server, key="bench:dupefilter", debug=False)
@@ -293,7 +350,7 @@ def drive_theirs(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str
                 else:
                     queue.push(req)
             else:
-                fp, data = links.theirs(k)
+                fp, data = entry(k)
                 if server.sadd(df.key, fp) == 0:
                     hits += 1
                 else:
@@ -301,8 +358,16 @@ def drive_theirs(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str
             n_links += 1
     t1, cpu1 = time.monotonic(), time.process_time()
     server.close()
-    return {"pages": pages, "links": n_links, "seen_hits": hits, "t0": t0, "t1": t1,
-            "cpu": cpu1 - cpu0, "empty_claims": empty, "ops": {}}  # fmt: skip
+    return {
+        "pages": pages,
+        "links": n_links,
+        "seen_hits": hits,
+        "t0": t0,
+        "t1": t1,
+        "cpu": cpu1 - cpu0,
+        "empty_claims": empty,
+        "ops": {},
+    }
 
 
 def driver(system: str, mode: str, cfg: Config, ns: int, barrier: Barrier, out: Any) -> None:
@@ -335,11 +400,14 @@ def seed(server: RedisServer, system: str, cfg: Config) -> None:
         pipe = server.client.pipeline(transaction=False)
         for k in ids:
             fp, data = links.theirs(k)
-            pipe.sadd("bench:dupefilter", fp).zadd("bench:requests", {data: 0})
+            pipe.sadd("bench:dupefilter", fp)
+            pipe.zadd("bench:requests", {data: 0})
         pipe.execute()
 
 
-def scenario(server: RedisServer, system: str, mode: str, procs: int, cfg: Config) -> dict:
+def scenario(
+    server: RedisServer, system: str, mode: str, procs: int, cfg: Config
+) -> dict[str, Any]:
     seed(server, system, cfg)
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
@@ -363,29 +431,43 @@ def scenario(server: RedisServer, system: str, mode: str, procs: int, cfg: Confi
         for k, v in r["ops"].items():
             ops[k] += v
     return {
-        "system": system, "mode": mode, "procs": procs, "pages": pages, "links": links_n,
-        "seconds": round(elapsed, 3), "pages_per_s": round(pages / elapsed, 1),
+        "system": system,
+        "mode": mode,
+        "procs": procs,
+        "pages": pages,
+        "links": links_n,
+        "seconds": round(elapsed, 3),
+        "pages_per_s": round(pages / elapsed, 1),
         "links_per_s": round(links_n / elapsed, 1),
         "seen_hit_fraction": round(sum(r["seen_hits"] for r in runs) / max(links_n, 1), 3),
         "redis_cpu_cores": round((cpu1 - cpu0) / (w1 - w0), 3),
         "redis_cpu_us_per_page": round((cpu1 - cpu0) / max(pages, 1) * 1e6, 1),
+        # derived, not measured: the rate at which this Redis CPU per page fills one core
+        "redis_bound_pages_per_s": round(pages / max(cpu1 - cpu0, 1e-9)),
         "driver_cpu_cores": round(sum(r["cpu"] for r in runs) / elapsed, 3),
         "empty_claims": sum(r["empty_claims"] for r in runs),
         # client-side wall time per 1,000 pages, summed over processes
         "ms_per_1k_pages": {k: round(v / max(pages, 1) * 1e6, 1) for k, v in ops.items()},
-    }  # fmt: skip
+    }
 
 
 def machine(server: RedisServer) -> dict[str, Any]:
     model = next(
-        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-         if ln.startswith("model name")), platform.processor(),
-    )  # fmt: skip
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
     return {
-        "cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
         "redis_server": server.client.info("server")["redis_version"],
-        "redis_py": redis.__version__, "scrapy_redis": scrapy_redis.__version__,
-    }  # fmt: skip
+        "redis_py": redis.__version__,
+        "scrapy_redis": scrapy_redis.__version__,
+    }
 
 
 def main() -> None:
@@ -401,8 +483,17 @@ def main() -> None:
     p.add_argument("--modes", default="frontier,worker")
     p.add_argument("--systems", default="ours,scrapy-redis")
     a = p.parse_args()
-    cfg = Config(a.hosts, a.seeds_per_host, a.claim_n, a.links, a.seen_fraction, a.duration,
-                 a.max_pages, ds.CRAWL_FRONTIER_SHARDS, ds.CRAWL_SEEN_BUCKET_BITS)  # fmt: skip
+    cfg = Config(
+        a.hosts,
+        a.seeds_per_host,
+        a.claim_n,
+        a.links,
+        a.seen_fraction,
+        a.duration,
+        a.max_pages,
+        ds.CRAWL_FRONTIER_SHARDS,
+        ds.CRAWL_SEEN_BUCKET_BITS,
+    )
     Links(UrlSpace(cfg.hosts, 1), False).verify()
     server = RedisServer()
     cfg = Config(**{**asdict(cfg), "url": server.url})
@@ -414,38 +505,61 @@ def main() -> None:
                 for system in a.systems.split(","):
                     rows.append(scenario(server, system, mode, procs, cfg))
                     r = rows[-1]
-                    print(f"  {system:12} {mode:8} x{procs}: {r['pages_per_s']:>8,.0f} pages/s",
-                          file=sys.stderr)  # fmt: skip
+                    print(
+                        f"  {system:12} {mode:8} x{procs}: {r['pages_per_s']:>8,.0f} pages/s",
+                        flush=True,
+                    )
     finally:
         server.stop()
     for r in rows:
-        base = next((b for b in rows if b["system"] == "scrapy-redis" and b["mode"] == r["mode"]
-                     and b["procs"] == r["procs"]), None)  # fmt: skip
+        base = next(
+            (
+                b
+                for b in rows
+                if b["system"] == "scrapy-redis"
+                and b["mode"] == r["mode"]
+                and b["procs"] == r["procs"]
+            ),
+            None,
+        )
         if r["system"] == "ours" and base:
             r["ratio_vs_scrapy_redis"] = round(r["pages_per_s"] / base["pages_per_s"], 2)
     report(rows, cfg, info)
     RESULTS.mkdir(exist_ok=True)
-    result = {"benchmark": "frontier_ops", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-              "command": " ".join(["bench/frontier_ops.py", *sys.argv[1:]]), "machine": info,
-              "config": {**asdict(cfg), "url": None}, "target_pages_per_s": TARGET_PAGES_S,
-              "results": rows}  # fmt: skip
+    result = {
+        "benchmark": "frontier_ops",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["bench/frontier_ops.py", *sys.argv[1:]]),
+        "machine": info,
+        "config": {**asdict(cfg), "url": None},
+        "target_pages_per_s": TARGET_PAGES_S,
+        "results": rows,
+    }
     (RESULTS / "frontier_ops.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {RESULTS / 'frontier_ops.json'}")
 
 
 def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> None:
-    print(f"\nFrontier alone: {cfg.hosts} hosts, {cfg.shards} shards, claim {cfg.claim_n}/shard, "
-          f"{cfg.links} links/page (~{cfg.seen_fraction:.0%} seen), host delay 0, "
-          f"{info['cpus']} CPUs, redis {info['redis_server']}")  # fmt: skip
-    head = (f"{'system':12} {'mode':8} {'procs':>5} {'pages':>8} {'pages/s':>8} {'links/s':>9} "
-            f"{'redis CPU':>9} {'us/page':>7} {'driver CPU':>10} {'vs s-r':>6}")  # fmt: skip
+    print(
+        f"\nFrontier alone: {cfg.hosts} hosts, {cfg.shards} shards, claim {cfg.claim_n}/shard, "
+        f"{cfg.links} links/page (~{cfg.seen_fraction:.0%} seen), host delay 0, "
+        f"{info['cpus']} CPUs, redis {info['redis_server']}"
+    )
+    head = (
+        f"{'system':12} {'mode':8} {'procs':>5} {'pages':>8} {'pages/s':>8} {'links/s':>9} "
+        f"{'redis CPU':>9} {'us/page':>7} {'1-core cap':>10} {'driver CPU':>10} {'vs s-r':>6}"
+    )
     print(head + "\n" + "-" * len(head))
     for r in rows:
         ratio = f"{r['ratio_vs_scrapy_redis']:.2f}x" if "ratio_vs_scrapy_redis" in r else ""
-        print(f"{r['system']:12} {r['mode']:8} {r['procs']:>5} {r['pages']:>8} "
-              f"{r['pages_per_s']:>8,.0f} {r['links_per_s']:>9,.0f} {r['redis_cpu_cores']:>9.2f} "
-              f"{r['redis_cpu_us_per_page']:>7.0f} {r['driver_cpu_cores']:>10.2f} {ratio:>6}")
-    print("redis CPU / driver CPU: cores busy (1.00 = one core); us/page: Redis CPU per page.")
+        print(
+            f"{r['system']:12} {r['mode']:8} {r['procs']:>5} {r['pages']:>8} "
+            f"{r['pages_per_s']:>8,.0f} {r['links_per_s']:>9,.0f} {r['redis_cpu_cores']:>9.2f} "
+            f"{r['redis_cpu_us_per_page']:>7.0f} {r['redis_bound_pages_per_s']:>10,} "
+            f"{r['driver_cpu_cores']:>10.2f} {ratio:>6}"
+        )
+    print("redis CPU / driver CPU: cores busy (1.00 = one core); us/page: Redis CPU per page;")
+    print("1-core cap = 1e6 / us/page: pages/s if Redis had a whole core (derived, not measured).")
     print("scrapy-redis does less per page: no politeness, no leases, no acks; one round trip")
     print("per link. frontier mode: payloads templated (checked = real bytes); worker mode: the")
     print(f"full per-link Python path. Target: >= {TARGET_PAGES_S:,} pages/s on one Redis.")

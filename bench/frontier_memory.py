@@ -1,0 +1,451 @@
+"""Redis memory per seen URL and per queued URL, ours vs scrapy-redis.
+
+    /work/venv/bin/python bench/frontier_memory.py [--urls 1000000] [--hosts 10000]
+    /work/venv/bin/python bench/frontier_memory.py --urls 100000      # quick mode
+
+On a private redis-server, N distinct URLs (60-80 characters, over --hosts hosts)
+go through the real ``add`` script (RedisFrontier.add, --batch entries per call),
+each as the spider would make it: Request(url, callback=parse, errback=on_error,
+meta={"depth": d, "crawl_scope": "127.0.3.7:8080"}) encoded by RequestCodec.
+Then, exactly (``MEMORY USAGE key SAMPLES 0``, summed over a SCAN):
+
+* seen bytes/URL   = the ``seen:*`` strings / N (also with other bucket bits)
+* queued bytes/URL = the ``q:*`` lists + ``h:*`` hashes + ``ready`` zsets / N
+* and ``INFO memory used_memory`` after - before, / N (includes the keyspace table)
+
+Baseline, same run after FLUSHALL: scrapy-redis 0.9.1 RFPDupeFilter (SADD of the
+40-hex SHA1) and PriorityQueue (pickled request dict in a ZSET) for the same URLs.
+
+Payloads are made by templates, checked byte for byte at startup against the real
+code paths (UrlCanonicalizer, host_key, RequestCodec.encode; RFPDupeFilter.
+request_fingerprint, PriorityQueue._encode_request): memory depends only on the
+stored bytes, and templates load 1M URLs in seconds instead of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import pickle
+import platform
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+import scrapy_redis
+from redis.asyncio import Redis as AsyncRedis
+from scrapy import Request, Spider
+from scrapy_redis.dupefilter import RFPDupeFilter
+from scrapy_redis.queue import PriorityQueue
+
+from crawlproject import default_settings as ds
+from crawlproject.frontier.client import NewEntry, RedisFrontier
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CRAWL = "mem"
+TARGET_SEEN_BYTES = 16  # the issue's target; scrapy-redis was measured at 88
+THEIR_SEEN_KEY, THEIR_QUEUE_KEY = "mem:dupefilter", "mem:requests"
+# Path shapes of varying length, so URLs spread over 60-80 characters.
+SECTIONS = (
+    "news/world/eu",
+    "archive/2024/05",
+    "products/item/detail",
+    "blog/posts/engineering",
+    "docs/reference/api/v2",
+    "category/misc/all-items",
+    "about/company/team",
+)
+
+
+PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
+
+
+def _fill(template: str, url: str, depth: int, scope: str) -> bytes:
+    """A probe request's encoding with its URL, depth and scope swapped (plain ASCII,
+    nothing to escape in JSON; verify() checks the result byte for byte)."""
+    return (
+        template.replace(str(PROBE_DEPTH), str(depth))  # first: URLs hold digits
+        .replace(PROBE_URL, url)
+        .replace(PROBE_SCOPE, scope)
+        .encode()
+    )
+
+
+class RedisServer:
+    """A fresh redis-server on a free loopback port, no persistence, in a temp dir."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="bench-redis-")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        args = [
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            "redis.log",
+        ]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.02)
+
+    def used_memory(self) -> int:
+        return int(self.client.info("memory")["used_memory"])
+
+    def usage_by_kind(self, match: str, kind_of: Any) -> dict[str, list[int]]:
+        """kind -> [keys, bytes]: exact MEMORY USAGE (SAMPLES 0) of every matching key."""
+        out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        batch: list[bytes] = []
+
+        def flush() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for k in batch:
+                pipe.memory_usage(k, samples=0)
+            for k, size in zip(batch, pipe.execute(), strict=True):
+                row = out[kind_of(k.decode())]
+                row[0] += 1
+                row[1] += int(size)
+            batch.clear()
+
+        for key in self.client.scan_iter(match=match, count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                flush()
+        flush()
+        return dict(out)
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class MemSpider(Spider):
+    """Stand-in for the web spider: callbacks are stored by method name."""
+
+    name = "mem"
+
+    def parse(self, response: Any) -> None: ...
+
+    def on_error(self, failure: Any) -> None: ...
+
+
+class Urls:
+    """URL k: a pure function of k, so the same N URLs go to both systems."""
+
+    def __init__(self, hosts: int) -> None:
+        self.hosts = hosts
+        self.spider = MemSpider()
+        self.canon = UrlCanonicalizer(ds.CRAWL_SESSION_PARAMS)
+        self._their_dict = self.request(0).to_dict(spider=self.spider)
+        # The codec's own output for a probe request: key order etc. follow the codec.
+        probe = Request(
+            PROBE_URL,
+            callback=self.spider.parse,
+            errback=self.spider.on_error,
+            meta={"depth": PROBE_DEPTH, "crawl_scope": PROBE_SCOPE},
+        )
+        codec = RequestCodec(ds.CRAWL_REQUEST_CLASSES)
+        self._template = codec.encode(probe, self.spider).decode()
+
+    def host(self, k: int) -> str:
+        i = (k * 2654435761) % self.hosts  # spreads consecutive k over the hosts
+        return f"127.0.{i // 250}.{i % 250 + 1}:8080"
+
+    def url(self, k: int, host: str) -> str:
+        return f"http://{host}/{SECTIONS[k % 7]}/{k % 89:02d}/article-{k:08d}.html"
+
+    def meta(self, k: int, host: str) -> dict[str, Any]:
+        return {"depth": 1 + k % 5, "crawl_scope": host}
+
+    def request(self, k: int) -> Request:
+        host = self.host(k)
+        return Request(
+            self.url(k, host),
+            callback=self.spider.parse,
+            errback=self.spider.on_error,
+            meta=self.meta(k, host),
+        )
+
+    def ours(self, k: int, tiny: bool = False) -> NewEntry:
+        host = self.host(k)
+        url = self.url(k, host)  # already canonical (checked in verify)
+        data = b"" if tiny else _fill(self._template, url, 1 + k % 5, host)
+        return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
+
+    def theirs(self, k: int) -> tuple[str, bytes]:
+        host = self.host(k)
+        url = self.url(k, host)
+        fp_json = json.dumps({"method": "GET", "url": url, "body": ""}, sort_keys=True)
+        d = dict(self._their_dict, url=url, meta=self.meta(k, host))
+        return hashlib.sha1(fp_json.encode()).hexdigest(), pickle.dumps(d, protocol=-1)
+
+    def verify(self, n_urls: int, sample: int = 500) -> None:
+        """Template bytes == real code path bytes, on a random sample of the N URLs."""
+        codec = RequestCodec(ds.CRAWL_REQUEST_CLASSES)
+        df = RFPDupeFilter(None, "k")
+        queue = PriorityQueue(server=None, spider=self.spider, key="k")
+        for k in random.Random(1).sample(range(n_urls), min(sample, n_urls)):
+            req = self.request(k)
+            canonical = self.canon.canonicalize(req.url)
+            real = NewEntry(
+                host_key(canonical),
+                self.canon.fingerprint(canonical, req.method, req.body),
+                req.dont_filter,
+                codec.encode(req, self.spider),
+            )
+            assert canonical == req.url and real == self.ours(k), k
+            assert self.theirs(k) == (df.request_fingerprint(req), queue._encode_request(req)), k
+
+
+def _shard_kind(key: str) -> str:
+    """cp:{mem/0}:seen:123 -> seen; cp:{mem}:meta -> meta."""
+    return key.split("}:", 1)[1].split(":", 1)[0]
+
+
+async def load_ours(
+    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool
+) -> float:
+    """Adds URLs 0..n-1 through RedisFrontier.add; returns seconds spent in add."""
+    r = AsyncRedis.from_url(srv.url)
+    f = RedisFrontier(r, CrawlKeys(CRAWL, ds.CRAWL_FRONTIER_SHARDS), bits, 0, 1, 30_000)
+    await f.prepare()
+    spent = added = 0.0
+    for start in range(0, n, batch):
+        entries = [urls.ours(k, tiny) for k in range(start, min(start + batch, n))]
+        t = time.perf_counter()
+        res = await f.add(entries)
+        spent += time.perf_counter() - t
+        added += res.added
+    await r.aclose()
+    assert added == n, f"{added} of {n} URLs added: fingerprint collision or bug"
+    return spent
+
+
+def load_theirs(srv: RedisServer, urls: Urls, n: int, batch: int) -> float:
+    """SADD + ZADD as request_seen + push send them (pipelined); returns seconds."""
+    spent = 0.0
+    for start in range(0, n, batch):
+        pipe = srv.client.pipeline(transaction=False)
+        for k in range(start, min(start + batch, n)):
+            fp, data = urls.theirs(k)
+            pipe.sadd(THEIR_SEEN_KEY, fp)
+            pipe.zadd(THEIR_QUEUE_KEY, {data: 0})  # ZADD key -priority data, as push
+        t = time.perf_counter()
+        pipe.execute()
+        spent += time.perf_counter() - t
+    return spent
+
+
+def measure_ours(
+    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool
+) -> dict[str, Any]:
+    srv.client.flushall()
+    before = srv.used_memory()
+    t = time.perf_counter()
+    add_s = asyncio.run(load_ours(srv, urls, n, bits, batch, tiny))
+    wall = time.perf_counter() - t
+    used = srv.used_memory() - before
+    kinds = srv.usage_by_kind("cp:*", _shard_kind)
+    per = {k: round(v[1] / n, 2) for k, v in kinds.items()}
+    queued = sum(kinds.get(k, [0, 0])[1] for k in ("q", "h", "ready"))
+    return {
+        "bucket_bits": bits,
+        "tiny_payloads": tiny,
+        "urls": n,
+        "seen_keys": kinds["seen"][0],
+        "seen_bytes": kinds["seen"][1],
+        "seen_bytes_per_url": round(kinds["seen"][1] / n, 2),
+        "queued_bytes": queued,
+        "queued_bytes_per_url": None if tiny else round(queued / n, 2),
+        "by_kind_bytes_per_url": per,
+        "keys_by_kind": {k: v[0] for k, v in kinds.items()},
+        "used_memory_delta": used,
+        "used_memory_per_url": round(used / n, 2),
+        "load_wall_s": round(wall, 2),
+        "add_s": round(add_s, 2),
+        "add_urls_per_s": round(n / add_s),
+    }
+
+
+def measure_theirs(srv: RedisServer, urls: Urls, n: int, batch: int) -> dict[str, Any]:
+    srv.client.flushall()
+    before = srv.used_memory()
+    t = time.perf_counter()
+    spent = load_theirs(srv, urls, n, batch)
+    wall = time.perf_counter() - t
+    used = srv.used_memory() - before
+    seen = int(srv.client.memory_usage(THEIR_SEEN_KEY, samples=0) or 0)
+    queued = int(srv.client.memory_usage(THEIR_QUEUE_KEY, samples=0) or 0)
+    assert srv.client.scard(THEIR_SEEN_KEY) == n == srv.client.zcard(THEIR_QUEUE_KEY)
+    return {
+        "urls": n,
+        "seen_bytes": seen,
+        "seen_bytes_per_url": round(seen / n, 2),
+        "queued_bytes": queued,
+        "queued_bytes_per_url": round(queued / n, 2),
+        "used_memory_delta": used,
+        "used_memory_per_url": round(used / n, 2),
+        "load_wall_s": round(wall, 2),
+        "redis_s": round(spent, 2),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--urls", type=int, default=1_000_000)
+    p.add_argument("--hosts", type=int, default=10_000)
+    p.add_argument("--batch", type=int, default=5000, help="entries per RedisFrontier.add call")
+    p.add_argument("--other-bits", default="10,14", help="seen bucket bits also measured")
+    a = p.parse_args()
+    n, bits = a.urls, ds.CRAWL_SEEN_BUCKET_BITS
+    urls = Urls(a.hosts)
+    urls.verify(n)
+    sample = [urls.ours(k) for k in range(0, n, max(1, n // 2000))]
+    shape = {
+        "url_chars": [
+            min(len(json.loads(e.data)["url"]) for e in sample),
+            round(statistics.mean(len(json.loads(e.data)["url"]) for e in sample), 1),
+            max(len(json.loads(e.data)["url"]) for e in sample),
+        ],
+        "our_request_bytes_mean": round(statistics.mean(len(e.data) for e in sample), 1),
+        "their_pickle_bytes_mean": round(
+            statistics.mean(len(urls.theirs(k)[1]) for k in range(0, n, max(1, n // 2000))), 1
+        ),
+    }
+    srv = RedisServer()
+    try:
+        info = {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "redis_server": srv.client.info("server")["redis_version"],
+            "redis_py": redis.__version__,
+            "scrapy_redis": scrapy_redis.__version__,
+        }
+        step = f"{n:,} URLs over {a.hosts:,} hosts"
+        print(f"ours, {bits} bucket bits: {step} ...", flush=True)
+        ours = measure_ours(srv, urls, n, bits, a.batch, tiny=False)
+        print(f"scrapy-redis: {step} ...", flush=True)
+        theirs = measure_theirs(srv, urls, n, a.batch)
+        variants = [ours]
+        for b in (int(x) for x in a.other_bits.split(",") if x):
+            print(f"ours, {b} bucket bits (seen set only, empty payloads) ...", flush=True)
+            variants.append(measure_ours(srv, urls, n, b, a.batch, tiny=True))
+    finally:
+        srv.stop()
+    variants.sort(key=lambda v: v["bucket_bits"])
+    result = {
+        "benchmark": "frontier_memory",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["bench/frontier_memory.py", *sys.argv[1:]]),
+        "machine": info,
+        "config": {
+            "urls": n,
+            "hosts": a.hosts,
+            "batch": a.batch,
+            "shards": ds.CRAWL_FRONTIER_SHARDS,
+            "seen_bucket_bits": bits,
+            **shape,
+        },
+        "target_seen_bytes_per_url": TARGET_SEEN_BYTES,
+        "ours": ours,
+        "scrapy_redis": theirs,
+        "seen_by_bucket_bits": [
+            {k: v[k] for k in ("bucket_bits", "seen_keys", "seen_bytes", "seen_bytes_per_url")}
+            for v in variants
+        ],
+        "ratios_ours_over_scrapy_redis": {
+            k: round(ours[k] / theirs[k], 3)
+            for k in ("seen_bytes_per_url", "queued_bytes_per_url", "used_memory_per_url")
+        },
+    }
+    report(result)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "frontier_memory.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / 'frontier_memory.json'}")
+
+
+def report(res: dict[str, Any]) -> None:
+    c, o, t = res["config"], res["ours"], res["scrapy_redis"]
+    print(
+        f"\nRedis memory per URL: {c['urls']:,} URLs over {c['hosts']:,} hosts, "
+        f"{c['shards']} shards, redis {res['machine']['redis_server']}; URL "
+        f"{c['url_chars'][0]}-{c['url_chars'][2]} chars, request "
+        f"{c['our_request_bytes_mean']:.0f} B JSON (scrapy-redis pickle "
+        f"{c['their_pickle_bytes_mean']:.0f} B)"
+    )
+    head = f"{'bytes per URL':44} {'ours':>8} {'scrapy-redis':>13} {'ours/theirs':>12}"
+    print(head + "\n" + "-" * len(head))
+    rows = [
+        (
+            f"seen set ({c['seen_bucket_bits']} bucket bits / RFPDupeFilter SET)",
+            "seen_bytes_per_url",
+        ),
+        ("queued (q:* + h:* + ready / PriorityQueue ZSET)", "queued_bytes_per_url"),
+        ("INFO used_memory delta, all keys", "used_memory_per_url"),
+    ]
+    for label, key in rows:
+        r = res["ratios_ours_over_scrapy_redis"][key]
+        print(f"{label:44} {o[key]:>8.2f} {t[key]:>13.2f} {r:>12.3f}")
+    print(
+        f"target: <= {TARGET_SEEN_BYTES} bytes per seen URL -> "
+        f"{'met' if o['seen_bytes_per_url'] <= TARGET_SEEN_BYTES else 'NOT met'}"
+    )
+    print(
+        "ours per key kind (bytes/URL): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(o["by_kind_bytes_per_url"].items()))
+    )
+    print(
+        "seen set by CRAWL_SEEN_BUCKET_BITS: "
+        + "; ".join(
+            f"{v['bucket_bits']} bits: {v['seen_bytes_per_url']:.2f} B/URL "
+            f"({v['seen_keys']:,} keys)"
+            for v in res["seen_by_bucket_bits"]
+        )
+    )
+    print(
+        f"load: ours {o['add_urls_per_s']:,} URLs/s in RedisFrontier.add "
+        f"({o['load_wall_s']:.1f} s wall with payload making); "
+        f"scrapy-redis pipelined {t['load_wall_s']:.1f} s wall"
+    )
+
+
+if __name__ == "__main__":
+    main()
