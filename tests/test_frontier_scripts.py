@@ -217,3 +217,13 @@ async def test_more_slots_make_a_waiting_host_ready(make_frontier: MakeFrontier)
     assert await claim_all(f) == []  # its one slot is taken
     await f.set_host_config("http://c.test", None, 2)
     assert urls_of(await claim_all(f)) == ["http://c.test/2"]
+
+
+async def test_scripts_come_back_after_script_flush(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=2, delay_ms=0)
+    await f.add([entry("http://a.test/1")])
+    await f.redis.script_flush()  # as after a Redis restart
+    assert (await f.add([entry("http://b.test/1")])).added == 1
+    items = await claim_all(f)
+    await f.redis.script_flush()
+    assert await f.ack([lease for lease, _ in items]) == (2, 0)

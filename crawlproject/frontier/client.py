@@ -16,6 +16,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from crawlproject.frontier.keys import CrawlKeys
 
@@ -132,31 +133,45 @@ class RedisFrontier:
 
     # -- URLs in ------------------------------------------------------------------
 
+    async def _pipelined(self, name: str, calls: list[tuple[int, list[Any]]]) -> list[Any]:
+        """One script run per (shard, args), all in one round trip.
+
+        redis-py's pipeline sends SCRIPT EXISTS before every execute when it
+        carries registered scripts; plain EVALSHA avoids that round trip, and
+        a server that lost its scripts (restart, SCRIPT FLUSH) gets them again.
+        """
+        script = self._scripts[name]
+        for attempt in (1, 2):
+            pipe = self.redis.pipeline(transaction=False)
+            for shard, args in calls:
+                pipe.evalsha(script.sha, 1, self.keys.ready(shard), *self._args(shard, *args))
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                await self.redis.script_load(script.script)
+        raise AssertionError("unreachable")
+
     async def add(self, entries: Iterable[NewEntry]) -> AddResult:
-        by_shard: dict[int, list[NewEntry]] = defaultdict(list)
+        by_shard: dict[int, list[bytes]] = defaultdict(list)
         for e in entries:
-            by_shard[self.keys.shard_of(e.pkey)].append(e)
-        if not by_shard:
-            return AddResult(0, 0)
-        pipe = self.redis.pipeline(transaction=False)
-        for shard, items in by_shard.items():
-            for start in range(0, len(items), ADD_CHUNK):
-                chunk = items[start : start + ADD_CHUNK]
-                flat: list[Any] = []
-                for e in chunk:
-                    bucket, fp = self.seen_slot(e.fingerprint)
-                    flat += [e.pkey, bucket, fp, "1" if e.dont_filter else "0", e.data]
-                await self._scripts["add"](
-                    keys=[self.keys.ready(shard)],
-                    args=self._args(
-                        shard, self.default_delay_ms, self.default_concurrency, len(chunk), *flat
-                    ),
-                    client=pipe,
+            # One argument per URL (see add.lua): 8-byte fingerprint, flag, key, request.
+            by_shard[self.keys.shard_of(e.pkey)].append(
+                b"".join(
+                    (e.fingerprint, b"1" if e.dont_filter else b"0", e.pkey.encode(), b"\t", e.data)
                 )
+            )
+        calls: list[tuple[int, list[Any]]] = []
+        head = [self.default_delay_ms, self.default_concurrency, self.seen_bucket_bits]
+        for shard, packed in by_shard.items():
+            for start in range(0, len(packed), ADD_CHUNK):
+                calls.append((shard, [*head, *packed[start : start + ADD_CHUNK]]))
         added = hits = 0
-        for a, h in await pipe.execute():
-            added += a
-            hits += h
+        if calls:
+            for a, h in await self._pipelined("add", calls):
+                added += a
+                hits += h
         return AddResult(added, hits)
 
     # -- URLs out ------------------------------------------------------------------
@@ -176,30 +191,23 @@ class RedisFrontier:
         return ClaimBatch(shard, now_ms, None if next_ready < 0 else next_ready, items)
 
     async def release(self, leases: Sequence[Lease]) -> int:
-        total = 0
-        for shard, ids in _group(leases).items():
-            total += await self._run(
-                "release", shard, self.default_delay_ms, self.default_concurrency, *ids
-            )
-        return total
+        head = [self.default_delay_ms, self.default_concurrency]
+        calls = [(shard, [*head, *ids]) for shard, ids in _group(leases).items()]
+        return sum(await self._pipelined("release", calls)) if calls else 0
 
     async def ack(self, leases: Sequence[Lease], mode: str = "done") -> tuple[int, int]:
         """mode: ``done`` | ``dead`` | ``return`` (see ack.lua). Returns (acked, missing)."""
-        acked = missing = 0
-        for shard, ids in _group(leases).items():
-            a, m = await self._run(
-                "ack", shard, self.default_delay_ms, self.default_concurrency, mode, *ids
-            )
-            acked += a
-            missing += m
-        return acked, missing
+        head = [self.default_delay_ms, self.default_concurrency, mode]
+        calls = [(shard, [*head, *ids]) for shard, ids in _group(leases).items()]
+        results = await self._pipelined("ack", calls) if calls else []
+        return sum(a for a, _ in results), sum(m for _, m in results)
 
     async def renew(self, leases: Sequence[Lease]) -> list[Lease]:
-        lost: list[Lease] = []
-        for shard, ids in _group(leases).items():
-            gone = await self._run("renew", shard, self.lease_ms, *ids)
-            lost += [Lease(shard, int(i)) for i in gone]
-        return lost
+        groups = list(_group(leases).items())
+        calls = [(shard, [self.lease_ms, *ids]) for shard, ids in groups]
+        results = await self._pipelined("renew", calls) if calls else []
+        pairs = zip(groups, results, strict=True)
+        return [Lease(shard, int(i)) for (shard, _), gone in pairs for i in gone]
 
     async def reclaim(self, shard: int) -> int:
         return int(

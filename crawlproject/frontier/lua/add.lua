@@ -1,9 +1,11 @@
--- add(P, default_delay_ms, default_conc, n, [host, bucket, fp, dont_filter, req] * n)
+-- add(P, default_delay_ms, default_conc, bucket_bits, entry...)
+-- entry = fingerprint (8 bytes) .. dont_filter ("0"/"1") .. pkey .. "\t" .. request
+-- (one argument per URL: packing five costs the client 5x more).
 -- Seen test on the packed fingerprint bucket, then append to the host queue.
 -- Returns {added, seen_hits}.
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+local bucket_div = 2 ^ (24 - tonumber(ARGV[4]))
 local FP_BYTES = 6
 local added, hits = 0, 0
 
@@ -18,9 +20,14 @@ local function contains(s, fp)
   end
 end
 
-for i = 0, n - 1 do
-  local b = 5 + i * 5
-  local host, bucket, fp, dont_filter, req = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+for i = 5, #ARGV do
+  local e = ARGV[i]
+  local b1, b2, b3 = string.byte(e, 1, 3)
+  local bucket = math.floor((b1 * 65536 + b2 * 256 + b3) / bucket_div)
+  local fp = string.sub(e, 3, 8)
+  local dont_filter = string.sub(e, 9, 9)
+  local tab = string.find(e, '\t', 10, true)
+  local host = string.sub(e, 10, tab - 1)
   local sk = P .. 'seen:' .. bucket
   local s = redis.call('GET', sk)
   local seen = s and contains(s, fp)
@@ -30,7 +37,7 @@ for i = 0, n - 1 do
   else
     -- Only a queue that was empty can change the host's readiness: a
     -- non-empty one is already in `ready` or waits for a slot to be released.
-    if redis.call('RPUSH', P .. 'q:' .. host, req) == 1 then
+    if redis.call('RPUSH', P .. 'q:' .. host, string.sub(e, tab + 1)) == 1 then
       make_ready(host, ddelay, dconc)
     end
     added = added + 1
