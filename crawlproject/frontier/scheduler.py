@@ -310,6 +310,13 @@ class FrontierScheduler(BaseScheduler):
             self._releases.append(held.lease)
             self._write_event.set()
             self._claim_event.set()  # a download slot of this worker is free again
+            # The host will be due again about one delay from now: look then,
+            # rather than at the next idle poll (which may be later).
+            due = asyncio.get_event_loop().time() + self.config.host_delay_seconds
+            shard = held.lease.shard
+            if self._shard_next_ready.get(shard, 0.0) > due:
+                self._shard_next_ready[shard] = due
+            self._claim_not_before = min(self._claim_not_before, due)
 
     def _on_response_received(self, response: Response, request: Request, spider: Spider) -> None:
         self._release(request)
