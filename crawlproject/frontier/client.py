@@ -196,7 +196,7 @@ class RedisFrontier:
         return sum(await self._pipelined("release", calls)) if calls else 0
 
     async def ack(self, leases: Sequence[Lease], mode: str = "done") -> tuple[int, int]:
-        """mode: ``done`` | ``dead`` | ``return`` (see ack.lua). Returns (acked, missing)."""
+        """mode: done | moved | dead | return (see ack.lua). Returns (acked, missing)."""
         head = [self.default_delay_ms, self.default_concurrency, mode]
         calls = [(shard, [*head, *ids]) for shard, ids in _group(leases).items()]
         results = await self._pipelined("ack", calls) if calls else []

@@ -75,6 +75,8 @@ START_URLS_BATCH = 100
 REDIS_RETRY_MAX_SECONDS = 5.0
 MAINTENANCE_MAX_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
+# done: finished here; moved: a redirect or retry took the URL over; dead: undecodable.
+ACK_MODES = ("done", "moved", "dead")
 
 
 class LeaseState(enum.Enum):
@@ -114,8 +116,8 @@ class FrontierScheduler(BaseScheduler):
         self._buffer: deque[Request] = deque()  # claimed, not yet handed out
         self._held: dict[str, _Held] = {}  # every lease this worker holds
         self._outbox: list[NewEntry] = []
-        self._acks: list[Lease] = []  # sent after the outbox entries queued before them
-        self._dead: list[Lease] = []
+        # (ack mode, lease), sent after the outbox entries queued before them.
+        self._acks: list[tuple[str, Lease]] = []
         self._releases: list[Lease] = []
         self._new_scope: set[str] = set()
         self.scope_roots: frozenset[str] = frozenset()
@@ -288,7 +290,7 @@ class FrontierScheduler(BaseScheduler):
         if parent is None or token is None:
             return
         del self._held[token]
-        self._acks.append(parent.lease)
+        self._acks.append(("moved", parent.lease))
         self.stats.inc_value("frontier/continuations")
 
     def _canonical_or_none(self, url: str) -> str | None:
@@ -338,7 +340,7 @@ class FrontierScheduler(BaseScheduler):
             return
         if held.state is LeaseState.FETCHING:
             self._claim_event.set()
-        self._acks.append(held.lease)
+        self._acks.append(("done", held.lease))
         self.stats.inc_value(f"frontier/outcome/{outcome}")
         self._write_event.set()
 
@@ -409,7 +411,7 @@ class FrontierScheduler(BaseScheduler):
         except RequestDecodeError as exc:
             self.stats.inc_value("frontier/undecodable")
             logger.error("Moved an undecodable frontier entry to the dead list: %s", exc)
-            self._dead.append(lease)
+            self._acks.append(("dead", lease))
             self._write_event.set()
             return 0
         request.meta[LEASE_META_KEY] = lease.token
@@ -439,7 +441,7 @@ class FrontierScheduler(BaseScheduler):
         assert self.frontier is not None
         if self._releases:
             # An acknowledgement frees the slot too: one script call instead of two.
-            acking = set(self._acks)
+            acking = {lease for _, lease in self._acks}
             releases = [lease for lease in self._releases if lease not in acking]
             self._releases = []
             try:
@@ -451,11 +453,10 @@ class FrontierScheduler(BaseScheduler):
             roots, self._new_scope = self._new_scope, set()
             await self.frontier.add_scope(roots)
             self.scope_roots = self.scope_roots | roots
-        if not (self._outbox or self._acks or self._dead):
+        if not (self._outbox or self._acks):
             return
         entries, self._outbox = self._outbox, []
         acks, self._acks = self._acks, []
-        dead, self._dead = self._dead, []
         try:
             if entries:
                 result = await self.frontier.add(entries)
@@ -466,20 +467,19 @@ class FrontierScheduler(BaseScheduler):
                     self._claim_not_before = 0.0
                     self._claim_event.set()
                 entries = []
-            if acks:
-                acked, missing = await self.frontier.ack(acks, mode="done")
+            for mode in ACK_MODES:
+                leases = [lease for m, lease in acks if m == mode]
+                if not leases:
+                    continue
+                acked, missing = await self.frontier.ack(leases, mode=mode)
+                acks = [(m, lease) for m, lease in acks if m != mode]
                 self.stats.inc_value("frontier/acks", acked)
                 if missing:
                     self.stats.inc_value("frontier/late_acks", missing)
-                acks = []
-            if dead:
-                await self.frontier.ack(dead, mode="dead")
-                dead = []
         finally:
             # Whatever was not written is kept, in order, for the next attempt.
             self._outbox[:0] = entries
             self._acks[:0] = acks
-            self._dead[:0] = dead
 
     # -- maintenance loop ---------------------------------------------------------------
 
@@ -503,6 +503,11 @@ class FrontierScheduler(BaseScheduler):
             for lease in lost:
                 self._held.pop(lease.token, None)
             if lost:
+                # Another worker may have them by now: never start those fetches.
+                gone = {lease.token for lease in lost}
+                self._buffer = deque(
+                    r for r in self._buffer if r.meta.get(LEASE_META_KEY) not in gone
+                )
                 self.stats.inc_value("frontier/leases_lost", len(lost))
                 logger.warning("%d lease(s) expired before renewal (worker stalled?)", len(lost))
         for shard in range(self.config.shards):

@@ -1,5 +1,7 @@
 -- ack(P, default_delay_ms, default_conc, mode, id...)
 -- mode "done": the URL's outcome and its links are stored; forget the lease.
+-- mode "moved": a redirect or retry of the URL is queued; forget the lease
+--   (not counted as done: ``done`` counts finished URLs for max_pages).
 -- mode "dead": like done, but the stored request goes to the `dead` list
 --   (it could not be decoded); nothing is lost silently.
 -- mode "return": put the URL back at the head of its host queue (a worker
