@@ -38,11 +38,7 @@ import os
 import pickle
 import platform
 import random
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -67,6 +63,9 @@ from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
+from tests.support.redis_server import RedisServer as TestRedisServer
+
 RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the issue's target for one Redis
@@ -90,42 +89,13 @@ class Config:
 # -- private redis-server ------------------------------------------------------------
 
 
-class RedisServer:
-    """A fresh redis-server on a free loopback port, no persistence, in a temp dir."""
+class RedisServer(TestRedisServer):
+    """The tests' fresh redis-server (free loopback port, no persistence), plus a client."""
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="bench-redis-")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        args = [
-            shutil.which("redis-server") or "redis-server",
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            self.dir,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--logfile",
-            "redis.log",
-        ]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        super().__init__()
+        self.start()
         self.client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.02)
 
     def cpu_seconds(self) -> float:
         info = self.client.info("cpu")
@@ -133,10 +103,7 @@ class RedisServer:
 
     def stop(self) -> None:
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().stop()
 
 
 # -- URLs and payloads ---------------------------------------------------------------
