@@ -333,7 +333,7 @@ class FrontierScheduler(BaseScheduler):
             held.state = LeaseState.SCRAPING
 
     def lease_done(self, request: Request, outcome: str) -> None:
-        """The URL is finished (``outcome`` for the stats: scraped, failed, error)."""
+        """The URL is finished (``outcome`` for the stats: scraped, failed, spider_error)."""
         token = request.meta.get(LEASE_META_KEY)
         held = self._held.pop(token, None) if isinstance(token, str) else None
         if held is None:
