@@ -68,8 +68,8 @@ async def test_one_slot_per_host_and_delay_after_release(make_frontier: MakeFron
     assert sorted(urls_of(first)) == ["http://a.test/1", "http://b.test/1"]
     assert await claim_all(f) == []  # a.test's only slot is taken
     lease_a = next(lease for lease, data in first if b"a.test" in data)
-    assert await f.release([lease_a]) == 1
-    assert await f.release([lease_a]) == 0  # idempotent
+    assert await f.release([(lease_a, 0)]) == 1
+    assert await f.release([(lease_a, 0)]) == 0  # idempotent
     released_at = time.monotonic()
     assert await claim_all(f) == []  # released, but the delay runs from now
     while not (items := await claim_all(f)):
@@ -83,7 +83,7 @@ async def test_claim_reports_when_the_next_host_is_due(make_frontier: MakeFronti
     await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
     batch = await f.claim(0, 10, "w1")
     assert len(batch.items) == 1 and batch.next_ready_ms is None  # busy host: not ready
-    await f.release([batch.items[0][0]])
+    await f.release([(batch.items[0][0], 0)])
     batch = await f.claim(0, 10, "w1")
     assert batch.items == []
     assert batch.next_ready_ms is not None
@@ -227,3 +227,22 @@ async def test_scripts_come_back_after_script_flush(make_frontier: MakeFrontier)
     items = await claim_all(f)
     await f.redis.script_flush()
     assert await f.ack([lease for lease, _ in items]) == (2, 0)
+
+
+async def test_delay_runs_from_when_the_response_came(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(shards=1, delay_ms=1000)
+    await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
+    (lease, _), = await claim_all(f)  # fmt: skip
+    await asyncio.sleep(0.5)
+    # The response came 400 ms ago: due 600 ms from now, not 1,000.
+    assert await f.release([(lease, 400)]) == 1
+    batch = await f.claim(0, 10, "w1")
+    assert batch.next_ready_ms is not None
+    assert 550 <= batch.next_ready_ms - batch.now_ms <= 600
+    # The floor set at claim time (claim + delay) holds whatever age is reported.
+    await f.add([entry("http://a.test/3")])
+    await asyncio.sleep(0.65)
+    (lease2, _), = await claim_all(f)  # fmt: skip
+    assert await f.release([(lease2, 10**9)]) == 1
+    batch = await f.claim(0, 10, "w1")
+    assert batch.next_ready_ms is not None and batch.next_ready_ms - batch.now_ms >= 990

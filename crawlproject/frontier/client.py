@@ -190,9 +190,13 @@ class RedisFrontier:
         items = [(Lease(shard, int(out[i])), out[i + 1]) for i in range(2, len(out), 2)]
         return ClaimBatch(shard, now_ms, None if next_ready < 0 else next_ready, items)
 
-    async def release(self, leases: Sequence[Lease]) -> int:
+    async def release(self, leases: Sequence[tuple[Lease, int]]) -> int:
+        """Frees the host slots of (lease, ms since its response came back)."""
+        by_shard: dict[int, list[int]] = defaultdict(list)
+        for lease, age_ms in leases:
+            by_shard[lease.shard] += [lease.id, max(0, age_ms)]
         head = [self.default_delay_ms, self.default_concurrency]
-        calls = [(shard, [*head, *ids]) for shard, ids in _group(leases).items()]
+        calls = [(shard, [*head, *pairs]) for shard, pairs in by_shard.items()]
         return sum(await self._pipelined("release", calls)) if calls else 0
 
     async def ack(self, leases: Sequence[Lease], mode: str = "done") -> tuple[int, int]:

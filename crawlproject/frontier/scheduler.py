@@ -118,7 +118,9 @@ class FrontierScheduler(BaseScheduler):
         self._outbox: list[NewEntry] = []
         # (ack mode, lease), sent after the outbox entries queued before them.
         self._acks: list[tuple[str, Lease]] = []
-        self._releases: list[Lease] = []
+        # (lease, loop time of its response): the delay runs from the response.
+        self._releases: list[tuple[Lease, float]] = []
+        self._release_event = asyncio.Event()
         self._new_scope: set[str] = set()
         self.scope_roots: frozenset[str] = frozenset()
 
@@ -173,7 +175,12 @@ class FrontierScheduler(BaseScheduler):
         self.scope_roots = frozenset(await self.frontier.scope())
         self.crawler.signals.connect(self._on_response_received, signals.response_received)
         self.crawler.signals.connect(self._on_left_downloader, signals.request_left_downloader)
-        for loop_fn in (self._claim_loop, self._write_loop, self._maintenance_loop):
+        for loop_fn in (
+            self._claim_loop,
+            self._release_loop,
+            self._write_loop,
+            self._maintenance_loop,
+        ):
             self._tasks.append(asyncio.ensure_future(self._guarded(loop_fn())))
         logger.info(
             "Frontier open: crawl %r, worker %s, %s, delay %.3f s, %d slot(s) per host",
@@ -193,6 +200,7 @@ class FrontierScheduler(BaseScheduler):
         # are asked to stop and end at their next turn.
         self._stop.set()
         self._claim_event.set()
+        self._release_event.set()
         self._write_event.set()
         _, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
         for task in stuck:
@@ -204,6 +212,7 @@ class FrontierScheduler(BaseScheduler):
         unfinished = [h.lease for h in self._held.values()]
         self._buffer.clear()
         self._held.clear()
+        await self._release_once()
         await self._write_once()
         if unfinished:
             acked, _ = await self.frontier.ack(unfinished, mode="return")
@@ -309,12 +318,13 @@ class FrontierScheduler(BaseScheduler):
         held = self._lookup(request)
         if held is not None and held.state is LeaseState.FETCHING:
             held.state = LeaseState.DOWNLOADED
-            self._releases.append(held.lease)
-            self._write_event.set()
+            now = asyncio.get_event_loop().time()
+            self._releases.append((held.lease, now))
+            self._release_event.set()
             self._claim_event.set()  # a download slot of this worker is free again
             # The host will be due again about one delay from now: look then,
             # rather than at the next idle poll (which may be later).
-            due = asyncio.get_event_loop().time() + self.config.host_delay_seconds
+            due = now + self.config.host_delay_seconds
             shard = held.lease.shard
             if self._shard_next_ready.get(shard, 0.0) > due:
                 self._shard_next_ready[shard] = due
@@ -424,6 +434,34 @@ class FrontierScheduler(BaseScheduler):
 
     # -- writer loop ------------------------------------------------------------------
 
+    async def _release_loop(self) -> None:
+        """Slot releases go out at once, never queued behind a batch of links."""
+        backoff = _Backoff(self._stop)
+        while not self._stop.is_set():
+            await _wait(self._release_event, self.config.idle_poll_seconds)
+            self._release_event.clear()
+            try:
+                await self._release_once()
+            except RedisError as exc:
+                await backoff.sleep("release", exc)
+                continue
+            backoff.reset()
+
+    async def _release_once(self) -> None:
+        assert self.frontier is not None
+        if not self._releases:
+            return
+        batch, self._releases = self._releases, []
+        now = asyncio.get_running_loop().time()
+        # Each release says how long ago its response came: Redis starts the
+        # host's delay then (its own clock minus that), not when the call lands.
+        ages_ms = [(lease, round((now - at) * 1000)) for lease, at in batch]
+        try:
+            self.stats.inc_value("frontier/releases", await self.frontier.release(ages_ms))
+        except RedisError:
+            self._releases[:0] = batch
+            raise
+
     async def _write_loop(self) -> None:
         backoff = _Backoff(self._stop)
         while not self._stop.is_set():
@@ -437,18 +475,8 @@ class FrontierScheduler(BaseScheduler):
             backoff.reset()
 
     async def _write_once(self) -> None:
-        """Releases first (they gate politeness), then new URLs, then acks."""
+        """New URLs, then the acknowledgements queued after them."""
         assert self.frontier is not None
-        if self._releases:
-            # An acknowledgement frees the slot too: one script call instead of two.
-            acking = {lease for _, lease in self._acks}
-            releases = [lease for lease in self._releases if lease not in acking]
-            self._releases = []
-            try:
-                self.stats.inc_value("frontier/releases", await self.frontier.release(releases))
-            except RedisError:
-                self._releases[:0] = releases
-                raise
         if self._new_scope:
             roots, self._new_scope = self._new_scope, set()
             await self.frontier.add_scope(roots)

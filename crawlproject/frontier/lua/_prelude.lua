@@ -19,14 +19,15 @@ local function make_ready(host, ddelay, dconc)
   end
 end
 
--- Frees one slot of `host`; the host may be fetched again `delay` after now.
-local function release_slot(host, ddelay, dconc)
+-- Frees one slot of `host`; the host may be fetched again `delay` after its
+-- fetch ended, which was `age` ms before now (the worker measures it).
+local function release_slot(host, ddelay, dconc, age)
   local hk = P .. 'h:' .. host
   local h = redis.call('HMGET', hk, 'inflight', 'next', 'delay', 'conc')
   local inflight = (tonumber(h[1]) or 1) - 1
   if inflight < 0 then inflight = 0 end
   local delay = tonumber(h[3]) or ddelay
-  local nxt = NOW + delay
+  local nxt = NOW - (age or 0) + delay
   local prev = tonumber(h[2]) or 0
   if prev > nxt then nxt = prev end
   redis.call('HSET', hk, 'inflight', inflight, 'next', nxt)
