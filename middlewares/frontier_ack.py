@@ -13,7 +13,7 @@ final outcome after redirects, retries and HTTP-error filtering:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
@@ -29,9 +29,15 @@ class _LeaseTracker(Protocol):
     def lease_done(self, request: Request, outcome: str) -> None: ...
 
 
+def _is_frontier(obj: object) -> bool:
+    # Scrapy's BaseSchedulerMeta makes isinstance/issubclass duck-typed (true for
+    # any scheduler), so look at the class hierarchy itself.
+    cls = obj if isinstance(obj, type) else type(obj)
+    return FrontierScheduler in cls.__mro__
+
+
 def _require_frontier(crawler: Crawler) -> None:
-    scheduler_cls = load_object(crawler.settings["SCHEDULER"])
-    if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, FrontierScheduler)):
+    if not _is_frontier(load_object(crawler.settings["SCHEDULER"])):
         raise NotConfigured("SCHEDULER is not the crawlproject frontier")
 
 
@@ -42,8 +48,8 @@ class _Base:
     @property
     def tracker(self) -> _LeaseTracker:
         engine = self.crawler.engine
-        assert engine is not None and isinstance(engine.scheduler, FrontierScheduler)
-        return engine.scheduler
+        assert engine is not None and _is_frontier(engine.scheduler)
+        return cast(FrontierScheduler, engine.scheduler)
 
 
 class FrontierAckSpiderMiddleware(_Base):

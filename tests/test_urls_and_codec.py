@@ -159,3 +159,23 @@ def test_codec_refuses_callbacks_that_are_not_spider_methods() -> None:
     other = _Spider()
     with pytest.raises(RequestEncodeError):
         CODEC.encode(Request("http://e.com/", callback=other.parse), None)
+
+
+def test_ack_middlewares_switch_off_without_the_frontier() -> None:
+    from scrapy.exceptions import NotConfigured
+    from scrapy.utils.test import get_crawler
+
+    from middlewares.frontier_ack import (
+        FrontierAckDownloaderMiddleware,
+        FrontierAckSpiderMiddleware,
+    )
+
+    for scheduler in ("scrapy.core.scheduler.Scheduler", "scrapy_redis.scheduler.Scheduler"):
+        crawler = get_crawler(settings_dict={"SCHEDULER": scheduler})
+        for mw in (FrontierAckSpiderMiddleware, FrontierAckDownloaderMiddleware):
+            with pytest.raises(NotConfigured):
+                mw.from_crawler(crawler)
+    crawler = get_crawler(
+        settings_dict={"SCHEDULER": "crawlproject.frontier.scheduler.FrontierScheduler"}
+    )
+    assert FrontierAckSpiderMiddleware.from_crawler(crawler) is not None
