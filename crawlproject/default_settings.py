@@ -42,6 +42,11 @@ CRAWL_FRONTIER_SHARDS = 4
 # the crawl grows: about log2(expected URLs / shards / 500).
 CRAWL_SEEN_BUCKET_BITS = 12
 
+# Each worker remembers this many (up to twice as many) fingerprints of URLs it
+# already sent to the frontier and drops repeats locally; 0 turns it off.
+# About 70 bytes each: the default costs up to ~14 MB per worker.
+CRAWL_LOCAL_SEEN_SIZE = 100_000
+
 # Query parameters dropped during canonicalization (session ids).
 CRAWL_SESSION_PARAMS: list[str] = [
     "jsessionid",

@@ -24,6 +24,9 @@ AUTOTHROTTLE_ENABLED = False
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 32
 DOWNLOAD_TIMEOUT = 30
+# Scrapy 2.19 starts CONCURRENT_ITEMS tasks per response; at its default of 100
+# that took 15-17 % of a worker's CPU (bench/crawl_rate.py, BENCHMARKS.md).
+CONCURRENT_ITEMS = 16
 
 # Acknowledge a leased URL only once its outcome (and the links it produced)
 # reached the frontier: the spider middleware sits next to the engine (lowest

@@ -179,3 +179,16 @@ def test_ack_middlewares_switch_off_without_the_frontier() -> None:
         settings_dict={"SCHEDULER": "crawlproject.frontier.scheduler.FrontierScheduler"}
     )
     assert FrontierAckSpiderMiddleware.from_crawler(crawler) is not None
+
+
+def test_recent_fingerprints_are_bounded() -> None:
+    from crawlproject.frontier.scheduler import RecentFingerprints
+
+    recent = RecentFingerprints(3)
+    for i in range(7):
+        recent.add(bytes([i]))
+    assert bytes([6]) in recent and bytes([3]) in recent  # young and old generations
+    assert bytes([0]) not in recent and bytes([2]) not in recent  # dropped with the oldest
+    off = RecentFingerprints(0)
+    off.add(b"x")
+    assert b"x" not in off

@@ -37,6 +37,7 @@ class FrontierConfig:
     idle_poll_seconds: float
     flush_interval_seconds: float
     max_claims_in_flight: int
+    local_seen_size: int
 
     @property
     def host_delay_ms(self) -> int:
@@ -85,6 +86,7 @@ class FrontierConfig:
                 "CRAWL_FLUSH_INTERVAL_SECONDS", d.CRAWL_FLUSH_INTERVAL_SECONDS
             ),
             max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
+            local_seen_size=settings.getint("CRAWL_LOCAL_SEEN_SIZE", d.CRAWL_LOCAL_SEEN_SIZE),
         )
         config.validate(settings)
         return config

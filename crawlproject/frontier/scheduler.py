@@ -122,6 +122,7 @@ class FrontierScheduler(BaseScheduler):
         self._releases: list[tuple[Lease, float]] = []
         self._release_event = asyncio.Event()
         self._new_scope: set[str] = set()
+        self._recent = RecentFingerprints(config.local_seen_size)
         self.scope_roots: frozenset[str] = frozenset()
 
         self._tasks: list[asyncio.Task[None]] = []
@@ -260,6 +261,13 @@ class FrontierScheduler(BaseScheduler):
             logger.debug("Skipped: %s", exc)
             self._hand_over(token, parent)
             return False
+        fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
+        if parent is None and not request.dont_filter and fingerprint in self._recent:
+            # Sent to the frontier already (added, or found seen there): most
+            # links repeat, and this spares their encoding and a Redis lookup.
+            self.stats.inc_value("frontier/seen_hits_local")
+            return False
+        self._recent.add(fingerprint)
         bypass_seen = request.dont_filter
         if parent is not None:
             if canonical == self._canonical_or_none(parent.url):
@@ -283,7 +291,7 @@ class FrontierScheduler(BaseScheduler):
         self._outbox.append(
             NewEntry(
                 pkey=self._pkey(canonical),
-                fingerprint=self.canonicalizer.fingerprint(canonical, request.method, request.body),
+                fingerprint=fingerprint,
                 dont_filter=bypass_seen,
                 data=data,
             )
@@ -611,6 +619,29 @@ class FrontierScheduler(BaseScheduler):
             self._finished = True
         if self._finished:
             wake_engine(self.crawler)
+
+
+class RecentFingerprints:
+    """A bounded set of the fingerprints this worker sent to the frontier.
+
+    Two generations: when the young one is full it becomes the old one and the
+    oldest generation is dropped, so memory stays within 2 x ``size`` entries.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._young: set[bytes] = set()
+        self._old: set[bytes] = set()
+
+    def __contains__(self, fp: bytes) -> bool:
+        return fp in self._young or fp in self._old
+
+    def add(self, fp: bytes) -> None:
+        if self.size <= 0:
+            return
+        if len(self._young) >= self.size:
+            self._old, self._young = self._young, set()
+        self._young.add(fp)
 
 
 class _Backoff:
