@@ -1,0 +1,1 @@
+"""scrapy-redis baseline for bench/crawl_rate.py (stock scheduler and dupefilter)."""
