@@ -23,7 +23,7 @@ from scrapy.utils.project import get_project_settings
 
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.embedded import EmbeddedRedis, shutdown_if_last
+from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
 
 CLI_CLIENT_ID = "cli"
@@ -31,11 +31,11 @@ CLI_CLIENT_ID = "cli"
 
 async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: list[str]) -> int:
     embedded = None
-    url = config.redis_url
-    if url is None:
+    if config.redis_url is None:
         embedded = EmbeddedRedis(config.data_dir)
-        url = await asyncio.to_thread(embedded.ensure_running)
-    redis = Redis.from_url(url, decode_responses=False)
+        redis = await embedded.connect(client_name=CLI_CLIENT_ID)
+    else:
+        redis = Redis.from_url(config.redis_url, decode_responses=False)
     keys = CrawlKeys(crawl, config.shards)
     try:
         if action == "seed":
@@ -51,9 +51,10 @@ async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: lis
             counts["workers"] = int(await redis.zcard(keys.workers))
             print(json.dumps(counts, sort_keys=True))
     finally:
-        if embedded is not None:
-            await shutdown_if_last(redis, CLI_CLIENT_ID)
-        await redis.aclose()
+        if embedded is None:
+            await redis.aclose()
+        else:
+            await embedded.leave(redis, CLI_CLIENT_ID)
     return 0
 
 

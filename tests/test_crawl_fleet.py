@@ -85,10 +85,15 @@ def test_killed_worker_loses_nothing(
 ) -> None:
     web = testweb_factory(hosts=8, pages=8, latency_ms=(150, 250), links=3, cross_links=1)
     settings = {"CRAWL_LEASE_SECONDS": 3, "CRAWL_HOST_DELAY": 0.1}
-    victim, survivor = workers(2, redis_url, "kill", web, tmp_path, "k", **settings)
+    victim_ua = "crawlproject-victim"
+    (victim,) = workers(1, redis_url, "kill", web, tmp_path, "v", USER_AGENT=victim_ua, **settings)
+    (survivor,) = workers(1, redis_url, "kill", web, tmp_path, "s", **settings)
     deadline = time.monotonic() + 60
-    while len(web.log) < 12 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # Kill it while it surely holds leases: it has fetched, and fetches are slow.
+    while time.monotonic() < deadline and (
+        sum(r.headers.get("user-agent") == victim_ua for r in web.log) < 4
+    ):
+        time.sleep(0.02)
     stop_worker(victim, 9)  # SIGKILL: no goodbye, its leases stay behind
     victim.wait()
     wait_all([survivor], timeout=120)

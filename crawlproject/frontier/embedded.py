@@ -11,6 +11,7 @@ it. The last worker to leave shuts it down.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -30,6 +31,8 @@ SOCKET_NAME = "redis.sock"
 START_TIMEOUT_SECONDS = 10.0
 MAX_UNIX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, keep a margin
 WORKER_CLIENT_PREFIX = "crawlproject-worker:"
+LEAVE_CHECKS = 3
+LEAVE_RECHECK_SECONDS = 0.1
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -76,10 +79,12 @@ class EmbeddedRedis:
             except OSError:
                 return False
 
-    def ensure_running(self) -> str:
-        """Starts the server unless one already serves this folder; returns its URL.
+    async def connect(self, client_name: str) -> Redis:
+        """A client of the server, started first unless one serves this folder.
 
-        Blocking (up to a few hundred ms): call it off the reactor thread.
+        Joining and leaving (``leave``) hold one file lock, and the client's
+        first connection (named, so others see it) is made before the lock is
+        released: a worker that is leaving never misses one that just joined.
         """
         if len(str(self.socket_path)) > MAX_UNIX_SOCKET_PATH:
             raise EmbeddedRedisError(
@@ -87,59 +92,81 @@ class EmbeddedRedis:
                 "use a shorter path or set REDIS_URL"
             )
         self.dir.mkdir(parents=True, exist_ok=True)
-        # One process starts the server; the others wait for it and join.
         with open(self.dir / "start.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if self._alive():
-                logger.info("Joining the embedded Redis at %s", self.socket_path)
-                return self.url
-            self.socket_path.unlink(missing_ok=True)
-            cmd = [
-                redis_server_binary(),
-                "--port", "0",
-                "--unixsocket", str(self.socket_path),
-                "--unixsocketperm", "700",
-                "--dir", str(self.dir),
-                "--appendonly", "yes",
-                "--appendfsync", "everysec",
-                "--save", "300 1",
-                "--dbfilename", "frontier.rdb",
-                "--daemonize", "yes",
-                "--pidfile", str(self.dir / "redis.pid"),
-                "--logfile", str(self.dir / "redis.log"),
-            ]  # fmt: skip
+            await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
             try:
-                subprocess.run(cmd, check=True, capture_output=True, timeout=START_TIMEOUT_SECONDS)
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise EmbeddedRedisError(f"could not start {cmd[0]}: {exc}") from exc
-            deadline = time.monotonic() + START_TIMEOUT_SECONDS
-            while not self._alive():
-                if time.monotonic() > deadline:
-                    raise EmbeddedRedisError(
-                        f"embedded Redis did not answer within {START_TIMEOUT_SECONDS} s; "
-                        f"see {self.dir / 'redis.log'}"
-                    )
-                time.sleep(0.02)
-            logger.info("Started the embedded Redis at %s", self.socket_path)
-            return self.url
+                await asyncio.to_thread(self._start_unless_running)
+                redis = Redis.from_url(self.url, client_name=client_name, decode_responses=False)
+                await redis.ping()
+                return redis
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _start_unless_running(self) -> None:
+        """Blocking (up to a few hundred ms): runs in a thread, under the lock."""
+        if self._alive():
+            logger.info("Joining the embedded Redis at %s", self.socket_path)
+            return
+        self.socket_path.unlink(missing_ok=True)
+        cmd = [
+            redis_server_binary(),
+            "--port", "0",
+            "--unixsocket", str(self.socket_path),
+            "--unixsocketperm", "700",
+            "--dir", str(self.dir),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "300 1",
+            "--dbfilename", "frontier.rdb",
+            "--daemonize", "yes",
+            "--pidfile", str(self.dir / "redis.pid"),
+            "--logfile", str(self.dir / "redis.log"),
+        ]  # fmt: skip
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, timeout=START_TIMEOUT_SECONDS)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EmbeddedRedisError(f"could not start {cmd[0]}: {exc}") from exc
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not self._alive():
+            if time.monotonic() > deadline:
+                raise EmbeddedRedisError(
+                    f"embedded Redis did not answer within {START_TIMEOUT_SECONDS} s; "
+                    f"see {self.dir / 'redis.log'}"
+                )
+            time.sleep(0.02)
+        logger.info("Started the embedded Redis at %s", self.socket_path)
+
+    async def leave(self, redis: Redis, worker_id: str) -> bool:
+        """Closes ``redis``; the last worker out also shuts the server down.
+
+        Workers name their connections ``crawlproject-worker:<id>``. Leaving is
+        serialised on the start lock, and each worker closes its connections
+        before letting the next one look, so two workers stopping together
+        cannot each see the other and both leave the server running. Returns
+        True if this call shut the server down (it saves its data first).
+        """
+        with open(self.dir / "start.lock", "w") as lock:
+            await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+            try:
+                for _ in range(LEAVE_CHECKS):
+                    if not await _other_workers(redis, worker_id):
+                        # The server closes the connection as it goes down.
+                        with contextlib.suppress(RedisConnectionError):
+                            await redis.shutdown(save=True)
+                        await redis.aclose()
+                        return True
+                    # A worker that just left may not be seen as gone yet.
+                    await asyncio.sleep(LEAVE_RECHECK_SECONDS)
+                await redis.aclose()
+                return False
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-async def shutdown_if_last(redis: Redis, worker_id: str) -> bool:
-    """Shuts the embedded server down when no other worker is connected to it.
-
-    Workers name their connections ``crawlproject-worker:<id>``; the server
-    saves its data on SHUTDOWN.
-    """
-    clients = await redis.client_list()
-    others = {
-        c.get("name", "")
-        for c in clients
-        if c.get("name", "").startswith(WORKER_CLIENT_PREFIX)
-        and c.get("name") != WORKER_CLIENT_PREFIX + worker_id
+async def _other_workers(redis: Redis, worker_id: str) -> set[str]:
+    own = WORKER_CLIENT_PREFIX + worker_id
+    return {
+        name
+        for c in await redis.client_list()
+        if (name := c.get("name", "")).startswith(WORKER_CLIENT_PREFIX) and name != own
     }
-    if others:
-        return False
-    # The server closes the connection as it goes down.
-    with contextlib.suppress(RedisConnectionError):
-        await redis.shutdown(save=True)
-    return True

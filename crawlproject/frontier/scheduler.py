@@ -51,7 +51,7 @@ from twisted.internet.defer import Deferred
 from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis, shutdown_if_last
+from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import (
     InvalidURL,
@@ -153,13 +153,14 @@ class FrontierScheduler(BaseScheduler):
         self._spider = spider
         crawl = getattr(spider, "crawl_name", None) or self.config.crawl
         self._max_pages = getattr(spider, "crawl_max_pages", None)
-        url = self.config.redis_url
-        if url is None:
+        name = WORKER_CLIENT_PREFIX + self.worker_id
+        if self.config.redis_url is None:
             self._embedded = EmbeddedRedis(self.config.data_dir)
-            url = await asyncio.to_thread(self._embedded.ensure_running)
-        self._redis = Redis.from_url(
-            url, client_name=WORKER_CLIENT_PREFIX + self.worker_id, decode_responses=False
-        )
+            self._redis = await self._embedded.connect(client_name=name)
+        else:
+            self._redis = Redis.from_url(
+                self.config.redis_url, client_name=name, decode_responses=False
+            )
         self.frontier = RedisFrontier(
             self._redis,
             CrawlKeys(crawl, self.config.shards),
@@ -220,9 +221,10 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("frontier/returned", acked)
             logger.info("Returned %d unfinished URL(s) to the frontier", acked)
         await self.frontier.forget_worker(self.worker_id)
-        if self._embedded is not None and await shutdown_if_last(self._redis, self.worker_id):
+        if self._embedded is None:
+            await self._redis.aclose()
+        elif await self._embedded.leave(self._redis, self.worker_id):
             logger.info("Last worker out: embedded Redis saved and stopped (%s)", reason)
-        await self._redis.aclose()
 
     async def _guarded(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
