@@ -8,9 +8,12 @@ politeness and of what was fetched.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import redis
 
 from tests.support.crawlproc import (
     REPO_ROOT,
@@ -38,6 +41,13 @@ FAST = {
 
 def page_fetches(web: TestWeb) -> dict[str, int]:
     return {u: n for u, n in fetch_counts(web.log).items() if not u.endswith("/robots.txt")}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
 
 
 def assert_polite(web: TestWeb, delay: float) -> None:
@@ -88,12 +98,21 @@ def test_killed_worker_loses_nothing(
     victim_ua = "crawlproject-victim"
     (victim,) = workers(1, redis_url, "kill", web, tmp_path, "v", USER_AGENT=victim_ua, **settings)
     (survivor,) = workers(1, redis_url, "kill", web, tmp_path, "s", **settings)
-    deadline = time.monotonic() + 60
-    # Kill it while it surely holds leases: it has fetched, and fetches are slow.
-    while time.monotonic() < deadline and (
-        sum(r.headers.get("user-agent") == victim_ua for r in web.log) < 4
-    ):
-        time.sleep(0.02)
+    # Kill it while it holds a lease on a fetch in progress (fetches take 150+ ms).
+    wait_until(lambda: sum(r.headers.get("user-agent") == victim_ua for r in web.log) >= 2)
+    match = re.search(r"worker (\w+),", victim.log_path.read_text())
+    assert match, "the victim's log names its worker id"
+    fetching = f"f\t{match.group(1)}\t".encode()
+    with redis.Redis.from_url(redis_url) as client:
+
+        def victim_fetching() -> bool:
+            return any(
+                v.startswith(fetching)
+                for shard in range(4)
+                for v in client.hvals(f"cp:{{kill/{shard}}}:lease")
+            )
+
+        wait_until(victim_fetching)
     stop_worker(victim, 9)  # SIGKILL: no goodbye, its leases stay behind
     victim.wait()
     wait_all([survivor], timeout=120)
