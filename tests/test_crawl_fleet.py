@@ -22,6 +22,7 @@ from tests.support.crawlproc import (
     stats_of,
     stop_worker,
     wait_all,
+    wait_until,
 )
 from tests.support.testweb import (
     OUT_OF_SCOPE_IP,
@@ -41,13 +42,6 @@ FAST = {
 
 def page_fetches(web: TestWeb) -> dict[str, int]:
     return {u: n for u, n in fetch_counts(web.log).items() if not u.endswith("/robots.txt")}
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def assert_polite(web: TestWeb, delay: float) -> None:

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,18 +18,12 @@ from tests.support.crawlproc import (
     stats_of,
     stop_worker,
     wait_all,
+    wait_until,
 )
 from tests.support.redis_server import RedisServer
 from tests.support.testweb import TestWeb, fetch_counts
 
 FAST = {"CRAWL_HOST_DELAY": 0.2, "CRAWL_IDLE_CLOSE_SECONDS": 2, "CRAWL_IDLE_POLL_SECONDS": 0.2}
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def socket_alive(path: Path) -> bool:
@@ -54,10 +47,10 @@ def test_embedded_redis_is_shared_persisted_and_stopped(
         return start_worker(REPO_ROOT, "", "emb", web.seeds, settings, tmp_path / f"{tag}.log")
 
     a = worker("a")
-    wait_for(lambda: len(web.log) >= 3)
+    wait_until(lambda: len(web.log) >= 3)
     b = worker("b")  # joins the server that a started
-    wait_for(lambda: "Frontier open" in b.log_path.read_text())
-    wait_for(lambda: len(web.log) >= 12)
+    wait_until(lambda: "Frontier open" in b.log_path.read_text())
+    wait_until(lambda: len(web.log) >= 12)
     for p in (a, b):
         stop_worker(p)
     wait_all([a, b], timeout=60)
@@ -88,7 +81,7 @@ def test_seeds_added_while_running(
         REPO_ROOT, url, "grow", web.seeds[:1], {**FAST, "CRAWL_IDLE_CLOSE_SECONDS": 4},
         tmp_path / "w.log",
     )  # fmt: skip
-    wait_for(lambda: len(web.log) >= 2)
+    wait_until(lambda: len(web.log) >= 2)
     cli = [sys.executable, "-m", "crawlproject", "--redis-url", url, "--crawl", "grow"]
     subprocess.run([*cli, "seed", web.seeds[1]], cwd=REPO_ROOT, check=True)
     # The scrapy-redis way: LPUSH on <crawl>:start_urls, here as a JSON entry.

@@ -36,7 +36,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -446,14 +446,26 @@ class FrontierScheduler(BaseScheduler):
 
     async def _release_loop(self) -> None:
         """Slot releases go out at once, never queued behind a batch of links."""
+        await self._each_turn(
+            "release", self._release_once, self._release_event, self.config.idle_poll_seconds
+        )
+
+    async def _each_turn(
+        self,
+        what: str,
+        once: Callable[[], Awaitable[None]],
+        event: asyncio.Event,
+        interval_seconds: float,
+    ) -> None:
+        """Runs ``once`` when ``event`` is set or every interval, until stopped."""
         backoff = _Backoff(self._stop)
         while not self._stop.is_set():
-            await _wait(self._release_event, self.config.idle_poll_seconds)
-            self._release_event.clear()
+            await _wait(event, interval_seconds)
+            event.clear()
             try:
-                await self._release_once()
+                await once()
             except RedisError as exc:
-                await backoff.sleep("release", exc)
+                await backoff.sleep(what, exc)
                 continue
             backoff.reset()
 
@@ -473,16 +485,9 @@ class FrontierScheduler(BaseScheduler):
             raise
 
     async def _write_loop(self) -> None:
-        backoff = _Backoff(self._stop)
-        while not self._stop.is_set():
-            await _wait(self._write_event, self.config.flush_interval_seconds)
-            self._write_event.clear()
-            try:
-                await self._write_once()
-            except RedisError as exc:
-                await backoff.sleep("write", exc)
-                continue
-            backoff.reset()
+        await self._each_turn(
+            "write", self._write_once, self._write_event, self.config.flush_interval_seconds
+        )
 
     async def _write_once(self) -> None:
         """New URLs, then the acknowledgements queued after them."""

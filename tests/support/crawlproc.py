@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +59,14 @@ def start_worker(
         )
     proc.log_path = log_path
     return proc
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    """Polls ``predicate`` every 10 ms; fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
 
 
 def stats_of(path: str | Path) -> dict[str, int]:
