@@ -81,3 +81,28 @@ def test_bad_arguments_fail_clearly(redis_server: RedisServer, tmp_path: Path) -
     )  # fmt: skip
     assert wait_all([proc], timeout=60, check=False) != [0]
     assert "DOWNLOAD_DELAY must be 0" in proc.log_path.read_text()
+
+
+def test_unreachable_or_mismatched_frontier_closes_clearly(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    seeds = ["http://127.0.3.1:9/"]
+    proc = start_worker(
+        REPO_ROOT, "redis://user:s3cret@127.0.0.1:1/0", "gone", seeds, FAST, tmp_path / "gone.log"
+    )
+    wait_all([proc], timeout=60, check=False)
+    text = proc.log_path.read_text()
+    assert "Cannot open the frontier (ConnectionError at redis://user:***@127.0.0.1:1/0)" in text
+    assert "Spider closed (frontier_unavailable)" in text
+    assert "s3cret" not in text  # no credential in the log
+    assert "Traceback" not in text
+
+    crawl(redis_server, "fixed", seeds, tmp_path, CRAWL_FRONTIER_SHARDS=4)
+    proc = start_worker(
+        REPO_ROOT, redis_server.url, "fixed", seeds, {**FAST, "CRAWL_FRONTIER_SHARDS": 2},
+        tmp_path / "mismatch.log",
+    )  # fmt: skip
+    wait_all([proc], timeout=60, check=False)
+    text = proc.log_path.read_text()
+    assert "was created with shards=4; this worker has 2" in text
+    assert "Spider closed (frontier_unavailable)" in text

@@ -39,8 +39,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
@@ -48,10 +50,14 @@ from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis
+from crawlproject.frontier.embedded import (
+    WORKER_CLIENT_PREFIX,
+    EmbeddedRedis,
+    EmbeddedRedisError,
+)
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import (
     InvalidURL,
@@ -75,6 +81,7 @@ START_URLS_BATCH = 100
 REDIS_RETRY_MAX_SECONDS = 5.0
 MAINTENANCE_MAX_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
+CONNECT_ATTEMPTS = 3  # at start: 1 s, then 2 s between attempts
 # done: finished here; moved: a redirect or retry took the URL over; dead: undecodable.
 ACK_MODES = ("done", "moved", "dead")
 
@@ -132,6 +139,8 @@ class FrontierScheduler(BaseScheduler):
         self._shard_next_ready: dict[int, float] = {}  # loop time at which a shard has work
         self._next_shard = 0
         self._stop = asyncio.Event()  # loops end at their next turn; never cancelled mid-I/O
+        self._open_failed = False
+        self._closer: asyncio.Future[None] | None = None
         self._finished = False
         self._idle_since: float | None = None
 
@@ -150,6 +159,31 @@ class FrontierScheduler(BaseScheduler):
         return deferred_from_coro(self._open(spider))
 
     async def _open(self, spider: Spider) -> None:
+        try:
+            await self._connect(spider)
+        except (RedisError, OSError, EmbeddedRedisError, FrontierMismatch, ValueError) as exc:
+            where = "the embedded Redis" if self.config.redis_url is None else "REDIS_URL"
+            logger.error(
+                "Cannot open the frontier (%s at %s): %s",
+                type(exc).__name__,
+                where if self.config.redis_url is None else _redacted(self.config.redis_url),
+                exc,
+            )
+            # Raising CloseSpider here would leave Scrapy's scraper unopened
+            # (and its close failing noisily): let the engine finish opening,
+            # then close the spider with a reason that says why.
+            self._open_failed = True
+            self._finished = True
+            self.crawler.signals.connect(self._close_unavailable, signals.spider_opened)
+
+    def _close_unavailable(self, spider: Spider) -> None:
+        engine = self.crawler.engine
+        if engine is not None:
+            self._closer = asyncio.ensure_future(
+                engine.close_spider_async(reason="frontier_unavailable")
+            )
+
+    async def _connect(self, spider: Spider) -> None:
         self._spider = spider
         crawl = getattr(spider, "crawl_name", None) or self.config.crawl
         self._max_pages = getattr(spider, "crawl_max_pages", None)
@@ -169,7 +203,15 @@ class FrontierScheduler(BaseScheduler):
             default_concurrency=self.config.host_concurrency,
             lease_ms=self.config.lease_ms,
         )
-        await self.frontier.prepare()
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            try:
+                await self.frontier.prepare()
+                break
+            except RedisConnectionError as exc:
+                if attempt == CONNECT_ATTEMPTS:
+                    raise
+                logger.warning("Frontier Redis not reachable yet (%s); retrying", exc)
+                await asyncio.sleep(0.5 * 2**attempt)
         for host, o in self.config.host_overrides.items():
             delay_ms = None if o.delay_seconds is None else round(o.delay_seconds * 1000)
             await self.frontier.set_host_config(host, delay_ms, o.concurrency)
@@ -204,13 +246,34 @@ class FrontierScheduler(BaseScheduler):
         self._claim_event.set()
         self._release_event.set()
         self._write_event.set()
-        _, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
+        _, stuck = (
+            await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
+            if self._tasks
+            else (set(), set())
+        )
         for task in stuck:
             logger.warning("Frontier task did not stop in %.0f s; cancelling", STOP_TIMEOUT_SECONDS)
             task.cancel()
-        if self.frontier is None or self._redis is None:
+        if self._redis is None:
             return
-        # What this worker claimed but did not finish goes back to the queues.
+        if self.frontier is not None and not self._open_failed:
+            try:
+                await self._hand_back()
+            except RedisError as exc:
+                logger.warning(
+                    "Could not hand unfinished work back (%s): its leases expire within "
+                    "%.0f s and it returns to the queues then",
+                    exc,
+                    self.config.lease_seconds,
+                )
+        if self._embedded is None:
+            await self._redis.aclose()
+        elif await self._embedded.leave(self._redis, self.worker_id):
+            logger.info("Last worker out: embedded Redis saved and stopped (%s)", reason)
+
+    async def _hand_back(self) -> None:
+        """Writes what is pending and returns unfinished URLs to their queues."""
+        assert self.frontier is not None
         unfinished = [h.lease for h in self._held.values()]
         self._buffer.clear()
         self._held.clear()
@@ -221,10 +284,6 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("frontier/returned", acked)
             logger.info("Returned %d unfinished URL(s) to the frontier", acked)
         await self.frontier.forget_worker(self.worker_id)
-        if self._embedded is None:
-            await self._redis.aclose()
-        elif await self._embedded.leave(self._redis, self.worker_id):
-            logger.info("Last worker out: embedded Redis saved and stopped (%s)", reason)
 
     async def _guarded(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
@@ -665,6 +724,15 @@ class _Backoff:
         logger.warning("Redis error in frontier %s (%s); retrying in %.2f s", what, exc, self.delay)
         await _wait(self.stop, self.delay)
         self.delay = min(self.delay * 2, REDIS_RETRY_MAX_SECONDS)
+
+
+def _redacted(url: str) -> str:
+    """A Redis URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _wait(event: asyncio.Event, timeout: float) -> None:
