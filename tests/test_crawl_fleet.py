@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,10 +123,16 @@ def test_stop_all_and_resume_without_refetching(
     redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(hosts=6, pages=10, latency_ms=(5, 20), links=3, cross_links=1)
-    first = workers(2, redis_url, "resume", web, tmp_path, "a")
-    deadline = time.monotonic() + 60
-    while len(web.log) < 15 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # Each with its own User-Agent, stopped once both engines run (Scrapy 2.19
+    # exits without closing the spider on a SIGTERM before its engine started).
+    first = [
+        start_worker(REPO_ROOT, redis_url, "resume", web.seeds,
+                     {**FAST, "USER_AGENT": f"crawlproject-a{i}"}, tmp_path / f"a-{i}.log")
+        for i in range(2)
+    ]  # fmt: skip
+    for agent in ("crawlproject-a0", "crawlproject-a1"):
+        wait_until(lambda agent=agent: any(r.headers.get("user-agent") == agent for r in web.log))
+    wait_until(lambda: len(web.log) >= 15)
     for p in first:
         stop_worker(p)  # SIGTERM: Scrapy's graceful shutdown
     wait_all(first, timeout=60)
