@@ -35,13 +35,13 @@ import random
 import statistics
 import sys
 import time
-from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import redis
 import scrapy_redis
+from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RedisServer, fill_probe
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy_redis.dupefilter import RFPDupeFilter
@@ -52,9 +52,6 @@ from crawlproject.frontier.client import NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
-from tests.support.redis_server import RedisServer as TestRedisServer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "mem"
@@ -70,58 +67,6 @@ SECTIONS = (
     "category/misc/all-items",
     "about/company/team",
 )
-
-
-PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
-
-
-def _fill(template: str, url: str, depth: int, scope: str) -> bytes:
-    """A probe request's encoding with its URL, depth and scope swapped (plain ASCII,
-    nothing to escape in JSON; verify() checks the result byte for byte)."""
-    return (
-        template.replace(str(PROBE_DEPTH), str(depth))  # first: URLs hold digits
-        .replace(PROBE_URL, url)
-        .replace(PROBE_SCOPE, scope)
-        .encode()
-    )
-
-
-class RedisServer(TestRedisServer):
-    """The tests' fresh redis-server (free loopback port, no persistence), plus a client."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.start()
-        self.client = redis.Redis.from_url(self.url)
-
-    def used_memory(self) -> int:
-        return int(self.client.info("memory")["used_memory"])
-
-    def usage_by_kind(self, match: str, kind_of: Any) -> dict[str, list[int]]:
-        """kind -> [keys, bytes]: exact MEMORY USAGE (SAMPLES 0) of every matching key."""
-        out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        batch: list[bytes] = []
-
-        def flush() -> None:
-            pipe = self.client.pipeline(transaction=False)
-            for k in batch:
-                pipe.memory_usage(k, samples=0)
-            for k, size in zip(batch, pipe.execute(), strict=True):
-                row = out[kind_of(k.decode())]
-                row[0] += 1
-                row[1] += int(size)
-            batch.clear()
-
-        for key in self.client.scan_iter(match=match, count=5000):
-            batch.append(key)
-            if len(batch) >= 5000:
-                flush()
-        flush()
-        return dict(out)
-
-    def stop(self) -> None:
-        self.client.close()
-        super().stop()
 
 
 class MemSpider(Spider):
@@ -174,7 +119,7 @@ class Urls:
     def ours(self, k: int, tiny: bool = False) -> NewEntry:
         host = self.host(k)
         url = self.url(k, host)  # already canonical (checked in verify)
-        data = b"" if tiny else _fill(self._template, url, 1 + k % 5, host)
+        data = b"" if tiny else fill_probe(self._template, url, 1 + k % 5, host)
         return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
 
     def theirs(self, k: int) -> tuple[str, bytes]:

@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 
 import redis
 import scrapy_redis
+from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RedisServer, fill_probe
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy.settings import Settings
@@ -62,9 +63,6 @@ from crawlproject.frontier.client import NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
-from tests.support.redis_server import RedisServer as TestRedisServer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
@@ -86,29 +84,6 @@ class Config:
     url: str = ""
 
 
-# -- private redis-server ------------------------------------------------------------
-
-
-class RedisServer(TestRedisServer):
-    """The tests' fresh redis-server (free loopback port, no persistence), plus a client."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.start()
-        self.client = redis.Redis.from_url(self.url)
-
-    def cpu_seconds(self) -> float:
-        info = self.client.info("cpu")
-        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-    def stop(self) -> None:
-        self.client.close()
-        super().stop()
-
-
-# -- URLs and payloads ---------------------------------------------------------------
-
-
 class UrlSpace:
     """URL ``k`` of namespace ``ns`` is a pure function of k: an "already seen"
     link is just an earlier k, so no process keeps a list of its URLs."""
@@ -123,20 +98,6 @@ class UrlSpace:
 
     def url(self, k: int, host: str) -> str:  # 66-68 characters
         return f"http://{host}/archive/n{self.ns}/section-{k % 97:02d}/article-{k:09d}.html"
-
-
-PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
-
-
-def _fill(template: str, url: str, depth: int, scope: str) -> bytes:
-    """A probe request's encoding with its URL, depth and scope swapped (plain ASCII,
-    nothing to escape in JSON; verify() checks the result byte for byte)."""
-    return (
-        template.replace(str(PROBE_DEPTH), str(depth))  # first: URLs hold digits
-        .replace(PROBE_URL, url)
-        .replace(PROBE_SCOPE, scope)
-        .encode()
-    )
 
 
 class BenchSpider(Spider):
@@ -169,7 +130,7 @@ class Links:
             return NewEntry(host_key(canonical), fp, req.dont_filter, self.codec.encode(req, None))
         host = self.space.host(k)
         url = self.space.url(k, host)  # already canonical (checked in verify)
-        data = _fill(self._template, url, 1 + k % 5, host)
+        data = fill_probe(self._template, url, 1 + k % 5, host)
         return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
 
     def theirs(self, k: int) -> tuple[str, bytes]:

@@ -1,0 +1,69 @@
+"""Pieces the frontier benchmarks share: a private redis-server with a client,
+and the probe-request templating that builds payloads without encoding each one."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
+from tests.support.redis_server import RedisServer as TestRedisServer
+
+PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
+
+
+def fill_probe(template: str, url: str, depth: int, scope: str) -> bytes:
+    """A probe request's encoding with its URL, depth and scope swapped (plain ASCII,
+    nothing to escape in JSON; the scripts' verify() checks the result byte for byte)."""
+    return (
+        template.replace(str(PROBE_DEPTH), str(depth))  # first: URLs hold digits
+        .replace(PROBE_URL, url)
+        .replace(PROBE_SCOPE, scope)
+        .encode()
+    )
+
+
+class RedisServer(TestRedisServer):
+    """The tests' fresh redis-server (free loopback port, no persistence), plus a client."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start()
+        self.client = redis.Redis.from_url(self.url)
+
+    def cpu_seconds(self) -> float:
+        info = self.client.info("cpu")
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    def used_memory(self) -> int:
+        return int(self.client.info("memory")["used_memory"])
+
+    def usage_by_kind(self, match: str, kind_of: Callable[[str], str]) -> dict[str, list[int]]:
+        """kind -> [keys, bytes]: exact MEMORY USAGE (SAMPLES 0) of every matching key."""
+        out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        batch: list[bytes] = []
+
+        def flush() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for k in batch:
+                pipe.memory_usage(k, samples=0)
+            for k, size in zip(batch, pipe.execute(), strict=True):
+                row = out[kind_of(k.decode())]
+                row[0] += 1
+                row[1] += int(size)
+            batch.clear()
+
+        for key in self.client.scan_iter(match=match, count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                flush()
+        flush()
+        return dict(out)
+
+    def stop(self) -> None:
+        self.client.close()
+        super().stop()
