@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import html
 import http.client
 import json
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -15,12 +17,14 @@ import urllib.request
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import pytest
 
 from tests.support.testweb import (
     OUT_OF_SCOPE_IP,
+    Link,
     RequestRecord,
     TestWeb,
     WebProcess,
@@ -289,3 +293,232 @@ def test_scrapy_link_extractor_and_project_canonicalizer_agree() -> None:
         }
         assert all(project.canonicalize(u) == canonical_url(u) for u in extracted)
     assert all(project.canonicalize(u) == u for u in web.expected_urls)
+
+
+# -- special routes ---------------------------------------------------------------------
+
+
+def raw_get(web: TestWeb, h: int, path: str) -> tuple[http.client.HTTPResponse, bytes]:
+    """GET without urllib's redirect following or error mapping."""
+    conn = http.client.HTTPConnection(host_ip(h), web.port, timeout=10)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp, resp.read()
+    finally:
+        conn.close()
+
+
+def test_special_status_with_empty_body(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=2, pages=2, special={1: {"/robots.txt": {"status": 503}}})
+    resp, body = raw_get(web, 1, "/robots.txt")
+    assert (resp.status, resp.reason, body) == (503, "Service Unavailable", b"")
+    assert resp.getheader("Content-Type") == "text/plain"
+    assert resp.getheader("Content-Length") == "0"
+    assert raw_get(web, 2, "/robots.txt")[0].status == 404  # only host 1 has it
+    assert raw_get(web, 1, "/robots.txt?x=1")[0].status == 503  # the query is not routed on
+    assert [(r.host_ip, r.path, r.status) for r in web.log] == [
+        ("127.0.3.1", "/robots.txt", 503), ("127.0.3.2", "/robots.txt", 404),
+        ("127.0.3.1", "/robots.txt?x=1", 503),
+    ]  # fmt: skip
+
+
+def test_special_times_answers_429_once_then_the_page(testweb_factory: WebFactory) -> None:
+    spec = {"status": 429, "body": "slow down\n", "headers": {"Retry-After": "2"}, "times": 1}
+    web = testweb_factory(hosts=2, pages=3, special={1: {"/p/1": spec}})
+    assert raw_get(web, 2, "/p/1")[0].status == 200  # counted per host: host 2 has no spec
+    resp, body = raw_get(web, 1, "/p/1")
+    assert (resp.status, resp.reason, body) == (429, "Too Many Requests", b"slow down\n")
+    assert resp.getheader("Retry-After") == "2"
+    resp, body = raw_get(web, 1, "/p/1")
+    assert resp.status == 200 and resp.getheader("Retry-After") is None
+    assert body == web.render(1, 1)
+    assert get(web.base_url(1) + "p/1")[0] == 200
+    assert [r.status for r in web.log] == [200, 429, 200, 200]
+
+
+def test_special_base_placeholder_in_body_and_headers(testweb_factory: WebFactory) -> None:
+    robots = "User-agent: *\nDisallow: /p/2\nSitemap: {base}/sitemap_index.xml\n"
+    special = {
+        2: {
+            "/robots.txt": {"body": robots},
+            "/old": {"status": 301, "headers": {"Location": "{base}/p/1", "X-Raw": "{x}"}},
+        }
+    }
+    web = testweb_factory(hosts=2, pages=3, special=special)
+    base = f"http://{host_ip(2)}:{web.port}"
+    assert web.port and web.base_url(2) == base + "/"
+    status, body = get(base + "/robots.txt")
+    assert status == 200
+    assert body.decode() == f"User-agent: *\nDisallow: /p/2\nSitemap: {base}/sitemap_index.xml\n"
+    resp, body = raw_get(web, 2, "/old")
+    assert (resp.status, resp.reason, body) == (301, "Moved Permanently", b"")
+    assert resp.getheader("Location") == f"{base}/p/1"
+    assert resp.getheader("X-Raw") == "{x}"  # only {base} is a placeholder
+    with urllib.request.urlopen(base + "/old", timeout=10) as followed:  # the target serves
+        assert followed.url == f"{base}/p/1" and b"Host 2 page 1" in followed.read()
+
+
+def test_special_gzip_body_is_a_file_not_an_encoding(testweb_factory: WebFactory) -> None:
+    text = '<?xml version="1.0"?>\n<urlset><url><loc>{base}/p/1</loc></url></urlset>\n'
+    spec = {"body": text, "gzip": True, "content_type": "application/x-gzip"}
+    web = testweb_factory(hosts=1, pages=2, special={1: {"/sitemap.xml.gz": spec}})
+    resp, body = raw_get(web, 1, "/sitemap.xml.gz")
+    assert resp.status == 200
+    assert resp.getheader("Content-Type") == "application/x-gzip"
+    assert resp.getheader("Content-Encoding") is None
+    assert body[:2] == b"\x1f\x8b"
+    base = f"http://{host_ip(1)}:{web.port}"
+    assert gzip.decompress(body).decode() == text.replace("{base}", base)
+    assert web.log[0].status == 200
+
+
+def test_special_reset_aborts_the_connection_and_logs(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(
+        hosts=1, pages=2, special={1: {"/robots.txt": {"reset": True, "times": 1}}}
+    )
+    with socket.create_connection((host_ip(1), web.port), timeout=10) as sock:
+        sock.sendall(f"GET /robots.txt HTTP/1.1\r\nHost: {host_ip(1)}:{web.port}\r\n\r\n".encode())
+        with pytest.raises(ConnectionResetError):
+            sock.recv(65536)  # an RST, not a clean EOF (b"") nor any response bytes
+    (r,) = web.log
+    assert (r.host_ip, r.path, r.status, r.method) == (host_ip(1), "/robots.txt", 0, "GET")
+    # http.client sees the same; after `times` the normal route (404) answers again.
+    web2 = testweb_factory(hosts=1, pages=2, special={1: {"/p/1": {"reset": True, "times": 1}}})
+    conn = http.client.HTTPConnection(host_ip(1), web2.port, timeout=10)
+    conn.request("GET", "/p/1")
+    with pytest.raises(ConnectionResetError):
+        conn.getresponse()
+    conn.close()
+    assert raw_get(web2, 1, "/p/1")[0].status == 200
+    assert raw_get(web, 1, "/robots.txt")[0].status == 404
+    assert [r.status for r in web2.log] == [0, 200]
+
+
+def test_special_html_is_not_part_of_the_graph(testweb_factory: WebFactory) -> None:
+    spec = {"body": '<html><a href="/p/1">x</a></html>', "content_type": "text/html"}
+    web = testweb_factory(hosts=1, pages=2, special={1: {"/extra.html": spec, "/p/1": {}}})
+    assert f"http://{host_ip(1)}:{web.port}/extra.html" not in web.expected_urls
+    resp, body = raw_get(web, 1, "/extra.html")
+    assert resp.getheader("Content-Type") == "text/html" and body == spec["body"].encode()
+    resp, body = raw_get(web, 1, "/p/1")  # an empty spec overrides a page: 200, empty text
+    assert (resp.status, resp.getheader("Content-Type"), body) == (200, "text/plain", b"")
+    assert web.expected_urls == TestWeb(hosts=1, pages=2, port=web.port).expected_urls
+
+
+def test_special_is_validated() -> None:
+    bads: list[dict[int, dict[str, dict[str, Any]]]] = [
+        {0: {"/robots.txt": {}}},
+        {3: {"/robots.txt": {}}},
+        {1: {"robots.txt": {}}},
+        {1: {"/robots.txt?x=1": {}}},
+        {1: {"/robots.txt": {"statuss": 200}}},
+    ]
+    for bad in bads:
+        with pytest.raises(ValueError):
+            TestWeb(hosts=2, pages=1, special=bad)
+    headers = {"Retry-After": "2"}
+    spec: dict[str, Any] = {"status": 429, "headers": headers}
+    web = TestWeb(hosts=2, pages=1, special={2: {"/p": spec}})
+    headers["Retry-After"] = "9"  # the web keeps its own copy
+    assert web.params["special"] == {2: {"/p": {"status": 429, "headers": {"Retry-After": "2"}}}}
+
+
+# -- reachable_urls ---------------------------------------------------------------------
+
+
+def test_reachable_urls_on_a_hand_made_chain() -> None:
+    web = TestWeb(hosts=2, pages=5, links=1, cross_links=0, query_variants=0, port=9)
+    # links=1: each page links only to the next, so each host is the chain / -> 1 -> .. -> 4 -> /.
+    assert all(
+        [(link.host, link.page) for link in web.graph[h, k]] == [(h, (k + 1) % 5)]
+        for h, k in web.graph
+    )
+    b1, b2 = "http://127.0.3.1:9", "http://127.0.3.2:9"
+    everything = {b + p for b in (b1, b2) for p in ("/", "/p/1", "/p/2", "/p/3", "/p/4")}
+    assert web.reachable_urls(lambda u: True) == web.expected_urls == everything
+    # Forbidding host 1's /p/2 cuts off /p/3 and /p/4 behind it; host 2 is untouched.
+    no_p2 = web.reachable_urls(lambda u: u != b1 + "/p/2")
+    assert no_p2 == {b1 + "/", b1 + "/p/1"} | {u for u in everything if u.startswith(b2)}
+    # A forbidden seed loses its whole host.
+    assert web.reachable_urls(lambda u: u != b2 + "/") == {
+        u for u in everything if u.startswith(b1)
+    }
+    # Another way in keeps a successor: / -> /p/3 as well, so only /p/2 is lost.
+    web.graph[1, 0] = [*web.graph[1, 0], Link(1, 3, "root")]
+    assert web.reachable_urls(lambda u: u != b1 + "/p/2") == everything - {b1 + "/p/2"}
+    assert web.reachable_urls(lambda u: False) == set()
+
+
+def crawl_over_http(web: TestWeb, allowed: Callable[[str], bool]) -> set[str]:
+    """What a crawler that never fetches a URL ``allowed`` rejects fetches."""
+    in_scope = {f"{ip}:{web.port}" for ip in web.ips}
+    start = [u for u in map(canonical_url, web.seeds) if allowed(u)]
+    seen, queue = set(start), deque(start)
+    while queue:
+        url = queue.popleft()
+        status, body = get(url)
+        assert status == 200, url
+        for href in HREF.findall(body.decode()):
+            link = canonical_url(urljoin(url, html.unescape(href)))
+            if urlsplit(link).netloc in in_scope and link not in seen and allowed(link):
+                seen.add(link)
+                queue.append(link)
+    return seen
+
+
+def test_reachable_urls_agrees_with_a_crawl_over_http(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=3, pages=12, links=2, cross_links=1, query_variants=2, seed=7)
+    calls: list[str] = []
+
+    def allowed(url: str) -> bool:
+        calls.append(url)
+        parts = urlsplit(url)
+        # No /p/1 anywhere, no host 3 seed, and no query variants.
+        return parts.path != "/p/1" and url != web.base_url(3) and not parts.query
+
+    reachable = web.reachable_urls(allowed)
+    assert all(canonical_url(u) == u for u in calls)  # the predicate sees canonical URLs
+    assert any(u.endswith("?a=1&b=2") for u in calls)
+    assert not any(u.endswith("?b=2&a=1") for u in calls)
+    assert reachable == crawl_over_http(web, allowed)
+    assert reachable < {u for u in web.expected_urls if allowed(u)}  # some pages were cut off
+    assert (
+        web.expected_urls
+        == web.reachable_urls(lambda u: True)
+        == crawl_over_http(web, lambda u: True)
+    )
+
+
+def test_process_mode_with_special_file(tmp_path: Path) -> None:
+    special = {
+        "1": {"/robots.txt": {"body": "Sitemap: {base}/sitemap.xml\n"}},
+        "2": {"/p/1": {"status": 429, "times": 1, "headers": {"Retry-After": "1"}}},
+    }
+    special_file = tmp_path / "special.json"
+    special_file.write_text(json.dumps(special))
+    options = {"hosts": 2, "pages": 3, "links": 2, "special": str(special_file)}
+    with WebProcess(tmp_path / "web", options) as web:
+        assert web.description["params"]["special"] == special
+        status, body = get(f"http://{host_ip(1)}:{web.port}/robots.txt")
+        assert (status, body) == (
+            200,
+            f"Sitemap: http://{host_ip(1)}:{web.port}/sitemap.xml\n".encode(),
+        )
+        assert get(f"http://{host_ip(2)}:{web.port}/p/1")[0] == 429
+        assert get(f"http://{host_ip(2)}:{web.port}/p/1")[0] == 200
+        # reachable_urls from the description: the graph rebuilt in this process.
+        same = TestWeb(hosts=2, pages=3, links=2, port=web.port)
+        assert web.reachable_urls(lambda u: True) == web.expected_urls == same.expected_urls
+        forbid = f"http://{host_ip(1)}:{web.port}/p/1"
+        assert web.reachable_urls(lambda u: u != forbid) == same.reachable_urls(
+            lambda u: u != forbid
+        )
+    assert [(r.host_ip, r.path, r.status) for r in web.stop()] == [
+        (host_ip(1), "/robots.txt", 200), (host_ip(2), "/p/1", 429), (host_ip(2), "/p/1", 200),
+    ]  # fmt: skip
+    # A dict option is handed over as a JSON file.
+    options = {"hosts": 1, "pages": 1, "special": {1: {"/x": {"status": 500}}}}
+    with WebProcess(tmp_path / "web2", options) as web2:
+        assert web2.description["params"]["special"] == {"1": {"/x": {"status": 500}}}
+        assert get(f"http://{host_ip(1)}:{web2.port}/x")[0] == 500

@@ -18,6 +18,17 @@ order: they are distinct URLs (the server ignores the query when routing) and
 ``expected_urls`` holds them in canonical (sorted-query) form.
 ``links_out_of_scope`` links per page point at 127.0.2.1, which is not part of
 the web: a trap listens there and logs (404) whatever a crawler sends it.
+
+``special`` adds per-host routes for robots.txt, sitemaps, 429s and the like:
+``{host index: {exact path: spec}}``, a spec being a JSON-able dict with the
+optional keys ``status`` (200), ``body`` (""), ``content_type`` ("text/plain"),
+``headers`` (extra response headers), ``gzip`` (send gzip.compress(body) as a
+file: no Content-Encoding), ``reset`` (log the request with status 0, then
+abort the connection with an RST and no response bytes) and ``times`` (only
+the first N requests for that host and path get the spec; later ones get the
+normal route). ``{base}`` in ``body`` and header values becomes
+``http://<host ip>:<port>``. Special routes come before every other route;
+they are not part of ``graph`` nor of ``expected_urls``.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import asyncio
 import base64
 import contextlib
 import errno
+import gzip
 import hashlib
 import html
 import json
@@ -34,6 +46,7 @@ import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -43,14 +56,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 OUT_OF_SCOPE_IP = "127.0.2.1"
-REASONS = {200: "OK", 302: "Found", 404: "Not Found", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    301: "Moved Permanently",
+    302: "Found",
+    403: "Forbidden",
+    404: "Not Found",
+    410: "Gone",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SPECIAL_KEYS = frozenset({"status", "body", "content_type", "headers", "gzip", "reset", "times"})
+
+# host index (1-based) -> exact path (no query) -> spec (see the module docstring)
+SpecialRoutes = dict[int, dict[str, dict[str, Any]]]
 
 
 def host_ip(i: int) -> str:
@@ -64,14 +91,51 @@ def page_path(k: int) -> str:
     return "/" if k == 0 else f"/p/{k}"
 
 
+def canonical_query(query: str) -> str:
+    """Query pairs sorted by name, then value; empty pairs dropped."""
+    return "&".join(sorted((p for p in query.split("&") if p), key=lambda p: p.split("=", 1)))
+
+
 def canonical_url(url: str) -> str:
     """Fragment dropped, query pairs sorted: what the crawler's canonicalizer
     yields for this web's URLs (plain ASCII, no default ports, no session ids)."""
     parts = urlsplit(url)
-    pairs = sorted((p for p in parts.query.split("&") if p), key=lambda p: p.split("=", 1))
-    return urlunsplit(
-        (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", "&".join(pairs), "")
-    )
+    query = canonical_query(parts.query)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", query, ""))
+
+
+def special_from_json(data: dict[str, Any]) -> SpecialRoutes:
+    """``special`` as JSON holds it (host keys are strings) -> host keys as ints."""
+    return {
+        int(h): {path: dict(spec) for path, spec in routes.items()} for h, routes in data.items()
+    }
+
+
+def load_special(path: str | Path) -> SpecialRoutes:
+    return special_from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _check_special(special: SpecialRoutes, hosts: int) -> SpecialRoutes:
+    """A validated deep copy: typos in a test's spec fail loudly, not as a 404."""
+    out: SpecialRoutes = {}
+    for h, routes in special.items():
+        if not isinstance(h, int) or not 1 <= h <= hosts:
+            raise ValueError(f"special: host {h!r} outside 1..{hosts}")
+        out[h] = {}
+        for path, spec in routes.items():
+            if not path.startswith("/") or "?" in path or "#" in path:
+                raise ValueError(f"special: {path!r} is not an exact path")
+            if unknown := set(spec) - SPECIAL_KEYS:
+                raise ValueError(f"special: unknown keys {sorted(unknown)} for {path!r}")
+            out[h][path] = json.loads(json.dumps(spec))  # a JSON-able deep copy
+    return out
+
+
+class Reply(NamedTuple):
+    status: int  # 0: abort the connection (RST) without answering
+    content_type: str
+    payload: bytes
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers
 
 
 @dataclass(frozen=True)
@@ -196,9 +260,11 @@ class TestWeb:
         body_bytes: int = 2048,
         seed: int = 1,
         port: int | None = None,
+        special: SpecialRoutes | None = None,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS or pages < 1:
             raise ValueError("need 1 <= hosts <= MAX_HOSTS and pages >= 1")
+        self.special = _check_special(special or {}, hosts)
         lo, hi = latency_ms if isinstance(latency_ms, tuple) else (latency_ms, latency_ms)
         self.params: dict[str, Any] = dict(
             hosts=hosts,
@@ -210,6 +276,7 @@ class TestWeb:
             query_variants=query_variants,
             body_bytes=body_bytes,
             seed=seed,
+            special=self.special,
         )
         self.hosts, self.pages, self.body_bytes, self.seed = hosts, pages, body_bytes, seed
         self.port = port or 0
@@ -236,6 +303,7 @@ class TestWeb:
         self._stop: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._failures_left: dict[tuple[str, str], int] = {}  # (ip, path) -> 503s still to send
+        self._special_hits: Counter[tuple[int, str]] = Counter()  # (host, path) -> requests
 
     # -- graph ------------------------------------------------------------------
 
@@ -279,12 +347,39 @@ class TestWeb:
     @property
     def expected_urls(self) -> set[str]:
         """Every URL a correct crawl from ``seeds`` fetches, in canonical form."""
+        return self.reachable_urls(lambda url: True)
+
+    def reachable_urls(self, allowed: Callable[[str], bool]) -> set[str]:
+        """Canonical URLs a crawl from ``seeds`` reaches by following the page graph
+        without fetching any URL for which ``allowed(canonical url)`` is false: such
+        a URL is not in the result and its links are not followed. Special routes
+        are not part of the graph."""
+        bases = [f"http://{ip}:{self.port}" for ip in self.ips]
+        queries: dict[str, str] = {}  # as linked -> canonical
+        seen: set[tuple[int, int, str]] = set()  # (host, page, canonical query)
         urls: set[str] = set()
-        for h, ip in enumerate(self.ips, 1):
-            base = f"http://{ip}:{self.port}"
-            urls.update(base + page_path(k) for k in range(self.pages))
-            q = "&".join(VARIANT_QUERY)
-            urls.update(f"{base}{page_path(k)}?{q}" for k in self.variants[h])
+        todo: list[tuple[int, int]] = []
+        expanded: set[tuple[int, int]] = set()  # a query variant renders as its page
+
+        def reach(h: int, k: int, query: str) -> None:
+            if (h, k, query) in seen:
+                return
+            seen.add((h, k, query))
+            url = bases[h - 1] + page_path(k) + (f"?{query}" if query else "")
+            if allowed(url):
+                urls.add(url)
+                if (h, k) not in expanded:
+                    expanded.add((h, k))
+                    todo.append((h, k))
+
+        for h in range(1, self.hosts + 1):
+            reach(h, 0, "")
+        while todo:
+            for link in self.graph[todo.pop()]:
+                if link.host:  # host 0 is out of scope
+                    if link.query not in queries:
+                        queries[link.query] = canonical_query(link.query)
+                    reach(link.host, link.page, queries[link.query])
         return urls
 
     def href(self, link: Link) -> str:
@@ -329,37 +424,56 @@ class TestWeb:
             "expected_urls": sorted(self.expected_urls),
             "out_of_scope": self.out_of_scope_ips,
             "latency_s": self.latency,
-            "params": self.params,
+            "params": self.params,  # with "special"; JSON makes its host keys strings
         }
 
     # -- HTTP ---------------------------------------------------------------------
 
     def _route(
         self, ip: str, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, str, bytes]:
+    ) -> Reply:
+        h = self._host_of.get(ip)
+        spec = self.special.get(h, {}).get(path) if h is not None else None
+        if h is not None and spec is not None:
+            self._special_hits[h, path] += 1
+            if "times" not in spec or self._special_hits[h, path] <= int(spec["times"]):
+                return self._special_reply(ip, spec)
         # /go/N answers 302 to /p/N; /flaky/F/N answers 503 F times, then 302 to /p/N.
         parts = path.split("/")
         if len(parts) == 4 and parts[1] == "flaky":
             left = self._failures_left.setdefault((ip, path), int(parts[2]))
             if left > 0:
                 self._failures_left[ip, path] = left - 1
-                return 503, "text/plain", b"try again\n"
+                return Reply(503, "text/plain", b"try again\n")
             parts = ["", "go", parts[3]]
         if len(parts) == 3 and parts[1] == "go" and parts[2].isdigit():
-            return 302, "/p/" + parts[2], b""
+            return Reply(302, "text/plain", b"", (("Location", "/p/" + parts[2]),))
         if path == "/echo":
             echo = {
                 "method": method,
                 "headers": headers,
                 "body_b64": base64.b64encode(body).decode(),
             }
-            return 200, "application/json", json.dumps(echo).encode()
-        h = self._host_of.get(ip)
+            return Reply(200, "application/json", json.dumps(echo).encode())
         if h is not None and path.startswith("/"):
             k = 0 if path == "/" else _page_number(path)
             if k is not None and 0 <= k < self.pages:
-                return 200, "text/html; charset=utf-8", self.render(h, k)
-        return 404, "text/plain", b"not found\n"
+                return Reply(200, "text/html; charset=utf-8", self.render(h, k))
+        return Reply(404, "text/plain", b"not found\n")
+
+    def _special_reply(self, ip: str, spec: dict[str, Any]) -> Reply:
+        if spec.get("reset"):
+            return Reply(0, "", b"")
+        base = f"http://{ip}:{self.port}"
+        payload = str(spec.get("body", "")).replace("{base}", base).encode()
+        if spec.get("gzip"):  # a .gz file, not a Content-Encoding
+            payload = gzip.compress(payload, mtime=0)
+        headers = tuple(
+            (str(name), str(value).replace("{base}", base))
+            for name, value in spec.get("headers", {}).items()
+        )
+        ctype = str(spec.get("content_type", "text/plain"))
+        return Reply(int(spec.get("status", 200)), ctype, payload, headers)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -385,21 +499,25 @@ class TestWeb:
                 await asyncio.sleep(self.latency.get(ip, 0.0))
                 parts = urlsplit(target)  # absolute-form targets too
                 path = parts.path + (f"?{parts.query}" if parts.query else "")
-                status, ctype, payload = self._route(ip, method, parts.path, headers, body)
-                location = ""
-                if status == 302:  # the "content type" slot carries the target
-                    location, ctype = f"Location: {ctype}\r\n", "text/plain"
+                status, ctype, payload, extra = self._route(ip, method, parts.path, headers, body)
                 head = (
-                    f"HTTP/1.1 {status} {REASONS.get(status, 'Other')}\r\n{location}"
+                    f"HTTP/1.1 {status} {REASONS.get(status, 'Other')}\r\n"
                     f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
-                    f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
-                ).encode()
+                    f"Connection: {'keep-alive' if keep else 'close'}\r\n"
+                    + "".join(f"{name}: {value}\r\n" for name, value in extra)
+                    + "\r\n"
+                ).encode("latin-1")
                 end = time.time()
                 # Logged before the write: a client holding the response finds its record.
                 sha1 = hashlib.sha1(body).hexdigest()
                 self.log.append(RequestRecord(
                     ip, port, path, method, start, end, status, headers, len(body), sha1
                 ))  # fmt: skip
+                if status == 0:  # reset: linger 0 makes close() send an RST, not a FIN
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
+                    break
                 writer.write(head + (b"" if method == "HEAD" else payload))
                 await writer.drain()
                 if not keep:
@@ -509,6 +627,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--body-bytes", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--port", type=int, default=None)
+    ap.add_argument("--special", type=Path, help="JSON file: {host: {path: spec}}")
     ap.add_argument("--log", type=Path, help="JSON lines of requests, written at exit")
     ap.add_argument("--ready-file", type=Path, help="JSON description, written once listening")
     args = ap.parse_args(argv)
@@ -523,6 +642,7 @@ def main(argv: list[str] | None = None) -> None:
         body_bytes=args.body_bytes,
         seed=args.seed,
         port=args.port,
+        special=load_special(args.special) if args.special else None,
     )
 
     def ready() -> None:
@@ -544,11 +664,20 @@ def main(argv: list[str] | None = None) -> None:
             fh.writelines(json.dumps(asdict(rec)) + "\n" for rec in web.log)
 
 
+def web_from_description(description: dict[str, Any]) -> TestWeb:
+    """The (unstarted) TestWeb a ready file describes: same graph, same port."""
+    params = dict(description["params"])
+    lo, hi = params.pop("latency_ms")
+    special = special_from_json(params.pop("special", {}))
+    return TestWeb(**params, latency_ms=(lo, hi), special=special, port=int(description["port"]))
+
+
 @dataclass
 class WebProcess:
     """A web served by ``python -m tests.support.testweb`` in a child process.
 
     ``start()`` waits for the ready file; ``stop()`` sends SIGTERM and returns the log.
+    An option whose value is a dict (e.g. ``special``) is passed as a JSON file.
     """
 
     workdir: Path
@@ -572,6 +701,10 @@ class WebProcess:
     def port(self) -> int:
         return int(self.description["port"])
 
+    def reachable_urls(self, allowed: Callable[[str], bool]) -> set[str]:
+        """``TestWeb.reachable_urls`` for this web (rebuilt from its description)."""
+        return web_from_description(self.description).reachable_urls(allowed)
+
     def start(self, timeout: float = 60.0) -> WebProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         ready = self.workdir / "testweb-ready.json"
@@ -587,6 +720,10 @@ class WebProcess:
             str(ready),
         ]
         for key, value in self.options.items():
+            if isinstance(value, dict):
+                value_file = self.workdir / f"testweb-{key}.json"
+                value_file.write_text(json.dumps(value), encoding="utf-8")
+                value = value_file
             value = "-".join(map(str, value)) if isinstance(value, tuple | list) else value
             cmd += [f"--{key.replace('_', '-')}", str(value)]
         env = {
