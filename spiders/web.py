@@ -10,19 +10,32 @@ comments), ``scope`` = ``hosts`` (default: the seeds' hosts) | ``domains``
 ``crawl`` (name of the shared crawl, default ``CRAWL_NAME``).
 
 Order is breadth-first: each host's queue is FIFO and links are appended.
+
+Sitemaps: a downloader middleware schedules each ``Sitemap:`` URL of a host's
+robots.txt with ``callback=parse_sitemap``. Sitemap files (plain or ``.xml.gz``)
+and sitemap indexes are read with the same scope rules as links; page URLs keep
+their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats: ``sitemap/*``.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+import zlib
 from collections.abc import AsyncIterator, Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from lxml import etree
 from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
+from scrapy.utils._compression import _DecompressionMaxSizeExceeded
+from scrapy.utils.gz import gunzip
+from scrapy.utils.sitemap import Sitemap
 from twisted.python.failure import Failure
 
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
@@ -31,6 +44,12 @@ from crawlproject.frontier.urls import registered_domain
 logger = logging.getLogger(__name__)
 
 SCOPES = ("hosts", "domains", "any")
+
+SITEMAP_META_KEY = "crawl_sitemap"  # set on requests for sitemap files
+LASTMOD_META_KEY = "crawl_lastmod"  # a sitemap entry's <lastmod>, kept for recrawls
+SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped
+SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXSIZE is 0
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class WebSpider(Spider):
@@ -100,7 +119,10 @@ class WebSpider(Spider):
             return True
         if response.meta.get(SEED_META_KEY) and root == self.scope_root(response.url):
             return True  # a seed that redirected (http -> https, -> www.)
-        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        try:
+            scheduler = self.crawler.engine.scheduler
+        except RuntimeError:  # Scrapy 2.19: no engine before the crawl starts
+            return False
         return root in getattr(scheduler, "scope_roots", ())
 
     def parse(self, response: Response) -> Iterator[Any]:
@@ -135,4 +157,123 @@ class WebSpider(Spider):
     def on_error(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         self.crawler.stats.inc_value(f"web/error/{type(failure.value).__name__}")
-        logger.info("Failed %s: %s", getattr(request, "url", "?"), failure.getErrorMessage())
+        # IgnoreRequest (robots.txt forbidden or deferred, ...) is a decision, not a failure
+        level = logging.DEBUG if failure.check(IgnoreRequest) else logging.INFO
+        logger.log(level, "Failed %s: %s", getattr(request, "url", "?"), failure.getErrorMessage())
+
+    # -- sitemaps ------------------------------------------------------------
+
+    def parse_sitemap(self, response: Response) -> Iterator[Request]:
+        """Requests for a sitemap's pages (urlset) or child sitemaps (sitemapindex).
+
+        Never raises: an oversized, corrupt or unparsable sitemap is logged and
+        counted as ``sitemap/invalid``. If the XML breaks after some entries, the
+        entries read so far are kept. At most SITEMAP_MAX_ENTRIES per file.
+        """
+        stats = self.crawler.stats
+        body = self._sitemap_body(response)
+        if body is None:
+            stats.inc_value("sitemap/invalid")
+            return
+        try:
+            sitemap = Sitemap(body)
+        except (etree.LxmlError, StopIteration) as exc:  # StopIteration: no root element
+            logger.warning("Ignoring invalid sitemap %s: %r", response.url, exc)
+            stats.inc_value("sitemap/invalid")
+            return
+        if sitemap.type not in ("urlset", "sitemapindex"):
+            logger.warning("Ignoring sitemap %s: root element <%s>", response.url, sitemap.type)
+            stats.inc_value("sitemap/invalid")
+            return
+        is_index = sitemap.type == "sitemapindex"
+        scope = response.meta.get(SCOPE_META_KEY)
+        for count, entry in enumerate(self._sitemap_entries(sitemap, response), 1):
+            if count > SITEMAP_MAX_ENTRIES:
+                stats.inc_value("sitemap/truncated")
+                logger.warning(
+                    "Sitemap %s has more than %d entries; ignoring the rest",
+                    response.url,
+                    SITEMAP_MAX_ENTRIES,
+                )
+                return
+            loc = entry.get("loc") or ""
+            if not _is_http_url(loc):
+                stats.inc_value("sitemap/bad_url")
+                continue
+            if not self.in_scope(loc, response):
+                stats.inc_value("sitemap/out_of_scope")
+                continue
+            if is_index:
+                stats.inc_value("sitemap/sitemaps")
+                yield Request(
+                    loc,
+                    callback=self.parse_sitemap,
+                    errback=self.on_error,
+                    meta={SCOPE_META_KEY: scope, SITEMAP_META_KEY: True},
+                )
+                continue
+            meta: dict[str, Any] = {SCOPE_META_KEY: scope}
+            if lastmod := entry.get("lastmod"):
+                meta[LASTMOD_META_KEY] = lastmod
+            stats.inc_value("sitemap/urls")
+            yield Request(loc, callback=self.parse, errback=self.on_error, meta=meta)
+
+    def _sitemap_entries(self, sitemap: Sitemap, response: Response) -> Iterator[dict[str, Any]]:
+        try:
+            yield from sitemap
+        except etree.LxmlError as exc:
+            logger.warning("Sitemap %s is malformed past some entries: %r", response.url, exc)
+            self.crawler.stats.inc_value("sitemap/invalid")
+
+    @cached_property
+    def _sitemap_size_limits(self) -> tuple[int, int]:
+        """(max, warn) decompressed sizes in bytes, as for downloads (0: no limit)."""
+        settings = self.crawler.settings
+        return (
+            getattr(self, "download_maxsize", settings.getint("DOWNLOAD_MAXSIZE")),
+            getattr(self, "download_warnsize", settings.getint("DOWNLOAD_WARNSIZE")),
+        )
+
+    def _sitemap_body(self, response: Response) -> bytes | None:
+        """The sitemap XML, gunzipped if the body is gzip (None: unusable, logged).
+
+        Content-Encoding: gzip is undone by HttpCompressionMiddleware; this is for
+        ``.xml.gz`` files served as application/x-gzip or octet-stream. Limits as
+        in Scrapy's SitemapSpider, except that no limit means SITEMAP_DEFAULT_MAX_BYTES.
+        """
+        body = response.body
+        if not body.startswith(GZIP_MAGIC):
+            return body
+        default_max, default_warn = self._sitemap_size_limits
+        max_size = response.meta.get("download_maxsize", default_max)
+        if max_size <= 0:
+            max_size = SITEMAP_DEFAULT_MAX_BYTES
+        warn_size = response.meta.get("download_warnsize", default_warn)
+        try:
+            xml = gunzip(body, max_size=max_size)
+        except _DecompressionMaxSizeExceeded:
+            logger.warning(
+                "Ignoring sitemap %s: larger than %d bytes once decompressed",
+                response.url,
+                max_size,
+            )
+            return None
+        except (OSError, EOFError, struct.error, zlib.error) as exc:
+            logger.warning("Ignoring sitemap %s: corrupt gzip: %r", response.url, exc)
+            return None
+        if len(body) < warn_size <= len(xml):
+            logger.warning(
+                "Sitemap %s is %d bytes once decompressed, over the download warning size (%d B)",
+                response.url,
+                len(xml),
+                warn_size,
+            )
+        return xml
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
