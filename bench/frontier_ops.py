@@ -59,7 +59,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
 from crawlproject import default_settings as ds
-from crawlproject.frontier.client import NewEntry, RedisFrontier
+from crawlproject.frontier.client import NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
@@ -212,7 +212,7 @@ async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict
             continue
         leases = [lease for lease, _ in items]
         b = time.perf_counter()
-        await f.release([(lease, 0) for lease in leases])  # as a worker does at once
+        await f.release([Release(lease, 0) for lease in leases])  # as a worker does at once
         c = time.perf_counter()
         if real:  # the scheduler decodes each claimed request
             for _, data in items:

@@ -17,28 +17,14 @@ from typing import Any, Protocol, cast
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
-from scrapy.utils.misc import load_object
 
-from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.scheduler import FrontierScheduler, is_frontier, require_frontier
 
 
 class _LeaseTracker(Protocol):
     def lease_scraping(self, request: Request) -> None: ...
     def lease_done(self, request: Request, outcome: str) -> None: ...
-
-
-def _is_frontier(obj: object) -> bool:
-    # Scrapy's BaseSchedulerMeta makes isinstance/issubclass duck-typed (true for
-    # any scheduler), so look at the class hierarchy itself.
-    cls = obj if isinstance(obj, type) else type(obj)
-    return FrontierScheduler in cls.__mro__
-
-
-def _require_frontier(crawler: Crawler) -> None:
-    if not _is_frontier(load_object(crawler.settings["SCHEDULER"])):
-        raise NotConfigured("SCHEDULER is not the crawlproject frontier")
 
 
 class _Base:
@@ -48,14 +34,14 @@ class _Base:
     @property
     def tracker(self) -> _LeaseTracker:
         engine = self.crawler.engine
-        assert engine is not None and _is_frontier(engine.scheduler)
+        assert engine is not None and is_frontier(engine.scheduler)
         return cast(FrontierScheduler, engine.scheduler)
 
 
 class FrontierAckSpiderMiddleware(_Base):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierAckSpiderMiddleware:
-        _require_frontier(crawler)
+        require_frontier(crawler)
         return cls(crawler)
 
     def process_spider_input(self, response: Response) -> None:
@@ -83,7 +69,7 @@ class FrontierAckSpiderMiddleware(_Base):
 class FrontierAckDownloaderMiddleware(_Base):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierAckDownloaderMiddleware:
-        _require_frontier(crawler)
+        require_frontier(crawler)
         return cls(crawler)
 
     def process_exception(

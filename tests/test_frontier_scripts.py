@@ -10,7 +10,7 @@ import pytest
 from redis.asyncio import Redis
 from scrapy import Request
 
-from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
@@ -68,8 +68,8 @@ async def test_one_slot_per_host_and_delay_after_release(make_frontier: MakeFron
     assert sorted(urls_of(first)) == ["http://a.test/1", "http://b.test/1"]
     assert await claim_all(f) == []  # a.test's only slot is taken
     lease_a = next(lease for lease, data in first if b"a.test" in data)
-    assert await f.release([(lease_a, 0)]) == 1
-    assert await f.release([(lease_a, 0)]) == 0  # idempotent
+    assert await f.release([Release(lease_a, 0)]) == 1
+    assert await f.release([Release(lease_a, 0)]) == 0  # idempotent
     released_at = time.monotonic()
     assert await claim_all(f) == []  # released, but the delay runs from now
     while not (items := await claim_all(f)):
@@ -83,7 +83,7 @@ async def test_claim_reports_when_the_next_host_is_due(make_frontier: MakeFronti
     await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
     batch = await f.claim(0, 10, "w1")
     assert len(batch.items) == 1 and batch.next_ready_ms is None  # busy host: not ready
-    await f.release([(batch.items[0][0], 0)])
+    await f.release([Release(batch.items[0][0], 0)])
     batch = await f.claim(0, 10, "w1")
     assert batch.items == []
     assert batch.next_ready_ms is not None
@@ -235,7 +235,7 @@ async def test_delay_runs_from_when_the_response_came(make_frontier: MakeFrontie
     (lease, _), = await claim_all(f)  # fmt: skip
     await asyncio.sleep(0.5)
     # The response came 400 ms ago: due 600 ms from now, not 1,000.
-    assert await f.release([(lease, 400)]) == 1
+    assert await f.release([Release(lease, 400)]) == 1
     batch = await f.claim(0, 10, "w1")
     assert batch.next_ready_ms is not None
     assert 550 <= batch.next_ready_ms - batch.now_ms <= 600
@@ -243,6 +243,74 @@ async def test_delay_runs_from_when_the_response_came(make_frontier: MakeFrontie
     await f.add([entry("http://a.test/3")])
     await asyncio.sleep(0.65)
     (lease2, _), = await claim_all(f)  # fmt: skip
-    assert await f.release([(lease2, 10**9)]) == 1
+    assert await f.release([Release(lease2, 10**9)]) == 1
     batch = await f.claim(0, 10, "w1")
     assert batch.next_ready_ms is not None and batch.next_ready_ms - batch.now_ms >= 990
+
+
+async def due_in_ms(f: RedisFrontier, shard: int = 0) -> int:
+    batch = await f.claim(shard, 0, "w1")
+    assert batch.next_ready_ms is not None
+    return batch.next_ready_ms - batch.now_ms
+
+
+async def test_robots_crawl_delay_raises_the_host_delay_never_lowers_it(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(shards=1, delay_ms=300)
+    await f.add([entry(f"http://a.test/{i}") for i in range(4)])
+    await f.set_robots_delay("http://a.test", 2000)
+    (lease, _), = await claim_all(f)  # fmt: skip
+    await f.release([Release(lease, 0)])
+    assert 1900 <= await due_in_ms(f) <= 2000
+    await f.set_robots_delay("http://a.test", 100)  # below CRAWL_HOST_DELAY: the default wins
+    await f.set_host_config("http://a.test", None, None)
+    await asyncio.sleep(2.05)
+    (lease, _), = await claim_all(f)  # fmt: skip
+    await f.release([Release(lease, 0)])
+    assert 250 <= await due_in_ms(f) <= 300
+    assert (await f.host_state("http://a.test"))["rdelay"] == 100
+
+
+async def test_adaptive_delay_follows_response_time_and_429_backoff(
+    make_frontier: MakeFrontier,
+) -> None:
+    from crawlproject.frontier.client import AdaptiveDelay
+
+    f = await make_frontier(shards=1, delay_ms=100)
+    f.adaptive = AdaptiveDelay(factor=5, max_ms=1500, backoff_max_ms=4000)
+    await f.add([entry(f"http://a.test/{i}") for i in range(10)])
+    host = "http://a.test"
+
+    async def fetch(fetch_ms: int, **kw: object) -> int:
+        # Skip the wait: the host is due now.
+        await f.redis.hset(f.keys.shard_prefixes[0] + "h:" + host, "next", 0)
+        await f.redis.zadd(f.keys.ready(0), {host: 0})
+        (lease, _), = await claim_all(f)  # fmt: skip
+        await f.release([Release(lease, 0, fetch_ms=fetch_ms, **kw)])  # type: ignore[arg-type]
+        return await due_in_ms(f)
+
+    assert 150 <= await fetch(40) <= 200  # 5 x 40 ms
+    assert 1450 <= await fetch(900) <= 1500  # 5 x 900 ms, capped at 1.5 s
+    assert 950 <= await fetch(10, throttled=True) <= 1000  # penalty: at least 1 s
+    assert 1950 <= await fetch(10, throttled=True) <= 2000  # doubles
+    assert 3950 <= await fetch(10, throttled=True) <= 4000  # capped at backoff max
+    assert 1950 <= await fetch(10) <= 2000  # then halves with each normal answer
+    assert 950 <= await fetch(10) <= 1000
+    assert 2950 <= await fetch(10, hold_ms=3000) <= 3000  # Retry-After: 3
+    assert (await f.host_state(host)).get("pen") == 500
+
+
+async def test_requeue_puts_the_url_back_first_and_holds_the_host(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(shards=1, delay_ms=100)
+    await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
+    (lease, _), = await claim_all(f)  # fmt: skip
+    assert await f.release([Release(lease, 0, hold_ms=700, requeue=True)]) == 1
+    assert 650 <= await due_in_ms(f) <= 700
+    counters = await f.counters()
+    assert (counters["queued"], counters["leased"], counters["deferred"]) == (2, 0, 1)
+    assert await f.ack([lease]) == (0, 1)  # the lease is gone
+    await asyncio.sleep(0.75)
+    assert urls_of(await claim_all(f)) == ["http://a.test/1"]

@@ -63,6 +63,31 @@ class ClaimBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class Release:
+    """A lease whose fetch is over (see release.lua)."""
+
+    lease: Lease
+    age_ms: int  # since the response (or failure) came back
+    fetch_ms: int = -1  # server response time; -1: no contact, nothing learnt
+    hold_ms: int = 0  # keep away at least this long after it (Retry-After, robots backoff)
+    throttled: bool = False  # answered 429/503: the host's penalty grows
+    requeue: bool = False  # the URL was not fetched: back to the head of its queue
+
+    @property
+    def flags(self) -> int:
+        return (1 if self.throttled else 0) | (2 if self.requeue else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveDelay:
+    """How a host's delay follows its behaviour (see release_slot in _prelude.lua)."""
+
+    factor: float = 0.0  # delay >= factor x server response time ...
+    max_ms: int = 0  # ... up to this
+    backoff_max_ms: int = 3_600_000  # cap of the 429/503 penalty and of holds
+
+
+@dataclass(frozen=True, slots=True)
 class AddResult:
     added: int
     seen_hits: int
@@ -85,6 +110,7 @@ class RedisFrontier:
         default_delay_ms: int,
         default_concurrency: int,
         lease_ms: int,
+        adaptive: AdaptiveDelay | None = None,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -92,6 +118,7 @@ class RedisFrontier:
         self.default_delay_ms = default_delay_ms
         self.default_concurrency = default_concurrency
         self.lease_ms = lease_ms
+        self.adaptive = adaptive or AdaptiveDelay()
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(_load_lua(name))
             for name in ("claim", "add", "release", "ack", "renew", "reclaim", "host_config")
@@ -190,12 +217,25 @@ class RedisFrontier:
         items = [(Lease(shard, int(out[i])), out[i + 1]) for i in range(2, len(out), 2)]
         return ClaimBatch(shard, now_ms, None if next_ready < 0 else next_ready, items)
 
-    async def release(self, leases: Sequence[tuple[Lease, int]]) -> int:
-        """Frees the host slots of (lease, ms since its response came back)."""
-        by_shard: dict[int, list[int]] = defaultdict(list)
-        for lease, age_ms in leases:
-            by_shard[lease.shard] += [lease.id, max(0, age_ms)]
-        head = [self.default_delay_ms, self.default_concurrency]
+    async def release(self, releases: Sequence[Release]) -> int:
+        """Frees the host slots of leases whose fetch is over; requeues those asked."""
+        by_shard: dict[int, list[Any]] = defaultdict(list)
+        for r in releases:
+            by_shard[r.lease.shard] += [
+                r.lease.id,
+                max(0, r.age_ms),
+                r.fetch_ms,
+                max(0, r.hold_ms),
+                r.flags,
+            ]
+        a = self.adaptive
+        head = [
+            self.default_delay_ms,
+            self.default_concurrency,
+            a.factor,
+            a.max_ms,
+            a.backoff_max_ms,
+        ]
         calls = [(shard, [*head, *pairs]) for shard, pairs in by_shard.items()]
         return sum(await self._pipelined("release", calls)) if calls else 0
 
@@ -223,14 +263,24 @@ class RedisFrontier:
     # -- hosts, seeds, scope, workers -------------------------------------------------
 
     async def set_host_config(self, pkey: str, delay_ms: int | None, conc: int | None) -> None:
-        await self._run(
-            "host_config",
-            self.keys.shard_of(pkey),
-            pkey,
-            "" if delay_ms is None else delay_ms,
-            "" if conc is None else conc,
-            self.default_concurrency,
-        )
+        """A host's own delay and concurrency (None: the crawl's default)."""
+        await self._host_fields(pkey, {"delay": delay_ms, "conc": conc})
+
+    async def set_robots_delay(self, pkey: str, delay_ms: int | None) -> None:
+        """A host's robots.txt Crawl-delay; its delay is the larger of this and its own."""
+        await self._host_fields(pkey, {"rdelay": delay_ms})
+
+    async def _host_fields(self, pkey: str, fields: dict[str, int | None]) -> None:
+        args: list[Any] = [self.default_concurrency, pkey]
+        for name, value in fields.items():
+            args += [name, "" if value is None else value]
+        await self._run("host_config", self.keys.shard_of(pkey), *args)
+
+    async def host_state(self, pkey: str) -> dict[str, int]:
+        """The stored politeness fields of a host (see ``h:<pkey>`` in keys.py)."""
+        shard = self.keys.shard_of(pkey)
+        raw = await self.redis.hgetall(self.keys.shard_prefixes[shard] + "h:" + pkey)
+        return {_text(k): int(float(v)) for k, v in raw.items()}
 
     async def read_start_urls(self, max_n: int) -> list[bytes]:
         """The oldest ``max_n`` seeds pushed on ``<crawl>:start_urls``, oldest last."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from crawlproject import default_settings as d
+from crawlproject.frontier.client import AdaptiveDelay
 
 
 class ConfigError(ValueError):
@@ -38,10 +39,22 @@ class FrontierConfig:
     flush_interval_seconds: float
     max_claims_in_flight: int
     local_seen_size: int
+    adaptive_delay_factor: float
+    adaptive_delay_max_seconds: float
+    backoff_http_codes: frozenset[int]
+    backoff_max_seconds: float
 
     @property
     def host_delay_ms(self) -> int:
         return round(self.host_delay_seconds * 1000)
+
+    @property
+    def adaptive(self) -> AdaptiveDelay:
+        return AdaptiveDelay(
+            factor=self.adaptive_delay_factor,
+            max_ms=round(self.adaptive_delay_max_seconds * 1000),
+            backoff_max_ms=round(self.backoff_max_seconds * 1000),
+        )
 
     @property
     def lease_ms(self) -> int:
@@ -87,6 +100,19 @@ class FrontierConfig:
             ),
             max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
             local_seen_size=settings.getint("CRAWL_LOCAL_SEEN_SIZE", d.CRAWL_LOCAL_SEEN_SIZE),
+            adaptive_delay_factor=settings.getfloat(
+                "CRAWL_ADAPTIVE_DELAY_FACTOR", d.CRAWL_ADAPTIVE_DELAY_FACTOR
+            ),
+            adaptive_delay_max_seconds=settings.getfloat(
+                "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS", d.CRAWL_ADAPTIVE_DELAY_MAX_SECONDS
+            ),
+            backoff_http_codes=frozenset(
+                int(c)
+                for c in settings.getlist("CRAWL_BACKOFF_HTTP_CODES", d.CRAWL_BACKOFF_HTTP_CODES)
+            ),
+            backoff_max_seconds=settings.getfloat(
+                "CRAWL_BACKOFF_MAX_SECONDS", d.CRAWL_BACKOFF_MAX_SECONDS
+            ),
         )
         config.validate(settings)
         return config
@@ -102,6 +128,10 @@ class FrontierConfig:
             raise ConfigError("CRAWL_LEASE_SECONDS must be >= 1 (leases are renewed at 1/3)")
         if not 0 <= self.seen_bucket_bits <= 24:
             raise ConfigError("CRAWL_SEEN_BUCKET_BITS must be within 0..24")
+        if self.adaptive_delay_factor < 0 or self.adaptive_delay_max_seconds < 0:
+            raise ConfigError("CRAWL_ADAPTIVE_DELAY_FACTOR and _MAX_SECONDS must be >= 0")
+        if self.backoff_max_seconds < 1:
+            raise ConfigError("CRAWL_BACKOFF_MAX_SECONDS must be >= 1")
         if self.idle_close_seconds < 0:
             raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
         for host, o in self.host_overrides.items():

@@ -11,8 +11,10 @@ Per shard, prefix ``cp:{C/s}:``
                          A key is present iff its queue is non-empty and it
                          has a free slot (Mercator's back-queue heap).
 ``q:<pkey>``       LIST  encoded requests (compact JSON) of one politeness key, FIFO.
-``h:<pkey>``       HASH  ``inflight`` (slots taken), ``next`` (ms), and the
-                         host's own ``delay`` (ms) / ``conc`` when configured.
+``h:<pkey>``       HASH  ``inflight`` (slots taken), ``next`` (ms); the host's
+                         own ``delay`` (ms) / ``conc`` when configured; ``rdelay``
+                         (ms, its robots.txt Crawl-delay); ``pen`` (ms, the
+                         429/503 backoff penalty, halved by each normal answer).
 ``lease``          HASH  lease id -> ``state \\t worker \\t pkey \\t request``;
                          state ``f`` = fetching (holds the slot), ``p`` =
                          processing (slot freed, links not yet stored).
@@ -24,7 +26,17 @@ Per shard, prefix ``cp:{C/s}:``
 ``dead``           LIST  stored requests that could not be decoded.
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
-                         ``reclaimed`` (totals).
+                         ``reclaimed``, ``deferred`` (totals).
+``r:<origin>``     HASH  robots.txt of ``scheme://host[:port]`` (in the shard of
+                         the origin's politeness key), shared by the fleet:
+                         ``k`` kind (ok | unavailable | unreachable), ``s`` HTTP
+                         status (0: no answer), ``b`` body (zlib), ``g`` last good
+                         body (zlib, for a long outage), ``f`` fetched (ms),
+                         ``x`` expires / retry due (ms), ``n`` failed fetches in
+                         a row, ``o`` outage start (ms). Redis TTL: until ``x``
+                         plus the outage window (the last good copy outlives it).
+``rl:<origin>``    STRING robots.txt fetch lock: the fetching worker's id, with a
+                         TTL (SET NX PX), so one worker fetches for the fleet.
 
 Per crawl, prefix ``cp:{C}:``
 
@@ -76,6 +88,12 @@ class CrawlKeys:
 
     def queue(self, shard: int, pkey: str) -> str:
         return self.shard_prefixes[shard] + "q:" + pkey
+
+    def robots(self, shard: int, origin: str) -> str:
+        return self.shard_prefixes[shard] + "r:" + origin
+
+    def robots_lock(self, shard: int, origin: str) -> str:
+        return self.shard_prefixes[shard] + "rl:" + origin
 
     def all_patterns(self) -> list[str]:
         """Glob patterns matching every key of the crawl (for ``crawlproject reset``)."""

@@ -46,11 +46,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
-from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.embedded import (
@@ -59,6 +61,7 @@ from crawlproject.frontier.embedded import (
     EmbeddedRedisError,
 )
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.urls import (
     InvalidURL,
     UrlCanonicalizer,
@@ -90,6 +93,16 @@ class LeaseState(enum.Enum):
     FETCHING = "fetching"  # holds its host slot
     DOWNLOADED = "downloaded"  # slot released; the downloader may still redirect/retry
     SCRAPING = "scraping"  # the spider has the response
+
+
+@dataclass(slots=True)
+class _PendingRelease:
+    lease: Lease
+    at: float  # loop time the response (or failure) came back
+    fetch_ms: int = -1
+    hold_ms: int = 0
+    throttled: bool = False
+    requeue: bool = False
 
 
 @dataclass(slots=True)
@@ -125,8 +138,8 @@ class FrontierScheduler(BaseScheduler):
         self._outbox: list[NewEntry] = []
         # (ack mode, lease), sent after the outbox entries queued before them.
         self._acks: list[tuple[str, Lease]] = []
-        # (lease, loop time of its response): the delay runs from the response.
-        self._releases: list[tuple[Lease, float]] = []
+        # Fetches that are over; the host's delay runs from each one's response.
+        self._releases: list[_PendingRelease] = []
         self._release_event = asyncio.Event()
         self._new_scope: set[str] = set()
         self._recent = RecentFingerprints(config.local_seen_size)
@@ -202,6 +215,7 @@ class FrontierScheduler(BaseScheduler):
             default_delay_ms=self.config.host_delay_ms,
             default_concurrency=self.config.host_concurrency,
             lease_ms=self.config.lease_ms,
+            adaptive=self.config.adaptive,
         )
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
             try:
@@ -383,27 +397,89 @@ class FrontierScheduler(BaseScheduler):
         token = request.meta.get(LEASE_META_KEY)
         return self._held.get(token) if isinstance(token, str) else None
 
-    def _release(self, request: Request) -> None:
+    def _release(self, request: Request, response: Response | None = None) -> None:
         held = self._lookup(request)
-        if held is not None and held.state is LeaseState.FETCHING:
-            held.state = LeaseState.DOWNLOADED
-            now = asyncio.get_event_loop().time()
-            self._releases.append((held.lease, now))
-            self._release_event.set()
-            self._claim_event.set()  # a download slot of this worker is free again
-            # The host will be due again about one delay from now: look then,
-            # rather than at the next idle poll (which may be later).
-            due = now + self.config.host_delay_seconds
-            shard = held.lease.shard
-            if self._shard_next_ready.get(shard, 0.0) > due:
-                self._shard_next_ready[shard] = due
-            self._claim_not_before = min(self._claim_not_before, due)
+        if held is None or held.state is not LeaseState.FETCHING:
+            return
+        held.state = LeaseState.DOWNLOADED
+        pending = _PendingRelease(held.lease, asyncio.get_event_loop().time())
+        if response is not None:
+            latency = request.meta.get("download_latency")
+            if isinstance(latency, int | float):
+                pending.fetch_ms = max(0, round(latency * 1000))
+            if response.status in self.config.backoff_http_codes:
+                pending.throttled = True
+                self.stats.inc_value("frontier/backoff")
+                wait = retry_after_seconds(response.headers.get(b"Retry-After"))
+                if wait is not None:
+                    pending.hold_ms = round(min(wait, self.config.backoff_max_seconds) * 1000)
+                    self.stats.inc_value("frontier/retry_after")
+        self._queue_release(pending)
+
+    def _queue_release(self, pending: _PendingRelease) -> None:
+        self._releases.append(pending)
+        self._release_event.set()
+        self._claim_event.set()  # a download slot of this worker is free again
+        # The host will be due again about one delay from now: look then,
+        # rather than at the next idle poll (which may be later).
+        now = asyncio.get_event_loop().time()
+        due = now + max(self.config.host_delay_seconds, pending.hold_ms / 1000)
+        shard = pending.lease.shard
+        if self._shard_next_ready.get(shard, 0.0) > due:
+            self._shard_next_ready[shard] = due
+        self._claim_not_before = min(self._claim_not_before, due)
 
     def _on_response_received(self, response: Response, request: Request, spider: Spider) -> None:
-        self._release(request)
+        self._release(request, response)
 
     def _on_left_downloader(self, request: Request, spider: Spider) -> None:
         self._release(request)
+
+    # -- the public side of a lease, for downloader middlewares -------------------
+
+    def politeness_key(self, url: str) -> str:
+        """The frontier's politeness key (host or registered domain) of ``url``."""
+        return self._pkey(self.canonicalizer.canonicalize(url))
+
+    def holds_slot(self, request: Request) -> bool:
+        """Whether ``request`` holds its host's politeness slot here (a claimed,
+        not yet downloaded URL): what it does now counts as a contact with the host."""
+        held = self._lookup(request)
+        return held is not None and held.state is LeaseState.FETCHING
+
+    def defer(
+        self,
+        request: Request,
+        hold_seconds: float = 0.0,
+        contacted_at: float | None = None,
+        fetch_seconds: float | None = None,
+        throttled: bool = False,
+    ) -> bool:
+        """Gives a claimed URL back to the head of its host queue without fetching it.
+
+        Its slot was used for something else (``contacted_at``: loop time the
+        host last answered, e.g. its robots.txt) or the host must be left alone
+        for ``hold_seconds``. The caller then drops the request (IgnoreRequest).
+        Returns False if ``request`` does not hold a slot here.
+        """
+        if not self.holds_slot(request):
+            return False
+        token = request.meta.get(LEASE_META_KEY)
+        held = self._held.pop(token) if isinstance(token, str) else None
+        assert held is not None
+        now = asyncio.get_event_loop().time()
+        self._queue_release(
+            _PendingRelease(
+                held.lease,
+                at=now if contacted_at is None else contacted_at,
+                fetch_ms=-1 if fetch_seconds is None else max(0, round(fetch_seconds * 1000)),
+                hold_ms=round(min(max(hold_seconds, 0.0), self.config.backoff_max_seconds) * 1000),
+                throttled=throttled,
+                requeue=True,
+            )
+        )
+        self.stats.inc_value("frontier/deferred")
+        return True
 
     def lease_scraping(self, request: Request) -> None:
         """The spider got the response: requests carrying its lease are its links."""
@@ -536,9 +612,19 @@ class FrontierScheduler(BaseScheduler):
         now = asyncio.get_running_loop().time()
         # Each release says how long ago its response came: Redis starts the
         # host's delay then (its own clock minus that), not when the call lands.
-        ages_ms = [(lease, round((now - at) * 1000)) for lease, at in batch]
+        releases = [
+            Release(
+                p.lease,
+                round((now - p.at) * 1000),
+                fetch_ms=p.fetch_ms,
+                hold_ms=p.hold_ms,
+                throttled=p.throttled,
+                requeue=p.requeue,
+            )
+            for p in batch
+        ]
         try:
-            self.stats.inc_value("frontier/releases", await self.frontier.release(ages_ms))
+            self.stats.inc_value("frontier/releases", await self.frontier.release(releases))
         except RedisError:
             self._releases[:0] = batch
             raise
@@ -685,6 +771,21 @@ class FrontierScheduler(BaseScheduler):
             self._finished = True
         if self._finished:
             wake_engine(self.crawler)
+
+
+def is_frontier(obj: object) -> bool:
+    """Whether ``obj`` (a scheduler or its class) is the FrontierScheduler.
+
+    Scrapy's BaseSchedulerMeta makes isinstance/issubclass duck-typed (true for
+    any scheduler), so this looks at the class hierarchy itself."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return FrontierScheduler in cls.__mro__
+
+
+def require_frontier(crawler: Crawler) -> None:
+    """For components that only work on the frontier: NotConfigured otherwise."""
+    if not is_frontier(load_object(crawler.settings["SCHEDULER"])):
+        raise NotConfigured("SCHEDULER is not the crawlproject frontier")
 
 
 class RecentFingerprints:

@@ -19,15 +19,52 @@ local function make_ready(host, ddelay, dconc)
   end
 end
 
--- Frees one slot of `host`; the host may be fetched again `delay` after its
--- fetch ended, which was `age` ms before now (the worker measures it).
-local function release_slot(host, ddelay, dconc, age)
+-- A host's politeness delay (ms): its own (CRAWL_HOST_OVERRIDES) or the crawl's
+-- default, raised to its robots.txt Crawl-delay when that is longer.
+local function host_delay(own, robots, ddelay)
+  local delay = tonumber(own) or ddelay
+  local rdelay = tonumber(robots) or 0
+  if rdelay > delay then delay = rdelay end
+  return delay
+end
+
+-- Frees one slot of `host`. The fetch ended `age` ms before now (the worker
+-- measures it); the next one may start `delay` after that, where delay is
+-- the host's delay raised by the adaptive terms:
+--   fetch: ms the server took to answer (-1: no contact, nothing learnt);
+--     the delay is at least factor x fetch, up to amax (Heritrix's rule);
+--   throttled: the answer was 429/503, so the host's penalty `pen` doubles
+--     (at least the delay, at least 1 s, at most bmax); any other answer
+--     halves it, so the host recovers;
+--   hold: ms the host asked to be left alone (Retry-After), or a robots.txt
+--     retry backoff.
+-- `r` may be nil: a plain release (no fetch measured).
+local function release_slot(host, ddelay, dconc, age, r)
+  r = r or {}
+  local fetch = r.fetch or -1
   local hk = P .. 'h:' .. host
-  local h = redis.call('HMGET', hk, 'inflight', 'next', 'delay', 'conc')
+  local h = redis.call('HMGET', hk, 'inflight', 'next', 'delay', 'conc', 'rdelay', 'pen')
   local inflight = (tonumber(h[1]) or 1) - 1
   if inflight < 0 then inflight = 0 end
-  local delay = tonumber(h[3]) or ddelay
-  local nxt = NOW - (age or 0) + delay
+  local delay = host_delay(h[3], h[5], ddelay)
+  local pen = tonumber(h[6]) or 0
+  if fetch >= 0 then
+    if r.throttled then
+      pen = math.max(pen * 2, delay, 1000)
+      if pen > (r.bmax or pen) then pen = r.bmax end
+    else
+      pen = math.floor(pen / 2)
+      if pen < 100 then pen = 0 end
+    end
+    if pen > 0 then redis.call('HSET', hk, 'pen', pen) else redis.call('HDEL', hk, 'pen') end
+  end
+  local wait = delay
+  if fetch > 0 and (r.factor or 0) > 0 then
+    wait = math.max(wait, math.min(fetch * r.factor, r.amax or 0))
+  end
+  if pen > wait then wait = pen end
+  if (r.hold or 0) > wait then wait = r.hold end
+  local nxt = NOW - (age or 0) + wait
   local prev = tonumber(h[2]) or 0
   if prev > nxt then nxt = prev end
   redis.call('HSET', hk, 'inflight', inflight, 'next', nxt)

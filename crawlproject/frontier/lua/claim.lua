@@ -15,9 +15,9 @@ for _, host in ipairs(hosts) do
   redis.call('ZREM', P .. 'ready', host)
   if req then
     local hk = P .. 'h:' .. host
-    local h = redis.call('HMGET', hk, 'inflight', 'delay', 'conc')
+    local h = redis.call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay')
     local inflight = (tonumber(h[1]) or 0) + 1
-    local delay = tonumber(h[2]) or ddelay
+    local delay = host_delay(h[2], h[4], ddelay)
     local conc = tonumber(h[3]) or dconc
     -- With several slots per host, starts are still `delay` apart.
     local nxt = NOW + delay
