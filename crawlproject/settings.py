@@ -32,10 +32,14 @@ CONCURRENT_ITEMS = 16
 # reached the frontier: the spider middleware sits next to the engine (lowest
 # order), the downloader middleware too, so each sees the final outcome.
 SPIDER_MIDDLEWARES = {"middlewares.frontier_ack.FrontierAckSpiderMiddleware": 10}
-DOWNLOADER_MIDDLEWARES = {"middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10}
-
-# Scrapy's RobotsTxtMiddleware fetches robots.txt outside the scheduler, i.e.
-# outside the fleet's politeness; the fleet-wide robots middleware replaces it.
+# robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
+# Scrapy's, which fetches outside the scheduler (outside the fleet's
+# politeness) and caches per process without expiry; ROBOTSTXT_OBEY stays off.
+DOWNLOADER_MIDDLEWARES = {
+    "middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10,
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "middlewares.robotstxt.RobotsTxtMiddleware": 100,
+}
 ROBOTSTXT_OBEY = False
 
 # Nothing that can run code is exposed by default.

@@ -119,6 +119,8 @@ class RedisFrontier:
         self.default_concurrency = default_concurrency
         self.lease_ms = lease_ms
         self.adaptive = adaptive or AdaptiveDelay()
+        # Shard -> its ``done`` counter as of this client's last ack there.
+        self.done_seen: dict[int, int] = {}
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(_load_lua(name))
             for name in ("claim", "add", "release", "ack", "renew", "reclaim", "host_config")
@@ -244,7 +246,9 @@ class RedisFrontier:
         head = [self.default_delay_ms, self.default_concurrency, mode]
         calls = [(shard, [*head, *ids]) for shard, ids in _group(leases).items()]
         results = await self._pipelined("ack", calls) if calls else []
-        return sum(a for a, _ in results), sum(m for _, m in results)
+        for (shard, _), (_, _, done) in zip(calls, results, strict=True):
+            self.done_seen[shard] = int(done)
+        return sum(r[0] for r in results), sum(r[1] for r in results)
 
     async def renew(self, leases: Sequence[Lease]) -> list[Lease]:
         groups = list(_group(leases).items())

@@ -132,6 +132,7 @@ class FrontierScheduler(BaseScheduler):
         self._embedded: EmbeddedRedis | None = None
         self._spider: Spider | None = None
         self._max_pages: int | None = None
+        self._done_estimate = 0  # crawl-wide finished URLs, as last seen
 
         self._buffer: deque[Request] = deque()  # claimed, not yet handed out
         self._held: dict[str, _Held] = {}  # every lease this worker holds
@@ -231,7 +232,10 @@ class FrontierScheduler(BaseScheduler):
             await self.frontier.set_host_config(host, delay_ms, o.concurrency)
         await self.frontier.heartbeat(self.worker_id)
         self.scope_roots = frozenset(await self.frontier.scope())
-        self.crawler.signals.connect(self._on_response_received, signals.response_received)
+        # response_downloaded carries the raw answer (a 429 included) before any
+        # middleware turns it into a retry; request_left_downloader follows it,
+        # and alone sees failures.
+        self.crawler.signals.connect(self._on_response_downloaded, signals.response_downloaded)
         self.crawler.signals.connect(self._on_left_downloader, signals.request_left_downloader)
         for loop_fn in (
             self._claim_loop,
@@ -429,7 +433,7 @@ class FrontierScheduler(BaseScheduler):
             self._shard_next_ready[shard] = due
         self._claim_not_before = min(self._claim_not_before, due)
 
-    def _on_response_received(self, response: Response, request: Request, spider: Spider) -> None:
+    def _on_response_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
         self._release(request, response)
 
     def _on_left_downloader(self, request: Request, spider: Spider) -> None:
@@ -509,6 +513,9 @@ class FrontierScheduler(BaseScheduler):
         backoff = _Backoff(self._stop)
         while not self._stop.is_set():
             want = self.config.max_claims_in_flight - self._in_flight()
+            if self._max_pages is not None:
+                # Never more than max_pages: count what this worker holds too.
+                want = min(want, self._max_pages - self._done_estimate - len(self._held))
             if self._finished or want <= 0:
                 delay = self.config.idle_poll_seconds  # a release sets the event
             else:
@@ -661,6 +668,7 @@ class FrontierScheduler(BaseScheduler):
                     continue
                 acked, missing = await self.frontier.ack(leases, mode=mode)
                 acks = [(m, lease) for m, lease in acks if m != mode]
+                self._note_done(sum(self.frontier.done_seen.values()))
                 self.stats.inc_value("frontier/acks", acked)
                 if missing:
                     self.stats.inc_value("frontier/late_acks", missing)
@@ -745,32 +753,37 @@ class FrontierScheduler(BaseScheduler):
         request.meta.update(meta)
         return request
 
+    def _note_done(self, done: int) -> None:
+        self._done_estimate = max(self._done_estimate, done)
+        if self._max_pages is not None and self._done_estimate >= self._max_pages:
+            if not self._finished:
+                logger.info("max_pages=%d reached crawl-wide: finishing", self._max_pages)
+                self._finished = True
+            wake_engine(self.crawler)
+
     async def _check_finished(self) -> None:
         assert self.frontier is not None
         counters = await self.frontier.counters()
+        self._note_done(counters.get("done", 0))
         pending = counters.get("queued", 0) + counters.get("leased", 0)
         pending += counters.get("start_urls", 0)
         local = bool(self._buffer or self._held or self._outbox or self._acks)
         now = time.monotonic()
-        if self._max_pages is not None and counters.get("done", 0) >= self._max_pages:
-            if not self._finished:
-                logger.info("max_pages=%d reached crawl-wide: finishing", self._max_pages)
+        if not self._finished:
+            if pending or local:
+                self._idle_since = None
+                return
+            if self._idle_since is None:
+                self._idle_since = now
+                return
+            if now - self._idle_since < self.config.idle_close_seconds:
+                return
+            logger.info(
+                "Frontier empty and nothing in flight for %.1f s: finishing",
+                now - self._idle_since,
+            )
             self._finished = True
-        elif pending or local:
-            self._idle_since = None
-            return
-        elif self._idle_since is None:
-            self._idle_since = now
-            return
-        elif now - self._idle_since >= self.config.idle_close_seconds:
-            if not self._finished:
-                logger.info(
-                    "Frontier empty and nothing in flight for %.1f s: finishing",
-                    now - self._idle_since,
-                )
-            self._finished = True
-        if self._finished:
-            wake_engine(self.crawler)
+        wake_engine(self.crawler)
 
 
 def is_frontier(obj: object) -> bool:

@@ -215,6 +215,11 @@ def fetch_counts(log: Iterable[RequestRecord]) -> Counter[str]:
     return Counter(canonical_url(rec.url) for rec in log)
 
 
+def page_counts(log: Iterable[RequestRecord]) -> Counter[str]:
+    """Like fetch_counts, without robots.txt fetches."""
+    return fetch_counts(rec for rec in log if rec.path != "/robots.txt")
+
+
 def load_log(path: str | Path) -> list[RequestRecord]:
     with open(path, encoding="utf-8") as fh:
         return [RequestRecord(**json.loads(line)) for line in fh if line.strip()]

@@ -7,7 +7,8 @@
 -- mode "return": put the URL back at the head of its host queue (a worker
 --   that stops hands back what it has not finished).
 -- A lease still in state f also frees its host slot.
--- Returns {acked, missing}: missing leases were already reclaimed.
+-- Returns {acked, missing, done}: missing leases were already reclaimed; done is
+-- the shard's count of finished URLs (for max_pages).
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
 local mode = ARGV[4]
@@ -40,4 +41,4 @@ if acked > 0 then
   if returned > 0 then redis.call('HINCRBY', P .. 'n', 'queued', returned) end
   if mode == 'done' then redis.call('HINCRBY', P .. 'n', 'done', acked) end
 end
-return {acked, missing}
+return {acked, missing, tonumber(redis.call('HGET', P .. 'n', 'done')) or 0}

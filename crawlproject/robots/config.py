@@ -1,0 +1,107 @@
+"""The robots.txt settings (``CRAWL_ROBOTS_*``), read once and checked together."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from scrapy.settings import BaseSettings
+
+from crawlproject import default_settings as d
+from crawlproject.frontier.config import ConfigError
+
+logger = logging.getLogger(__name__)
+
+# RFC 9309 2.2.1: a product token is letters, "_" and "-".
+PRODUCT_TOKEN_RE = re.compile(r"[A-Za-z_-]+")
+
+
+@dataclass(frozen=True)
+class RobotsConfig:
+    obey: bool
+    user_agent_token: str
+    ttl_seconds: float
+    max_bytes: int
+    max_redirects: int
+    crawl_delay_max_seconds: float
+    retry_seconds: float
+    retry_max_seconds: float
+    defer_retries: int
+    outage_seconds: float
+    local_cache_size: int
+    sitemaps: bool
+    sitemap_xml: bool
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
+        config = cls(
+            obey=settings.getbool("CRAWL_ROBOTS_OBEY", d.CRAWL_ROBOTS_OBEY),
+            user_agent_token=settings.get("CRAWL_ROBOTS_USER_AGENT", d.CRAWL_ROBOTS_USER_AGENT),
+            ttl_seconds=settings.getfloat("CRAWL_ROBOTS_TTL_SECONDS", d.CRAWL_ROBOTS_TTL_SECONDS),
+            max_bytes=settings.getint("CRAWL_ROBOTS_MAX_BYTES", d.CRAWL_ROBOTS_MAX_BYTES),
+            max_redirects=settings.getint(
+                "CRAWL_ROBOTS_MAX_REDIRECTS", d.CRAWL_ROBOTS_MAX_REDIRECTS
+            ),
+            crawl_delay_max_seconds=settings.getfloat(
+                "CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS", d.CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS
+            ),
+            retry_seconds=settings.getfloat(
+                "CRAWL_ROBOTS_RETRY_SECONDS", d.CRAWL_ROBOTS_RETRY_SECONDS
+            ),
+            retry_max_seconds=settings.getfloat(
+                "CRAWL_ROBOTS_RETRY_MAX_SECONDS", d.CRAWL_ROBOTS_RETRY_MAX_SECONDS
+            ),
+            defer_retries=settings.getint(
+                "CRAWL_ROBOTS_DEFER_RETRIES", d.CRAWL_ROBOTS_DEFER_RETRIES
+            ),
+            outage_seconds=settings.getfloat(
+                "CRAWL_ROBOTS_OUTAGE_SECONDS", d.CRAWL_ROBOTS_OUTAGE_SECONDS
+            ),
+            local_cache_size=settings.getint(
+                "CRAWL_ROBOTS_LOCAL_CACHE", d.CRAWL_ROBOTS_LOCAL_CACHE
+            ),
+            sitemaps=settings.getbool("CRAWL_ROBOTS_SITEMAPS", d.CRAWL_ROBOTS_SITEMAPS),
+            sitemap_xml=settings.getbool("CRAWL_ROBOTS_SITEMAP_XML", d.CRAWL_ROBOTS_SITEMAP_XML),
+        )
+        config.validate(settings)
+        return config
+
+    def validate(self, settings: BaseSettings) -> None:
+        if self.obey and settings.getbool("ROBOTSTXT_OBEY"):
+            raise ConfigError(
+                "ROBOTSTXT_OBEY turns on Scrapy's per-process robots.txt middleware, which "
+                "fetches outside the fleet's politeness; crawlproject obeys robots.txt "
+                "through CRAWL_ROBOTS_OBEY. Leave ROBOTSTXT_OBEY off."
+            )
+        if not PRODUCT_TOKEN_RE.fullmatch(self.user_agent_token):
+            raise ConfigError(
+                f"CRAWL_ROBOTS_USER_AGENT {self.user_agent_token!r} must be a product token: "
+                "letters, '_' and '-' only (RFC 9309 2.2.1)"
+            )
+        if not 0 < self.ttl_seconds <= 86400:
+            raise ConfigError("CRAWL_ROBOTS_TTL_SECONDS must be within (0, 86400] (RFC 9309 2.4)")
+        if self.max_bytes < 500 * 1024:
+            raise ConfigError("CRAWL_ROBOTS_MAX_BYTES must be at least 500 KiB (RFC 9309 2.5)")
+        if self.max_redirects < 5:
+            raise ConfigError("CRAWL_ROBOTS_MAX_REDIRECTS must be at least 5 (RFC 9309 2.3.1.2)")
+        if self.crawl_delay_max_seconds < 0:
+            raise ConfigError("CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS must be >= 0")
+        if not 0 < self.retry_seconds <= self.retry_max_seconds:
+            raise ConfigError(
+                "CRAWL_ROBOTS_RETRY_SECONDS must be > 0 and <= CRAWL_ROBOTS_RETRY_MAX_SECONDS"
+            )
+        if self.defer_retries < 0 or self.outage_seconds <= 0 or self.local_cache_size < 1:
+            raise ConfigError(
+                "CRAWL_ROBOTS_DEFER_RETRIES must be >= 0, CRAWL_ROBOTS_OUTAGE_SECONDS > 0 "
+                "and CRAWL_ROBOTS_LOCAL_CACHE >= 1"
+            )
+        user_agent = settings.get("USER_AGENT") or ""
+        if self.obey and self.user_agent_token.lower() not in user_agent.lower():
+            # RFC 9309 2.2.1: the token SHOULD be part of the User-Agent header.
+            logger.warning(
+                "USER_AGENT %r does not contain the robots.txt product token %r "
+                "(CRAWL_ROBOTS_USER_AGENT): sites cannot tell which rules apply to it",
+                user_agent,
+                self.user_agent_token,
+            )

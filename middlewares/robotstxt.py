@@ -1,0 +1,450 @@
+"""robots.txt for the whole fleet (RFC 9309), through the frontier's politeness.
+
+Replaces Scrapy's RobotsTxtMiddleware, which keeps a per-process cache that
+never expires, fetches robots.txt outside the scheduler (outside any shared
+politeness), reads a 503 as "allow everything" and ignores Crawl-delay.
+
+For a request whose origin (``scheme://host:port``) has no fresh robots.txt:
+
+1. Redis (``r:<origin>``, see crawlproject/frontier/keys.py) may have it;
+   a bounded per-process cache sits in front.
+2. Otherwise one worker of the fleet takes the fetch lock (``rl:<origin>``)
+   and fetches robots.txt *with the slot the request holds* (the host's one
+   politeness slot: no other request to that host is under way, and its
+   delay has passed). The request itself then goes back to the head of its
+   queue (``scheduler.defer``): the host's delay runs again from the
+   robots.txt answer before any worker fetches it.
+3. Requests of that origin elsewhere (in this worker or any other) wait for
+   the stored result, polling Redis on the event loop, never blocking it.
+
+The result's Crawl-delay (or Request-rate) becomes the host's delay in the
+frontier, for every worker; its ``Sitemap:`` lines seed the frontier.
+Disallowed requests raise :class:`RobotsForbidden` (``robotstxt/forbidden``).
+A host whose robots.txt is unreachable is fully disallowed: its URLs wait in
+their queue while robots.txt is retried with backoff (:class:`RobotsDeferred`),
+and after ``CRAWL_ROBOTS_DEFER_RETRIES`` failed fetches they fail
+(:class:`RobotsUnreachable`, ``robotstxt/unreachable``) until a retry succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from typing import TYPE_CHECKING, cast
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawlproject.frontier.politeness import retry_after_seconds
+from crawlproject.frontier.scheduler import (
+    SCOPE_META_KEY,
+    FrontierScheduler,
+    is_frontier,
+    require_frontier,
+)
+from crawlproject.robots.config import RobotsConfig
+from crawlproject.robots.policy import (
+    FetchOutcome,
+    RobotsKind,
+    RobotsRecord,
+    RobotsRules,
+    Verdict,
+    next_record,
+    truncate,
+)
+from crawlproject.robots.store import RobotsStore
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+ROBOTS_META_KEY = "crawl_robots"  # marks the robots.txt request itself
+SITEMAP_META_KEY = "crawl_sitemap"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+WAIT_POLL_MIN_SECONDS = 0.05
+WAIT_POLL_MAX_SECONDS = 1.0
+REDIS_ERROR_HOLD_SECONDS = 5.0
+SITEMAPS_PER_ROBOTS_MAX = 50
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class RobotsForbidden(IgnoreRequest):
+    """robots.txt disallows the URL."""
+
+
+class RobotsDeferred(IgnoreRequest):
+    """The URL went back to the frontier (its slot fetched robots.txt, or the
+    host's robots.txt is unreachable for now); it is fetched later."""
+
+
+class RobotsUnreachable(IgnoreRequest):
+    """The host's robots.txt failed too often: the URL is not fetched."""
+
+
+class _Fetched:
+    """This request's slot served a robots.txt fetch."""
+
+    def __init__(self, at: float, outcome: FetchOutcome, latency: float | None) -> None:
+        self.at = at  # loop time of the answer
+        self.outcome = outcome
+        self.latency = latency
+
+
+class RobotsTxtMiddleware:
+    def __init__(self, crawler: Crawler, config: RobotsConfig, stats: StatsCollector) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.stats = stats
+        self.owner = uuid.uuid4().hex[:12]
+        self._local: OrderedDict[str, RobotsRules] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
+        self._store: RobotsStore | None = None
+        self._no_sitemap_callback_logged = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
+        config = RobotsConfig.from_settings(crawler.settings)
+        if not config.obey:
+            raise NotConfigured("CRAWL_ROBOTS_OBEY is off")
+        require_frontier(crawler)
+        assert crawler.stats is not None
+        return cls(crawler, config, crawler.stats)
+
+    # -- the request path -----------------------------------------------------------
+
+    async def process_request(self, request: Request) -> None:
+        if request.meta.get(ROBOTS_META_KEY) or request.meta.get("dont_obey_robotstxt"):
+            return None
+        parts = urlparse_cached(request)
+        try:
+            port = parts.port
+        except ValueError:
+            return None  # the download fails on its own
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+            return None
+        if parts.path == "/robots.txt":
+            return None  # always allowed (RFC 9309 2.2.2)
+        origin = _origin(parts.scheme, parts.hostname, port)
+        scheduler = self._scheduler()
+        fetched: _Fetched | None = None
+        rules = self._cached(origin)
+        if rules is None:
+            try:
+                rules, fetched = await self._resolve(origin, request, scheduler)
+            except RedisError as exc:
+                self.stats.inc_value("robotstxt/redis_error")
+                logger.warning("robots.txt of %s: Redis error (%s); URL deferred", origin, exc)
+                self._defer(scheduler, request, hold=REDIS_ERROR_HOLD_SECONDS)
+                raise RobotsDeferred("robots.txt state unavailable (Redis error)") from exc
+        verdict = rules.verdict(request.url, _now_ms())
+        if verdict is Verdict.FORBID:
+            self.stats.inc_value("robotstxt/forbidden")
+            logger.debug("Forbidden by robots.txt: %s", request.url)
+            raise RobotsForbidden("Forbidden by robots.txt")
+        if verdict is Verdict.UNREACHABLE:
+            self._unreachable(scheduler, request, rules, fetched)
+        if fetched is not None and self._defer(scheduler, request, fetched=fetched):
+            # Its slot was used for robots.txt: fetched after the host's delay.
+            raise RobotsDeferred("slot used for robots.txt; URL requeued")
+        return None
+
+    def _unreachable(
+        self,
+        scheduler: FrontierScheduler,
+        request: Request,
+        rules: RobotsRules,
+        fetched: _Fetched | None,
+    ) -> None:
+        record = rules.record
+        if record.fails < self.config.defer_retries:
+            hold = max(0.0, (record.expires_ms - _now_ms()) / 1000)
+            if self._defer(scheduler, request, hold=hold, fetched=fetched):
+                self.stats.inc_value("robotstxt/deferred")
+                raise RobotsDeferred(f"robots.txt unreachable; retried in {hold:.0f} s")
+        self.stats.inc_value("robotstxt/unreachable")
+        logger.debug("robots.txt unreachable (%d failures): %s", record.fails, request.url)
+        raise RobotsUnreachable(f"robots.txt unreachable ({record.fails} failed fetches)")
+
+    def _defer(
+        self,
+        scheduler: FrontierScheduler,
+        request: Request,
+        hold: float = 0.0,
+        fetched: _Fetched | None = None,
+    ) -> bool:
+        throttled = fetched is not None and (
+            fetched.outcome.status in scheduler.config.backoff_http_codes
+        )
+        return scheduler.defer(
+            request,
+            hold_seconds=hold,
+            contacted_at=None if fetched is None else fetched.at,
+            fetch_seconds=None if fetched is None else fetched.latency,
+            throttled=throttled,
+        )
+
+    # -- finding the rules ----------------------------------------------------------------
+
+    def _scheduler(self) -> FrontierScheduler:
+        engine = self.crawler.engine
+        assert engine is not None and is_frontier(engine.scheduler)
+        return cast(FrontierScheduler, engine.scheduler)
+
+    def _cached(self, origin: str) -> RobotsRules | None:
+        rules = self._local.get(origin)
+        if rules is None:
+            return None
+        if not rules.fresh(_now_ms()):
+            del self._local[origin]
+            return None
+        self._local.move_to_end(origin)
+        self.stats.inc_value("robotstxt/cache/local_hits")
+        return rules
+
+    def _remember(self, origin: str, record: RobotsRecord) -> RobotsRules:
+        rules = RobotsRules(
+            record, self.config.user_agent_token, round(self.config.outage_seconds * 1000)
+        )
+        self._local[origin] = rules
+        self._local.move_to_end(origin)
+        while len(self._local) > self.config.local_cache_size:
+            self._local.popitem(last=False)
+        return rules
+
+    async def _resolve(
+        self, origin: str, request: Request, scheduler: FrontierScheduler
+    ) -> tuple[RobotsRules, _Fetched | None]:
+        """One lookup (or fetch) per origin in this process at a time."""
+        pending = self._pending.get(origin)
+        if pending is not None:
+            self.stats.inc_value("robotstxt/waited_local")
+            return await asyncio.shield(pending), None
+        future: asyncio.Future[RobotsRules] = asyncio.get_running_loop().create_future()
+        self._pending[origin] = future
+        try:
+            rules, fetched = await self._load_or_fetch(origin, request, scheduler)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # the waiters, if any, re-raise it
+            raise
+        finally:
+            del self._pending[origin]
+        future.set_result(rules)
+        return rules, fetched
+
+    async def _load_or_fetch(
+        self, origin: str, request: Request, scheduler: FrontierScheduler
+    ) -> tuple[RobotsRules, _Fetched | None]:
+        store = self._store_of(scheduler)
+        pkey = scheduler.politeness_key(request.url)
+        shard = store.keys.shard_of(pkey)
+        poll = WAIT_POLL_MIN_SECONDS
+        waited = False
+        while True:
+            record = await store.get(shard, origin)
+            if record is not None and _now_ms() < record.expires_ms:
+                self.stats.inc_value("robotstxt/cache/redis_hits")
+                return self._remember(origin, record), None
+            lock_ms = scheduler.config.lease_ms
+            if await store.try_lock(shard, origin, self.owner, lock_ms):
+                done = asyncio.Event()
+                keeper = asyncio.ensure_future(self._keep_lock(store, shard, origin, lock_ms, done))
+                try:
+                    # Someone may have stored it between our read and our lock.
+                    latest = await store.get(shard, origin)
+                    if latest is not None and _now_ms() < latest.expires_ms:
+                        return self._remember(origin, latest), None
+                    fetched = await self._fetch(origin, scheduler.config.host_delay_seconds)
+                    record = next_record(latest, fetched.outcome, _now_ms(), self.config)
+                    await store.put(shard, origin, record)
+                finally:
+                    done.set()  # the keeper ends at its next turn, never cancelled mid-call
+                    await keeper
+                    await store.unlock(shard, origin, self.owner)
+                rules = self._remember(origin, record)
+                await self._after_fetch(origin, pkey, rules, request, scheduler)
+                return rules, fetched
+            if not waited:
+                waited = True
+                self.stats.inc_value("robotstxt/waited")
+            # Another worker is fetching it: its lock expires if it dies.
+            await asyncio.sleep(poll)
+            poll = min(poll * 2, WAIT_POLL_MAX_SECONDS)
+
+    async def _keep_lock(
+        self, store: RobotsStore, shard: int, origin: str, lock_ms: int, done: asyncio.Event
+    ) -> None:
+        """Renews the fetch lock like a lease, so a worker that dies mid-fetch
+        holds up the others for at most one lease period."""
+        while not done.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(done.wait(), lock_ms / 3000)
+            if done.is_set():
+                return
+            try:
+                await store.renew_lock(shard, origin, self.owner, lock_ms)
+            except RedisError as exc:
+                logger.warning("Could not renew the robots.txt lock of %s: %s", origin, exc)
+
+    def _store_of(self, scheduler: FrontierScheduler) -> RobotsStore:
+        if self._store is None:
+            frontier = scheduler.frontier
+            assert frontier is not None, "the frontier opens before any request is downloaded"
+            self._store = RobotsStore(
+                frontier.redis, frontier.keys, round(self.config.outage_seconds * 1000)
+            )
+        return self._store
+
+    async def _fetch(self, origin: str, delay_seconds: float) -> _Fetched:
+        """GET robots.txt, following up to CRAWL_ROBOTS_MAX_REDIRECTS redirects
+        (RFC 9309 2.3.1.2), the host's delay apart: the slot is still ours."""
+        url = origin + "/robots.txt"
+        loop = asyncio.get_running_loop()
+        for hop in range(self.config.max_redirects + 1):
+            if hop:
+                await asyncio.sleep(delay_seconds)
+            response, outcome = await self._get(url)
+            at = loop.time()
+            location = response.headers.get(b"Location") if response is not None else None
+            if response is None or response.status not in REDIRECT_STATUSES or not location:
+                break
+            url = response.urljoin(location.decode("latin-1"))
+            self.stats.inc_value("robotstxt/redirects")
+        else:
+            # More redirects than allowed: "unavailable" (RFC 9309 2.3.1.2).
+            self.stats.inc_value("robotstxt/redirects_exhausted")
+            outcome = FetchOutcome(status=0, redirects_exhausted=True, error="too many redirects")
+        latency: float | None = None
+        if response is not None:
+            raw = response.meta.get("download_latency")
+            latency = float(raw) if isinstance(raw, int | float) else None
+            if 200 <= response.status < 300 and truncate(response.body, self.config.max_bytes)[1]:
+                self.stats.inc_value("robotstxt/truncated")
+                logger.info(
+                    "robots.txt of %s is %d bytes: only the first %d are parsed",
+                    origin,
+                    len(response.body),
+                    self.config.max_bytes,
+                )
+        if outcome.error is not None:
+            logger.info("robots.txt of %s: no answer (%s)", origin, outcome.error)
+        return _Fetched(at, outcome, latency)
+
+    async def _get(self, url: str) -> tuple[Response | None, FetchOutcome]:
+        engine = self.crawler.engine
+        assert engine is not None
+        robots_request = Request(
+            url,
+            callback=NO_CALLBACK,
+            dont_filter=True,
+            meta={
+                ROBOTS_META_KEY: True,
+                "dont_obey_robotstxt": True,
+                # One request per attempt: retries and redirects would skip
+                # the host's delay; redirects are followed by _fetch.
+                "dont_retry": True,
+                "dont_redirect": True,
+                "handle_httpstatus_all": True,
+            },
+        )
+        self.stats.inc_value("robotstxt/request_count")
+        try:
+            response: Response = await engine.download_async(robots_request)
+        except IgnoreRequest as exc:  # another middleware refused it: nothing to obey
+            self.stats.inc_value("robotstxt/ignored")
+            return None, FetchOutcome(status=0, redirects_exhausted=True, error=str(exc))
+        except Exception as exc:  # any failure to get an answer means "unreachable"
+            self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
+            return None, FetchOutcome(status=0, error=f"{type(exc).__name__}: {exc}")
+        self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        return response, FetchOutcome(
+            status=response.status,
+            body=response.body,
+            retry_after_seconds=retry_after_seconds(response.headers.get(b"Retry-After")),
+        )
+
+    async def _after_fetch(
+        self,
+        origin: str,
+        pkey: str,
+        rules: RobotsRules,
+        request: Request,
+        scheduler: FrontierScheduler,
+    ) -> None:
+        record = rules.record
+        if record.kind is RobotsKind.UNREACHABLE:
+            logger.info(
+                "robots.txt of %s unreachable (status %d, failure %d): host disallowed, "
+                "retried in %.0f s",
+                origin,
+                record.status,
+                record.fails,
+                (record.expires_ms - record.fetched_ms) / 1000,
+            )
+            return
+        frontier = scheduler.frontier
+        assert frontier is not None
+        delay = rules.delay_seconds(self.config.crawl_delay_max_seconds)
+        if delay is not None:
+            self.stats.inc_value("robotstxt/crawl_delay_hosts")
+            logger.debug("robots.txt of %s: Crawl-delay %.3f s", origin, delay)
+        await frontier.set_robots_delay(pkey, None if delay is None else round(delay * 1000))
+        self._schedule_sitemaps(origin, rules, request)
+
+    def _schedule_sitemaps(self, origin: str, rules: RobotsRules, request: Request) -> None:
+        if not self.config.sitemaps:
+            return
+        urls = rules.sitemaps()
+        if self.config.sitemap_xml:
+            urls.append(origin + "/sitemap.xml")
+        if not urls:
+            return
+        spider: Spider | None = self.crawler.spider
+        callback = getattr(spider, "parse_sitemap", None)
+        engine = self.crawler.engine
+        if callback is None or engine is None:
+            if not self._no_sitemap_callback_logged:
+                self._no_sitemap_callback_logged = True
+                logger.info("The spider has no parse_sitemap method: Sitemap: lines are ignored")
+            return
+        errback = getattr(spider, "on_error", None)
+        for url in urls[:SITEMAPS_PER_ROBOTS_MAX]:
+            if urlsplit(url).scheme not in DEFAULT_PORTS:
+                self.stats.inc_value("robotstxt/sitemap_bad_url")
+                continue
+            engine.crawl(
+                Request(
+                    url,
+                    callback=callback,
+                    errback=errback,
+                    meta={
+                        SCOPE_META_KEY: request.meta.get(SCOPE_META_KEY),
+                        SITEMAP_META_KEY: True,
+                    },
+                )
+            )
+            self.stats.inc_value("robotstxt/sitemaps")
+
+
+def _origin(scheme: str, host: str, port: int | None) -> str:
+    netloc = host.lower() if ":" not in host else f"[{host.lower()}]"
+    if port is not None and port != DEFAULT_PORTS[scheme]:
+        netloc = f"{netloc}:{port}"
+    return f"{scheme}://{netloc}"
+
+
+def _now_ms() -> int:
+    # Wall clock: records are shared by workers on many machines (TTL 24 h,
+    # retries in minutes; clock skew of seconds does not matter).
+    return int(time.time() * 1000)
