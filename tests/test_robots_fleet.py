@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 from collections import Counter
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -81,6 +82,16 @@ def build_special() -> dict[int, dict[str, dict[str, object]]]:
             **{p: orphan for p in ORPHANS},
         },
         10: {"/p/1": {"status": 429, "headers": {"Retry-After": str(RETRY_AFTER)}, "times": 1}},
+        # Six redirects, one more than followed: "unavailable", everything allowed
+        # (the robots.txt at the end of the chain would forbid everything).
+        11: {
+            "/robots.txt": {"status": 301, "headers": {"Location": "{base}/r/1"}},
+            **{
+                f"/r/{i}": {"status": 302, "headers": {"Location": f"{{base}}/r/{i + 1}"}}
+                for i in range(1, 6)
+            },
+            "/r/6": {"body": "User-agent: *\nDisallow: /\n"},
+        },
     }
 
 
@@ -120,7 +131,7 @@ def test_three_workers_obey_robots_txt_edge_cases(
 ) -> None:
     assert gzip  # the test web gzips the sitemap files itself
     web = testweb_factory(
-        hosts=10, pages=8, latency_ms=(2, 8), links=3, cross_links=0, special=build_special()
+        hosts=11, pages=8, latency_ms=(2, 8), links=3, cross_links=0, special=build_special()
     )
     procs = [
         start_worker(REPO_ROOT, redis_url, "robots", web.seeds, SETTINGS, tmp_path / f"w{i}.log")
@@ -129,15 +140,17 @@ def test_three_workers_obey_robots_txt_edge_cases(
     wait_all(procs, timeout=180)
     log = list(web.log)
     hosts = by_host(log)
-    ip = {h: web.ips[h - 1] for h in range(1, 11)}
+    ip = {h: web.ips[h - 1] for h in range(1, 12)}
     allowed = allowed_by_hand(web)
 
     # Exactly one robots.txt fetch per host across the 3 workers (the TTL is 24 h),
     # except where it failed: retried once after CRAWL_ROBOTS_RETRY_SECONDS, then given up.
     robots = Counter(r.host_ip for r in log if r.path == "/robots.txt")
-    for h in range(1, 11):
+    for h in range(1, 12):
         assert robots[ip[h]] == (2 if h in (4, 5, 6) else 1), (h, robots)
     assert Counter(r.path for r in hosts[ip[7]])["/real-robots.txt"] == 1
+    chain = [r.path for r in hosts[ip[11]] if r.path == "/robots.txt" or r.path.startswith("/r/")]
+    assert chain == ["/robots.txt", "/r/1", "/r/2", "/r/3", "/r/4", "/r/5"]
 
     # 5xx, 503-empty and connection-reset hosts: nothing but robots.txt, retried with backoff.
     for h in (4, 5, 6):
@@ -147,7 +160,11 @@ def test_three_workers_obey_robots_txt_edge_cases(
 
     # Zero fetches of disallowed URLs; every allowed page fetched, once.
     extra = {"/robots.txt", "/real-robots.txt", *SITEMAP_FILES}
-    pages = {u: n for u, n in page_counts(log).items() if urlsplit(u).path not in extra}
+    pages = {
+        u: n
+        for u, n in page_counts(log).items()
+        if urlsplit(u).path not in extra and not urlsplit(u).path.startswith("/r/")
+    }
     assert [u for u in pages if not allowed(u)] == []
     expected = web.reachable_urls(allowed) | {web.base_url(9) + p[1:] for p in ORPHANS}
     assert set(pages) == expected
@@ -177,7 +194,44 @@ def test_three_workers_obey_robots_txt_edge_cases(
         total.update(s)
     assert total["robotstxt/forbidden"] > 0
     assert total["robotstxt/truncated"] == 1
+    assert total["robotstxt/redirects_exhausted"] == 1
     assert total["robotstxt/crawl_delay_hosts"] == 1
     assert total["sitemap/urls"] == len(ORPHANS)
     assert total["robotstxt/unreachable"] == 3  # the seeds of hosts 4-6, dropped
     assert total["frontier/retry_after"] == 1
+
+
+def test_one_fetch_per_ttl_while_concurrent_requests_wait(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """Three slots on one slow host, three workers: the first robots.txt fetch is
+    awaited by the host's other requests, and it is fetched again once per TTL."""
+    ttl = 1.0
+    web = testweb_factory(hosts=1, pages=30, latency_ms=300, links=3, cross_links=0)
+    settings = {
+        **SETTINGS,
+        "CRAWL_HOST_CONCURRENCY": 3,
+        "CRAWL_ADAPTIVE_DELAY_FACTOR": 0,
+        "CRAWL_ROBOTS_TTL_SECONDS": ttl,
+    }
+    seeds = [web.base_url(1)] + [web.base_url(1) + f"p/{k}" for k in range(1, 30)]
+    procs = [
+        start_worker(REPO_ROOT, redis_url, "ttl", seeds, settings, tmp_path / f"t{i}.log")
+        for i in range(3)
+    ]
+    wait_all(procs, timeout=120)
+    log = sorted(web.log, key=lambda r: r.start)
+    robots = [r for r in log if r.path == "/robots.txt"]
+    duration = log[-1].end - log[0].start
+    assert duration > 2 * ttl  # the test spans several TTLs
+    assert 2 <= len(robots) <= duration / ttl + 1, (len(robots), duration)
+    # Never two within one TTL (plus the fetch time of the first).
+    assert all(b.start - a.start >= ttl for a, b in pairwise(robots))
+    # Pages waited for the first robots.txt instead of fetching it again.
+    first_page = min(r.start for r in log if r.path != "/robots.txt")
+    assert first_page >= robots[0].end
+    total = Counter[str]()
+    for p in procs:
+        total.update(stats_of(p.log_path))
+    assert total["robotstxt/waited"] + total["robotstxt/waited_local"] > 0, total
+    assert set(page_counts(log)) == web.expected_urls
