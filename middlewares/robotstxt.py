@@ -149,6 +149,8 @@ class RobotsTxtMiddleware:
                 raise RobotsDeferred("robots.txt state unavailable (Redis error)") from exc
         verdict = rules.verdict(request.url, _now_ms())
         if verdict is Verdict.FORBID:
+            if fetched is None:
+                scheduler.release_unfetched(request)
             self.stats.inc_value("robotstxt/forbidden")
             logger.debug("Forbidden by robots.txt: %s", request.url)
             raise RobotsForbidden("Forbidden by robots.txt")
@@ -172,6 +174,8 @@ class RobotsTxtMiddleware:
             if self._defer(scheduler, request, hold=hold, fetched=fetched):
                 self.stats.inc_value("robotstxt/deferred")
                 raise RobotsDeferred(f"robots.txt unreachable; retried in {hold:.0f} s")
+        if fetched is None:
+            scheduler.release_unfetched(request)
         self.stats.inc_value("robotstxt/unreachable")
         logger.debug("robots.txt unreachable (%d failures): %s", record.fails, request.url)
         raise RobotsUnreachable(f"robots.txt unreachable ({record.fails} failed fetches)")

@@ -314,3 +314,15 @@ async def test_requeue_puts_the_url_back_first_and_holds_the_host(
     assert await f.ack([lease]) == (0, 1)  # the lease is gone
     await asyncio.sleep(0.75)
     assert urls_of(await claim_all(f)) == ["http://a.test/1"]
+
+
+async def test_a_slot_released_without_contact_does_not_wait_a_delay(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(shards=1, delay_ms=5000)
+    await f.add([entry(f"http://a.test/{i}") for i in range(3)])
+    (lease, _), = await claim_all(f)  # fmt: skip
+    assert await f.release([Release(lease, 0, contacted=False)]) == 1
+    (lease2, _), = await claim_all(f)  # ready at once: the host saw nothing  # fmt: skip
+    assert await f.release([Release(lease2, 0)]) == 1
+    assert 4900 <= await due_in_ms(f) <= 5000  # a real fetch: the full delay

@@ -72,10 +72,13 @@ class Release:
     hold_ms: int = 0  # keep away at least this long after it (Retry-After, robots backoff)
     throttled: bool = False  # answered 429/503: the host's penalty grows
     requeue: bool = False  # the URL was not fetched: back to the head of its queue
+    contacted: bool = True  # False: no request reached the host with this slot
 
     @property
     def flags(self) -> int:
-        return (1 if self.throttled else 0) | (2 if self.requeue else 0)
+        return (
+            (1 if self.throttled else 0) | (2 if self.requeue else 0) | (0 if self.contacted else 4)
+        )
 
 
 @dataclass(frozen=True, slots=True)

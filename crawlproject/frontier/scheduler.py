@@ -103,6 +103,7 @@ class _PendingRelease:
     hold_ms: int = 0
     throttled: bool = False
     requeue: bool = False
+    contacted: bool = True
 
 
 @dataclass(slots=True)
@@ -480,10 +481,22 @@ class FrontierScheduler(BaseScheduler):
                 hold_ms=round(min(max(hold_seconds, 0.0), self.config.backoff_max_seconds) * 1000),
                 throttled=throttled,
                 requeue=True,
+                contacted=contacted_at is not None,
             )
         )
         self.stats.inc_value("frontier/deferred")
         return True
+
+    def release_unfetched(self, request: Request) -> None:
+        """Frees the slot of a claimed URL that will not be fetched (e.g.
+        robots.txt forbids it) and made no contact with its host, so the host's
+        next URL need not wait a delay for it. The URL is then finished as usual."""
+        held = self._lookup(request)
+        if held is None or held.state is not LeaseState.FETCHING:
+            return
+        held.state = LeaseState.DOWNLOADED
+        now = asyncio.get_event_loop().time()
+        self._queue_release(_PendingRelease(held.lease, at=now, contacted=False))
 
     def lease_scraping(self, request: Request) -> None:
         """The spider got the response: requests carrying its lease are its links."""
@@ -627,6 +640,7 @@ class FrontierScheduler(BaseScheduler):
                 hold_ms=p.hold_ms,
                 throttled=p.throttled,
                 requeue=p.requeue,
+                contacted=p.contacted,
             )
             for p in batch
         ]

@@ -37,7 +37,8 @@ end
 --     (at least the delay, at least 1 s, at most bmax); any other answer
 --     halves it, so the host recovers;
 --   hold: ms the host asked to be left alone (Retry-After), or a robots.txt
---     retry backoff.
+--     retry backoff;
+--   nocontact: the slot was released without any request to the host.
 -- `r` may be nil: a plain release (no fetch measured).
 local function release_slot(host, ddelay, dconc, age, r)
   r = r or {}
@@ -66,9 +67,16 @@ local function release_slot(host, ddelay, dconc, age, r)
   if (r.hold or 0) > wait then wait = r.hold end
   local nxt = NOW - (age or 0) + wait
   local prev = tonumber(h[2]) or 0
-  if prev > nxt then nxt = prev end
-  redis.call('HSET', hk, 'inflight', inflight, 'next', nxt)
   local conc = tonumber(h[4]) or dconc
+  if r.nocontact and (r.hold or 0) == 0 and conc <= 1 then
+    -- The host was not contacted (robots.txt forbade the URL): with one slot,
+    -- it was ready when claimed, so it may be fetched now; the claim-time
+    -- floor only guarded the fetch that did not happen.
+    nxt = NOW
+  elseif prev > nxt then
+    nxt = prev
+  end
+  redis.call('HSET', hk, 'inflight', inflight, 'next', nxt)
   if inflight < conc and redis.call('LLEN', P .. 'q:' .. host) > 0 then
     redis.call('ZADD', P .. 'ready', nxt, host)
   end

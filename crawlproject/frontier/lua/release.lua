@@ -5,7 +5,8 @@
 -- after that (see release_slot for fetch_ms, hold_ms and the adaptive terms).
 -- flags: 1 = throttled (429/503); 2 = requeue: the URL itself was not
 -- fetched (its slot served robots.txt, or robots.txt is unreachable) and goes
--- back to the head of its queue, lease forgotten.
+-- back to the head of its queue, lease forgotten; 4 = no contact: the host was
+-- not contacted with this slot (e.g. robots.txt forbade the URL).
 -- Otherwise the lease stays, in state p, until acknowledged.
 -- Returns the number of slots released.
 local ddelay = tonumber(ARGV[2])
@@ -35,6 +36,7 @@ for i = 7, #ARGV - 4, 5 do
       release_slot(host, ddelay, dconc, age, {
         factor = tune.factor, amax = tune.amax, bmax = tune.bmax,
         fetch = tonumber(ARGV[i + 2]) or -1, hold = hold, throttled = flags % 2 == 1,
+        nocontact = flags % 8 >= 4,
       })
       released = released + 1
     elseif requeue then
