@@ -220,6 +220,9 @@ class RobotsTxtMiddleware:
         rules = RobotsRules(
             record, self.config.user_agent_token, round(self.config.outage_seconds * 1000)
         )
+        if rules.parse_error is not None:
+            self.stats.inc_value("robotstxt/parse_error")
+            logger.warning("robots.txt of %s could not be parsed: %s", origin, rules.parse_error)
         self._local[origin] = rules
         self._local.move_to_end(origin)
         while len(self._local) > self.config.local_cache_size:

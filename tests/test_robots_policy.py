@@ -657,3 +657,16 @@ def test_user_agent_with_the_token_does_not_warn(
     with caplog.at_level(logging.WARNING, logger="crawlproject.robots.config"):
         make_config(**overrides)
     assert [r for r in caplog.records if r.name == "crawlproject.robots.config"] == []
+
+
+def test_a_parser_crash_counts_as_no_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    import crawlproject.robots.policy as policy
+
+    def boom(body: bytes, token: str) -> object:
+        raise RecursionError("hostile input")
+
+    monkeypatch.setattr(policy, "_parse", boom)
+    record = RobotsRecord(RobotsKind.OK, 200, 0, 10**13, body=b"User-agent: *\nDisallow: /\n")
+    rules = RobotsRules(record, "crawlproject", 10**9)
+    assert rules.parse_error == "RecursionError: hostile input"
+    assert rules.verdict("http://a.test/x", 1) is Verdict.ALLOW

@@ -158,10 +158,18 @@ class RobotsRules:
         self.record = record
         self.token = token
         self.outage_ms = outage_ms
-        self._parser = _parse(record.body, token) if record.kind is RobotsKind.OK else None
+        self.parse_error: str | None = None
+        self._parser = self._parse(record.body) if record.kind is RobotsKind.OK else None
         self._fallback: Protego | None = None
         if record.kind is RobotsKind.UNREACHABLE and record.good_body:
-            self._fallback = _parse(record.good_body, token)
+            self._fallback = self._parse(record.good_body)
+
+    def _parse(self, body: bytes) -> Protego:
+        try:
+            return _parse(body, self.token)
+        except Exception as exc:  # hostile input must not fail every URL of the host
+            self.parse_error = f"{type(exc).__name__}: {exc}"
+            return Protego.parse("")  # RFC 9309 2.2: what cannot be parsed is ignored
 
     def fresh(self, now_ms: int) -> bool:
         return now_ms < self.record.expires_ms
