@@ -16,19 +16,33 @@ import sys
 from pathlib import Path
 
 DEMO_DELAY_SECONDS = 0.25
+# Host 1 keeps its /p/1... pages (/p/1, /p/10-/p/19) away from crawlers.
+DEMO_ROBOTS = "User-agent: *\nDisallow: /p/1\n"
 
 
 def main() -> int:
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
-    from tests.support.testweb import WebProcess, fetch_counts, politeness_report
+    from tests.support.testweb import WebProcess, page_counts, politeness_report
 
     data = root / "crawl-data" / "demo"
     shutil.rmtree(data, ignore_errors=True)  # each demo crawls a fresh web on a new port
     data.mkdir(parents=True)
-    options = {"hosts": 5, "pages": 20, "latency_ms": "5-30", "links": 4, "cross_links": 1}
+    options = {
+        "hosts": 5, "pages": 20, "latency_ms": "5-30", "links": 4, "cross_links": 1,
+        "special": {1: {"/robots.txt": {"body": DEMO_ROBOTS}}},
+    }  # fmt: skip
     with WebProcess(data / "web", options) as web:
-        print(f"demo web: {len(web.seeds)} hosts, {len(web.expected_urls)} pages")
+        host1 = web.seeds[0].rstrip("/")
+
+        def allowed(url: str) -> bool:
+            return not url.startswith(host1 + "/p/1")
+
+        expected = web.reachable_urls(allowed)
+        print(
+            f"demo web: {len(web.seeds)} hosts, {len(web.expected_urls)} pages, "
+            f"{len(expected)} of them allowed by robots.txt"
+        )
         cmd = [
             sys.executable, "-m", "scrapy", "crawl", "web",
             "-a", "seeds=" + ",".join(web.seeds),
@@ -40,12 +54,17 @@ def main() -> int:
         ]  # fmt: skip
         code = subprocess.call(cmd, cwd=root)
         log = web.stop()
-    fetched = fetch_counts(r for r in log if r.path != "/robots.txt")
+    fetched = page_counts(log)
+    robots = sum(r.path == "/robots.txt" for r in log)
+    forbidden = [u for u in fetched if not allowed(u)]
     report = politeness_report(log, DEMO_DELAY_SECONDS)
     items = [json.loads(line) for line in (data / "pages.jsonl").read_text().splitlines()]
     print()
-    print(f"pages fetched:  {len(fetched)} of {len(web.expected_urls)} (each once: "
-          f"{all(n == 1 for n in fetched.values())})")  # fmt: skip
+    print(
+        f"pages fetched:  {len(fetched)} of {len(expected)} allowed (each once: "
+        f"{all(n == 1 for n in fetched.values())}); disallowed fetched: {len(forbidden)}"
+    )
+    print(f"robots.txt:     {robots} fetch(es) for {len(web.seeds)} hosts")  # fmt: skip
     print(f"items written:  {len(items)} -> {data / 'pages.jsonl'}")
     worst_gap = min((p.min_idle for p in report.values() if p.min_idle is not None), default=0.0)
     in_flight = max((p.max_in_flight for p in report.values()), default=0)
