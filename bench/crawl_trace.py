@@ -77,8 +77,8 @@ class FrontierTrace:
                     if result.next_ready_ms is None
                     else (result.next_ready_ms - result.now_ms) / 1000
                 )
-            elif op == "release":  # (lease, age in ms) pairs
-                ev["tokens"] = [lease.token for lease, _ in args[0]]
+            elif op == "release":  # Release records
+                ev["tokens"] = [r.lease.token for r in args[0]]
             elif op == "ack":
                 ev["tokens"] = [lease.token for lease in args[0]]
             elif op == "add":
