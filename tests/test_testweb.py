@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import difflib
 import gzip
 import hashlib
 import html
@@ -23,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from tests.support.testweb import (
+    ENGLISH_WORDS,
     OUT_OF_SCOPE_IP,
     Link,
     RequestRecord,
@@ -31,7 +33,9 @@ from tests.support.testweb import (
     canonical_url,
     fetch_counts,
     host_ip,
+    page_path,
     politeness_report,
+    web_from_description,
 )
 
 WebFactory = Callable[..., TestWeb]
@@ -522,3 +526,211 @@ def test_process_mode_with_special_file(tmp_path: Path) -> None:
     with WebProcess(tmp_path / "web2", options) as web2:
         assert web2.description["params"]["special"] == {"1": {"/x": {"status": 500}}}
         assert get(f"http://{host_ip(1)}:{web2.port}/x")[0] == 500
+
+
+# -- realistic pages and mirrors ----------------------------------------------------------
+
+TAG = re.compile(r"<[^>]+>")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def block(page: str, tag: str) -> str:
+    found = re.search(rf"<{tag}\b.*?</{tag}>", page, re.S)
+    assert found, tag
+    return found.group(0)
+
+
+def visible_words(page: str) -> list[str]:
+    return html.unescape(TAG.sub(" ", page)).split()
+
+
+def page_of(url: str) -> int:
+    path = urlsplit(url).path
+    return 0 if path == "/" else int(path.removeprefix("/p/"))
+
+
+def test_realistic_pages_share_a_template_and_differ_in_body(testweb_factory: WebFactory) -> None:
+    params: dict[str, Any] = dict(
+        hosts=2, pages=6, links_out_of_scope=1, query_variants=2, body_bytes=3000, seed=3
+    )
+    web = testweb_factory(realistic=True, **params)
+    pages = {
+        (h, k): get(web.base_url(h) + page_path(k)[1:])[1].decode()
+        for h in (1, 2)
+        for k in range(6)
+    }
+    a, b = pages[1, 0], pages[1, 3]
+    site = web.site(1)
+    assert site.name != web.site(2).name and len(site.nav) == 10
+    # The template: header (site name, nav), About box and footer, shared but for the date.
+    assert block(a, "header") == block(b, "header")
+    assert site.name in block(a, "header") and f"| {site.name}</title>" in a
+    assert block(a, "aside") == block(b, "aside")
+    assert DATE.sub("D", block(a, "footer")) == DATE.sub("D", block(b, "footer"))
+    assert block(a, "footer") != block(b, "footer")
+    assert f"Last updated: {web.last_updated(1, 3)}</p>" in b
+    assert "\u00a9" in b and "All rights reserved." in b
+    shared = " ".join(visible_words(block(b, "header") + block(b, "aside") + block(b, "footer")))
+    assert 1000 <= len(shared) <= 1500
+    assert 300 <= len(" ".join(visible_words(block(b, "footer")))) <= 600
+    assert block(a, "header") != block(pages[2, 0], "header")  # another host, another site
+    # Bodies: different pages, different paragraphs of English sentences.
+    paragraphs = {
+        key: re.findall(r"<p>([^<]*)</p>", block(page, "article")) for key, page in pages.items()
+    }
+    assert not set(paragraphs[1, 0]) & set(paragraphs[1, 3])
+    assert f"<h1>{html.escape(web.headline(1, 3))}</h1>" in b
+    for paras in paragraphs.values():
+        assert 3000 <= sum(len(p) + 1 for p in paras) <= 3300
+        for para in paras:
+            sentences = re.split(r"(?<=[.?!]) ", para)
+            assert 1 <= len(sentences) <= 6
+            for sentence in sentences:
+                assert sentence[0].isupper() and sentence[-1] in ".?!"
+                words = sentence.lower().split()
+                assert 8 <= len(words) <= 20
+                assert all(w.strip(",.?!") in ENGLISH_WORDS for w in words)
+    # Links: exactly the graph's, in its forms, and the same graph as a plain web's.
+    for (h, k), page in pages.items():
+        hrefs = [html.unescape(href) for href in HREF.findall(page)]
+        assert hrefs == [web.href(link) for link in web.graph[h, k]]
+    plain = TestWeb(port=web.port, **params)
+    assert plain.graph == web.graph and plain.expected_urls == web.expected_urls
+    assert crawl_over_http(web, lambda u: True) == web.expected_urls
+    # Deterministic given the parameters; another seed, another web.
+    again = TestWeb(realistic=True, port=web.port, **params)
+    assert all(again.render(h, k).decode() == page for (h, k), page in pages.items())
+    other = TestWeb(realistic=True, port=web.port, **{**params, "seed": 4})
+    assert other.render(1, 3) != again.render(1, 3)
+    assert other.site(1) != again.site(1)
+
+
+def test_mirror_pages_equal_their_source_but_banner_and_date(testweb_factory: WebFactory) -> None:
+    params: dict[str, Any] = dict(hosts=4, pages=5, links_out_of_scope=1, query_variants=2)
+    web = testweb_factory(realistic=True, mirrors={3: 1, 4: 1}, **params)
+    src_ip = host_ip(1)
+    pairs = web.mirror_pairs()
+    # Every URL of a mirror (query variants too) is paired with its source's, both expected.
+    for m in (3, 4):
+        mirror_urls = {u for u in web.expected_urls if urlsplit(u).hostname == host_ip(m)}
+        assert {mu for mu, _ in pairs if urlsplit(mu).hostname == host_ip(m)} == mirror_urls
+        assert len(mirror_urls) == 5 + 2
+    assert len(pairs) == len(set(pairs)) == 2 * (5 + 2)
+    assert all(urlsplit(su).hostname == src_ip for _, su in pairs)
+    assert {su for _, su in pairs} <= web.expected_urls
+    assert all(
+        urlsplit(mu)._replace(netloc="") == urlsplit(su)._replace(netloc="") for mu, su in pairs
+    )
+    banners: dict[str, set[str]] = {host_ip(3): set(), host_ip(4): set()}
+    for mirror_url, source_url in pairs:
+        (m_status, m_body), (s_status, s_body) = get(mirror_url), get(source_url)
+        assert m_status == s_status == 200
+        mirror, source = m_body.decode(), s_body.decode()
+        m, k = (3 if urlsplit(mirror_url).hostname == host_ip(3) else 4), page_of(mirror_url)
+        banner = web.banner(m)
+        assert f'<div class="banner">{html.escape(banner)}</div>' in mirror
+        assert '<div class="banner">' not in source
+        banners[host_ip(m)] |= set(re.findall(r'<div class="banner">([^<]*)</div>', mirror))
+        # Visible text: the same words but for the banner and the "Last updated" date.
+        s_words, m_words = visible_words(source), visible_words(mirror)
+        diff = difflib.SequenceMatcher(None, s_words, m_words, autojunk=False).get_opcodes()
+        changes = [(tag, s_words[i:j], m_words[p:q]) for tag, i, j, p, q in diff if tag != "equal"]
+        assert changes == [
+            ("insert", [], banner.split()),
+            ("replace", [web.last_updated(1, k)], [web.last_updated(m, k)]),
+        ]
+        assert 15 <= len(banner.split()) <= 25
+        assert web.last_updated(1, k) != web.last_updated(m, k)
+        # Links: the source's, with its own host replaced by the mirror's.
+        s_links = [
+            canonical_url(urljoin(source_url, html.unescape(h))) for h in HREF.findall(source)
+        ]
+        m_links = [
+            canonical_url(urljoin(mirror_url, html.unescape(h))) for h in HREF.findall(mirror)
+        ]
+        assert m_links == [u.replace(f"//{src_ip}:", f"//{host_ip(m)}:") for u in s_links]
+        assert any(urlsplit(u).hostname == host_ip(m) for u in m_links)
+        assert not any(urlsplit(u).hostname == src_ip for u in m_links)
+    assert {ip: len(texts) for ip, texts in banners.items()} == {host_ip(3): 1, host_ip(4): 1}
+    assert banners[host_ip(3)] != banners[host_ip(4)]
+    # Adding mirrors leaves the other hosts' graphs as they were, and their pages too but for
+    # the text of links into a mirror (a mirror's page has its source's title).
+    plain = TestWeb(realistic=True, port=web.port, **params)
+    for h in (1, 2):
+        for k in range(5):
+            assert web.graph[h, k] == plain.graph[h, k]
+            if not any(link.host in (3, 4) for link in web.graph[h, k]):
+                assert web.render(h, k) == plain.render(h, k)
+    assert crawl_over_http(web, lambda u: True) == web.expected_urls
+
+
+def test_plain_mirror_pages_copy_the_source_and_add_the_banner() -> None:
+    web = TestWeb(hosts=2, pages=3, query_variants=0, mirrors={2: 1}, port=9)
+    source, mirror = web.render(1, 1).decode(), web.render(2, 1).decode()
+    assert "<title>Host 1 page 1</title>" in mirror
+    banner = f'<div class="banner">{html.escape(web.banner(2))}</div>\n'
+    # Links to host 1 become links to host 2; any to host 2 stay.
+    assert mirror.replace(banner, "") == source.replace(f"//{host_ip(1)}:", f"//{host_ip(2)}:")
+    assert web.mirror_pairs() == [
+        ("http://127.0.3.2:9/", "http://127.0.3.1:9/"),
+        ("http://127.0.3.2:9/p/1", "http://127.0.3.1:9/p/1"),
+        ("http://127.0.3.2:9/p/2", "http://127.0.3.1:9/p/2"),
+    ]
+
+
+def test_mirrors_are_validated_and_described() -> None:
+    bads: list[dict[Any, Any]] = [
+        {1: 1},  # itself
+        {0: 1},
+        {4: 1},  # out of range
+        {2: 0},
+        {2: 4},
+        {2: 1, 3: 2},  # a mirror of a mirror
+        {2: 1, 1: 3},  # a source that is also a mirror
+        {"2": 1},
+    ]
+    for bad in bads:
+        with pytest.raises(ValueError):
+            TestWeb(hosts=3, pages=1, mirrors=bad)
+    plain = TestWeb(hosts=2, pages=1)
+    assert (plain.params["realistic"], plain.params["mirrors"], plain.mirror_pairs()) == (
+        False, {}, [],
+    )  # fmt: skip
+    mirrors = {3: 1}
+    web = TestWeb(hosts=3, pages=2, realistic=True, mirrors=mirrors, port=9)
+    mirrors[2] = 1  # the web keeps its own copy
+    assert (web.params["realistic"], web.params["mirrors"]) == (True, {3: 1})
+    description = json.loads(json.dumps(web.describe()))
+    assert description["params"]["realistic"] is True
+    assert description["params"]["mirrors"] == {"3": 1}
+    assert [tuple(p) for p in description["mirror_pairs"]] == web.mirror_pairs()
+    rebuilt = web_from_description(description)
+    assert rebuilt.mirrors == {3: 1} and rebuilt.realistic
+    assert rebuilt.graph == web.graph and rebuilt.render(3, 1) == web.render(3, 1)
+
+
+def test_process_mode_with_mirrors_and_realistic(tmp_path: Path) -> None:
+    options: dict[str, Any] = {"hosts": 3, "pages": 4, "realistic": True, "mirrors": {3: 2}}
+    with WebProcess(tmp_path / "web", options) as web:
+        params = web.description["params"]
+        assert (params["realistic"], params["mirrors"]) == (True, {"3": 2})
+        same = TestWeb(hosts=3, pages=4, realistic=True, mirrors={3: 2}, port=web.port)
+        assert web.expected_urls == same.expected_urls == web.reachable_urls(lambda u: True)
+        assert web.mirror_pairs() == same.mirror_pairs()
+        for mirror_url, source_url in web.mirror_pairs():
+            k = page_of(mirror_url)
+            assert get(mirror_url) == (200, same.render(3, k))
+            assert get(source_url) == (200, same.render(2, k))
+        assert (
+            f'<div class="banner">{html.escape(same.banner(3))}</div>'.encode()
+            in get(web.seeds[2])[1]
+        )
+    # Inline JSON works as well as a file; realistic=False passes no flag.
+    options = {"hosts": 2, "pages": 2, "realistic": False, "mirrors": '{"2": 1}'}
+    with WebProcess(tmp_path / "web2", options) as web2:
+        params = web2.description["params"]
+        assert (params["realistic"], params["mirrors"]) == (False, {"2": 1})
+        same = TestWeb(hosts=2, pages=2, mirrors={2: 1}, port=web2.port)
+        assert get(web2.seeds[1]) == (200, same.render(2, 0))
+    with pytest.raises(RuntimeError, match="cannot mirror itself"):
+        WebProcess(tmp_path / "web3", {"hosts": 2, "mirrors": {2: 2}}).start()

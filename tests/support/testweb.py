@@ -29,6 +29,24 @@ the first N requests for that host and path get the spec; later ones get the
 normal route). ``{base}`` in ``body`` and header values becomes
 ``http://<host ip>:<port>``. Special routes come before every other route;
 they are not part of ``graph`` nor of ``expected_urls``.
+
+``realistic`` (``--realistic``) makes pages look like a real site's, for
+near-duplicate detection: every page of a host shares a site template (a header
+with the site name and a navigation bar of labels, an "About" box and a footer
+of boilerplate ending in a per-page "Last updated: YYYY-MM-DD" line: together
+about 1.2 KB of text), around a body of ``body_bytes`` of English sentences in
+paragraphs, which differs page to page. The page's links are still exactly
+``graph[h, k]``, in a "Related articles" list. Without it pages are a heading
+and filler of random letter strings, as they always were.
+
+``mirrors`` (``--mirrors JSON``: ``{"mirror host": source host}``) makes host m
+a mirror of host s: m's page k is s's page k (same template, title and text)
+with a ``<div class="banner">`` announcement after the heading (the same on all
+of m's pages), a different "Last updated" date (realistic pages only) and links
+remapped into m: ``graph[m, k]`` is ``graph[s, k]`` with host s replaced by m.
+A mirror keeps its own seed URL, latency and special routes; its pages are in
+``expected_urls`` and ``mirror_pairs()`` pairs each with its source page.
+Mirrors of mirrors are refused.
 """
 
 from __future__ import annotations
@@ -53,8 +71,9 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from itertools import pairwise
+from dataclasses import asdict, dataclass, field, replace
+from datetime import date, timedelta
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -78,6 +97,99 @@ SPECIAL_KEYS = frozenset({"status", "body", "content_type", "headers", "gzip", "
 
 # host index (1-based) -> exact path (no query) -> spec (see the module docstring)
 SpecialRoutes = dict[int, dict[str, dict[str, Any]]]
+
+# Common English words, roughly most frequent first, for realistic pages. Body text draws them
+# with Zipf-like weights (rank r weighs 1/(r+10)), so pages share many words, as real text does.
+_ENGLISH_TEXT = """
+the of and to in is it you that he was for on are with as his they be at one have this from or
+had by word but what some we can out other were all there when up use your how said an each she
+which do their time if will way about many then them write would like so these her long make
+thing see him two has look more day could go come did number sound no most people my over know
+water than call first who may down side been now find any new work part take get place made
+live where after back little only round man year came show every good me give our under name
+very through just form sentence great think say help low line differ turn cause much mean
+before move right boy old too same tell does set three want air well also play small end put
+home read hand port large spell add even land here must big high such follow act why ask men
+change went light kind off need house picture try us again animal point mother world near build
+self earth father head stand own page should country found answer school grow study still learn
+plant cover food sun four between state keep eye never last let thought city tree cross farm
+hard start might story saw far sea draw left late run while press close night real life few
+north open seem together next white children begin got walk example ease paper group always
+music those both mark often letter until mile river car feet care second book carry took
+science eat room friend began idea fish mountain stop once base hear horse cut sure watch color
+face wood main enough plain girl usual young ready above ever red list though feel talk bird
+soon body dog family direct pose leave song measure door product black short numeral class wind
+question happen complete ship area half rock order fire south problem piece told knew pass
+since top whole king space heard best hour better true during hundred five remember step early
+hold west ground interest reach fast verb sing listen six table travel less morning ten simple
+several vowel toward war lay against pattern slow center love person money serve appear road
+map rain rule govern pull cold notice voice unit power town fine certain fly fall lead cry dark
+machine note wait plan figure star box noun field rest correct able pound done beauty drive
+stood contain front teach week final gave green quick develop ocean warm free minute strong
+special mind behind clear tail produce fact street inch multiply nothing course stay wheel full
+force blue object decide surface deep moon island foot system busy test record boat common gold
+possible plane stead dry wonder laugh thousand ago ran check game shape equate miss brought
+heat snow tire bring yes distant fill east paint language among grand ball yet wave drop heart
+present heavy dance engine position arm wide sail material size vary settle speak weight
+general ice matter circle pair include divide syllable felt perhaps pick sudden count square
+reason length represent art subject region energy hunt probable bed brother egg ride cell
+believe fraction forest sit race window store summer train sleep prove lone leg exercise wall
+catch mount wish sky board joy winter sat written wild instrument kept glass grass cow job edge
+sign visit past soft fun bright gas weather month million bear finish happy hope flower clothe
+strange gone jump baby eight village meet root buy raise solve metal whether push seven
+paragraph third shall held hair describe cook floor either result burn hill safe cat century
+consider type law bit coast copy phrase silent tall sand soil roll temperature finger industry
+value fight lie beat excite natural view sense ear else quite broke case middle son lake moment
+scale loud spring observe child straight consonant nation dictionary milk speed method organ
+pay age section dress cloud surprise quiet stone tiny climb cool design poor lot experiment
+bottom key iron single stick flat twenty skin smile crease hole trade melody trip office
+receive row mouth exact symbol die least trouble shout except wrote seed tone join suggest
+clean break lady yard rise bad blow oil blood touch grew cent mix team wire cost lost brown
+wear garden equal sent choose fell fit flow fair bank collect save control decimal gentle woman
+captain practice separate difficult doctor please protect noon whose locate ring character
+insect caught period indicate radio spoke atom human history effect electric expect crop modern
+element hit student corner party supply bone rail imagine provide agree thus capital chair
+danger fruit rich thick soldier process operate guess necessary sharp wing create neighbor wash
+bat rather crowd corn compare poem string bell depend meat rub tube famous dollar stream fear
+sight thin triangle planet hurry chief colony clock mine tie enter major fresh search send
+yellow allow print dead spot desert suit current lift rose arrive master track parent shore
+division sheet substance favor connect post spend chord fat glad original share station dad
+bread charge proper bar offer segment duck instant market degree populate chick dear enemy
+reply drink occur support speech nature range steam motion path liquid log meant quotient teeth
+shell neck oxygen sugar death pretty skill women season solution magnet silver thank branch
+match suffix especially fig afraid huge sister steel discuss forward similar guide experience
+score apple bought led pitch coat mass card band rope slip win dream evening condition feed
+tool total basic smell valley nor double seat continue block chart hat sell success company
+subtract event particular deal swim term opposite wife shoe shoulder spread arrange camp invent
+cotton born determine quart nine truck noise level chance gather shop stretch throw shine
+property column molecule select wrong gray repeat require broad prepare salt nose plural anger
+claim continent
+"""
+ENGLISH_WORDS: tuple[str, ...] = tuple(_ENGLISH_TEXT.split())
+_WORD_CUM_WEIGHTS = tuple(accumulate(1 / (rank + 10) for rank in range(len(ENGLISH_WORDS))))
+SITE_ADJECTIVES = (
+    "Northern", "Quiet", "Silver", "Golden", "Open", "Green", "Bright", "Little", "Old",
+    "Western", "Coastal", "Red", "Blue", "Hidden", "Evening", "Morning",
+)  # fmt: skip
+SITE_NOUNS = (
+    "Harbor", "Valley", "Garden", "River", "Lantern", "Bridge", "Meadow", "Mountain",
+    "Compass", "Orchard", "Station", "Forest", "Island", "Market", "Library", "Workshop",
+)  # fmt: skip
+SITE_KINDS = (
+    "Journal", "Review", "Gazette", "Times", "Post", "Chronicle", "Herald", "Observer",
+    "Digest", "Weekly", "Notes", "Magazine",
+)  # fmt: skip
+NAV_SECTIONS = (
+    "News", "World", "Business", "Technology", "Science", "Health", "Sports", "Culture",
+    "Travel", "Food", "Opinion", "Books", "Music", "Archive", "Events", "Photos", "Video",
+)  # fmt: skip
+CITIES = (
+    "Springfield", "Riverton", "Fairview", "Madison", "Georgetown", "Franklin", "Greenville",
+    "Salem", "Bristol", "Ashland", "Milton", "Dover",
+)  # fmt: skip
+STATES = ("CA", "NY", "TX", "OR", "WA", "MA", "IL", "CO", "VT", "ME")
+STREET_KINDS = ("Street", "Avenue", "Road", "Lane", "Boulevard")
+FIRST_UPDATE = date(2015, 1, 1)  # "Last updated" dates fall in the ten years from here
 
 
 def host_ip(i: int) -> str:
@@ -129,6 +241,59 @@ def _check_special(special: SpecialRoutes, hosts: int) -> SpecialRoutes:
                 raise ValueError(f"special: unknown keys {sorted(unknown)} for {path!r}")
             out[h][path] = json.loads(json.dumps(spec))  # a JSON-able deep copy
     return out
+
+
+def mirrors_from_json(data: dict[str, Any]) -> dict[int, int]:
+    """``mirrors`` as JSON holds it (keys are strings) -> ints."""
+    return {int(m): int(s) for m, s in data.items()}
+
+
+def _check_mirrors(mirrors: dict[int, int], hosts: int) -> dict[int, int]:
+    """A validated copy of mirror host -> source host."""
+    for m, s in mirrors.items():
+        for i in (m, s):
+            if not isinstance(i, int) or isinstance(i, bool) or not 1 <= i <= hosts:
+                raise ValueError(f"mirrors: host {i!r} outside 1..{hosts}")
+        if m == s:
+            raise ValueError(f"mirrors: host {m} cannot mirror itself")
+        if s in mirrors:
+            raise ValueError(f"mirrors: host {m} mirrors host {s}, itself a mirror")
+    return dict(sorted(mirrors.items()))
+
+
+def _sentence(rng: random.Random, n: int) -> str:
+    """A capitalised sentence of ``n`` common English words, maybe with a comma."""
+    words = rng.choices(ENGLISH_WORDS, cum_weights=_WORD_CUM_WEIGHTS, k=n)
+    if n >= 8 and rng.random() < 0.4:
+        words[rng.randrange(3, n - 3)] += ","
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + rng.choice("..........??!")
+
+
+def _paragraphs(rng: random.Random, nbytes: int) -> list[str]:
+    """Paragraphs of 3-6 sentences of 8-20 words, ``nbytes`` of text or a sentence more."""
+    paragraphs: list[str] = []
+    size = 0
+    while size < nbytes:
+        sentences: list[str] = []
+        for _ in range(rng.randint(3, 6)):
+            sentences.append(_sentence(rng, rng.randint(8, 20)))
+            size += len(sentences[-1]) + 1
+            if size >= nbytes:
+                break
+        paragraphs.append(" ".join(sentences))
+    return paragraphs
+
+
+@dataclass(frozen=True)
+class SiteTemplate:
+    """The text a realistic host shares between all its pages (its mirrors too)."""
+
+    name: str
+    tagline: str
+    nav: tuple[str, ...]  # navigation labels (not links: a page's links are its graph's)
+    about: str
+    footer: tuple[str, ...]  # footer lines, before the page's "Last updated" line
 
 
 class Reply(NamedTuple):
@@ -266,10 +431,14 @@ class TestWeb:
         seed: int = 1,
         port: int | None = None,
         special: SpecialRoutes | None = None,
+        realistic: bool = False,
+        mirrors: dict[int, int] | None = None,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS or pages < 1:
             raise ValueError("need 1 <= hosts <= MAX_HOSTS and pages >= 1")
         self.special = _check_special(special or {}, hosts)
+        self.mirrors = _check_mirrors(mirrors or {}, hosts)  # mirror host -> source host
+        self.realistic = bool(realistic)
         lo, hi = latency_ms if isinstance(latency_ms, tuple) else (latency_ms, latency_ms)
         self.params: dict[str, Any] = dict(
             hosts=hosts,
@@ -282,6 +451,8 @@ class TestWeb:
             body_bytes=body_bytes,
             seed=seed,
             special=self.special,
+            realistic=self.realistic,
+            mirrors=self.mirrors,
         )
         self.hosts, self.pages, self.body_bytes, self.seed = hosts, pages, body_bytes, seed
         self.port = port or 0
@@ -298,6 +469,14 @@ class TestWeb:
                 self.graph[h, k] = self._page_links(
                     rng, h, k, links, cross_links, links_out_of_scope
                 )
+        # A mirror's own links were drawn above all the same, so that adding a mirror leaves
+        # every other host's graph as it was; they are replaced by its source's, remapped.
+        for m, s in self.mirrors.items():
+            self.variants[m] = list(self.variants[s])
+            for k in range(pages):
+                self.graph[m, k] = [
+                    replace(link, host=m) if link.host == s else link for link in self.graph[s, k]
+                ]
         vocab_rng = random.Random(f"vocab/{seed}")
         letters = "abcdefghijklmnopqrstuvwxyz"
         self._vocab = [
@@ -309,6 +488,7 @@ class TestWeb:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._failures_left: dict[tuple[str, str], int] = {}  # (ip, path) -> 503s still to send
         self._special_hits: Counter[tuple[int, str]] = Counter()  # (host, path) -> requests
+        self._sites: dict[int, SiteTemplate] = {}
 
     # -- graph ------------------------------------------------------------------
 
@@ -387,6 +567,20 @@ class TestWeb:
                     reach(link.host, link.page, queries[link.query])
         return urls
 
+    def mirror_pairs(self) -> list[tuple[str, str]]:
+        """(mirror page URL, source page URL) for every page of every mirror, query
+        variants included, in canonical form (as in ``expected_urls``)."""
+        variant = canonical_query("&".join(VARIANT_QUERY))
+        pairs = []
+        for m, s in self.mirrors.items():
+            mirror, source = (f"http://{host_ip(i)}:{self.port}" for i in (m, s))
+            for k in range(self.pages):
+                path = page_path(k)
+                pairs.append((mirror + path, source + path))
+                if k in self.variants[m]:
+                    pairs.append((f"{mirror}{path}?{variant}", f"{source}{path}?{variant}"))
+        return pairs
+
     def href(self, link: Link) -> str:
         ip = host_ip(link.host) if link.host else OUT_OF_SCOPE_IP
         path = page_path(link.page) + (f"?{link.query}" if link.query else "")
@@ -400,13 +594,16 @@ class TestWeb:
         return prefix + path  # "../p/3" resolves to /p/3 from both "/" and "/p/N"
 
     def render(self, h: int, k: int) -> bytes:
-        title = f"Host {h} page {k}"
+        if self.realistic:
+            return self._render_realistic(h, k)
+        src = self.mirrors.get(h, h)  # a mirror shows its source's title and text
+        title = f"Host {src} page {k}"
         items = "".join(
             f'<li><a href="{html.escape(self.href(link))}">to page {link.page}</a></li>\n'
             for link in self.graph[h, k]
         )
         # Filler differs per page, so near-duplicate detection sees distinct pages.
-        rng = random.Random(f"{self.seed}/{h}/{k}")
+        rng = random.Random(f"{self.seed}/{src}/{k}")
         words, size = [], 0
         while size < self.body_bytes:
             words.append(rng.choice(self._vocab))
@@ -414,8 +611,107 @@ class TestWeb:
         half = len(words) // 2
         page = (
             f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
-            f"</head>\n<body><h1>{title}</h1>\n<p>{' '.join(words[:half])}</p>\n"
+            f"</head>\n<body><h1>{title}</h1>\n{self._banner_html(h)}"
+            f"<p>{' '.join(words[:half])}</p>\n"
             f"<ul>\n{items}</ul>\n<p>{' '.join(words[half:])}</p>\n</body></html>\n"
+        )
+        return page.encode()
+
+    # -- realistic pages and mirrors ----------------------------------------------------
+
+    def site(self, h: int) -> SiteTemplate:
+        """Host h's site template (its source's, for a mirror)."""
+        h = self.mirrors.get(h, h)
+        if h not in self._sites:
+            rng = random.Random(f"site/{self.seed}/{h}")
+            name = " ".join(
+                rng.choice(words) for words in (SITE_ADJECTIVES, SITE_NOUNS, SITE_KINDS)
+            )
+            name = f"The {name}"
+            sections = rng.sample(NAV_SECTIONS, 9)
+            since, year = rng.randint(1995, 2012), rng.randint(2020, 2025)
+            slug = name.lower().replace(" ", "")
+            street = f"{rng.choice(SITE_NOUNS)} {rng.choice(STREET_KINDS)}"
+            place = f"{rng.choice(CITIES)}, {rng.choice(STATES)} {rng.randrange(10000, 99999)}"
+            about = (
+                f"{name} is an independent publication covering {sections[0].lower()}, "
+                f"{sections[1].lower()} and {sections[2].lower()} since {since}. "
+                + " ".join(_sentence(rng, rng.randint(12, 16)) for _ in range(3))
+                + f" Contact the newsroom at news@{slug}.example; corrections and complaints go "
+                f"to editor@{slug}.example."
+            )
+            footer = (
+                "Subscribe to our newsletter for a weekly summary of new stories, "
+                "events and letters from our readers. " + _sentence(rng, rng.randint(14, 18)),
+                f"{name}, {rng.randint(10, 999)} {street}, {place}. "
+                f"Phone: (555) {rng.randrange(100, 999)}-{rng.randrange(1000, 9999)}. "
+                f"Email: contact@{slug}.example",
+                f"\u00a9 {year} {name}. All rights reserved. Reproduction of any part of this "
+                "site without written permission is prohibited.",
+                "Privacy Policy | Terms of Use | Cookie Settings | Accessibility | Contact Us",
+            )
+            tagline = _sentence(rng, rng.randint(6, 9))
+            self._sites[h] = SiteTemplate(name, tagline, ("Home", *sections), about, footer)
+        return self._sites[h]
+
+    def headline(self, h: int, k: int) -> str:
+        """Title of a realistic page (a mirror's is its source's)."""
+        rng = random.Random(f"headline/{self.seed}/{self.mirrors.get(h, h)}/{k}")
+        return " ".join(
+            w.capitalize() for w in rng.choices(ENGLISH_WORDS[100:], k=rng.randint(3, 7))
+        )
+
+    def last_updated(self, h: int, k: int) -> str:
+        """The footer's date (YYYY-MM-DD) of a realistic page; a mirror's differs from
+        its source's."""
+
+        def day(i: int) -> int:
+            return random.Random(f"updated/{self.seed}/{i}/{k}").randrange(3650)
+
+        d = day(h)
+        if h in self.mirrors and d == day(self.mirrors[h]):
+            d = (d + 1) % 3650
+        return (FIRST_UPDATE + timedelta(days=d)).isoformat()
+
+    def banner(self, m: int) -> str:
+        """The announcement of mirror ``m`` (15-25 words), the same on all its pages."""
+        rng = random.Random(f"banner/{self.seed}/{m}")
+        return "Mirror notice: " + _sentence(rng, rng.randint(13, 23))
+
+    def _banner_html(self, h: int) -> str:
+        if h not in self.mirrors:
+            return ""
+        return f'<div class="banner">{html.escape(self.banner(h))}</div>\n'
+
+    def _link_text(self, link: Link) -> str:
+        return self.headline(link.host, link.page) if link.host else f"Partner resource {link.page}"
+
+    def _render_realistic(self, h: int, k: int) -> bytes:
+        esc = html.escape
+        site, headline = self.site(h), self.headline(h, k)
+        rng = random.Random(f"body/{self.seed}/{self.mirrors.get(h, h)}/{k}")
+        paragraphs = [f"<p>{esc(p)}</p>\n" for p in _paragraphs(rng, self.body_bytes)]
+        half = (len(paragraphs) + 1) // 2
+        nav = "".join(f"<li><span>{esc(label)}</span></li>" for label in site.nav)
+        related = "".join(
+            f'<li><a href="{esc(self.href(link))}">{esc(self._link_text(link))}</a></li>\n'
+            for link in self.graph[h, k]
+        )
+        footer = "".join(f"<p>{esc(line)}</p>\n" for line in site.footer)
+        page = (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{esc(headline)} | {esc(site.name)}</title>\n"
+            '<meta name="viewport" content="width=device-width, initial-scale=1"></head>\n'
+            f'<body>\n<header class="site-header"><div class="site-name">{esc(site.name)}</div>\n'
+            f'<p class="tagline">{esc(site.tagline)}</p>\n<nav><ul>{nav}</ul></nav>\n</header>\n'
+            f"<main>\n<article>\n<h1>{esc(headline)}</h1>\n{self._banner_html(h)}"
+            + "".join(paragraphs[:half])
+            + f'<h2>Related articles</h2>\n<ul class="related">\n{related}</ul>\n'
+            + "".join(paragraphs[half:])
+            + f"</article>\n<aside><h2>About {esc(site.name)}</h2>\n<p>{esc(site.about)}</p>"
+            f'</aside>\n</main>\n<footer class="site-footer">\n{footer}'
+            f'<p class="updated">Last updated: {self.last_updated(h, k)}</p>\n</footer>\n'
+            "</body></html>\n"
         )
         return page.encode()
 
@@ -430,6 +726,7 @@ class TestWeb:
             "out_of_scope": self.out_of_scope_ips,
             "latency_s": self.latency,
             "params": self.params,  # with "special"; JSON makes its host keys strings
+            "mirror_pairs": self.mirror_pairs(),
         }
 
     # -- HTTP ---------------------------------------------------------------------
@@ -620,6 +917,12 @@ def _parse_range(text: str) -> tuple[float, float]:
     return float(lo), float(hi or lo)
 
 
+def _parse_mirrors(text: str) -> dict[int, int]:
+    """``--mirrors``: inline JSON, or the path of a JSON file (as WebProcess passes dicts)."""
+    data = text if text.lstrip().startswith("{") else Path(text).read_text(encoding="utf-8")
+    return mirrors_from_json(json.loads(data))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=20)
@@ -633,6 +936,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--port", type=int, default=None)
     ap.add_argument("--special", type=Path, help="JSON file: {host: {path: spec}}")
+    ap.add_argument("--realistic", action="store_true", help="real-looking pages")
+    ap.add_argument(
+        "--mirrors", type=_parse_mirrors, help='JSON {"mirror": source}, or a file holding it'
+    )
     ap.add_argument("--log", type=Path, help="JSON lines of requests, written at exit")
     ap.add_argument("--ready-file", type=Path, help="JSON description, written once listening")
     args = ap.parse_args(argv)
@@ -648,6 +955,8 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         port=args.port,
         special=load_special(args.special) if args.special else None,
+        realistic=args.realistic,
+        mirrors=args.mirrors,
     )
 
     def ready() -> None:
@@ -674,7 +983,14 @@ def web_from_description(description: dict[str, Any]) -> TestWeb:
     params = dict(description["params"])
     lo, hi = params.pop("latency_ms")
     special = special_from_json(params.pop("special", {}))
-    return TestWeb(**params, latency_ms=(lo, hi), special=special, port=int(description["port"]))
+    mirrors = mirrors_from_json(params.pop("mirrors", {}))
+    return TestWeb(
+        **params,
+        latency_ms=(lo, hi),
+        special=special,
+        mirrors=mirrors,
+        port=int(description["port"]),
+    )
 
 
 @dataclass
@@ -682,7 +998,8 @@ class WebProcess:
     """A web served by ``python -m tests.support.testweb`` in a child process.
 
     ``start()`` waits for the ready file; ``stop()`` sends SIGTERM and returns the log.
-    An option whose value is a dict (e.g. ``special``) is passed as a JSON file.
+    An option whose value is a dict (e.g. ``special``, ``mirrors``) is passed as a JSON
+    file; a bool one (``realistic``) as a bare flag when true, not at all when false.
     """
 
     workdir: Path
@@ -706,6 +1023,9 @@ class WebProcess:
     def port(self) -> int:
         return int(self.description["port"])
 
+    def mirror_pairs(self) -> list[tuple[str, str]]:
+        return [(m, s) for m, s in self.description["mirror_pairs"]]
+
     def reachable_urls(self, allowed: Callable[[str], bool]) -> set[str]:
         """``TestWeb.reachable_urls`` for this web (rebuilt from its description)."""
         return web_from_description(self.description).reachable_urls(allowed)
@@ -725,6 +1045,9 @@ class WebProcess:
             str(ready),
         ]
         for key, value in self.options.items():
+            if isinstance(value, bool):
+                cmd += [f"--{key.replace('_', '-')}"] if value else []
+                continue
             if isinstance(value, dict):
                 value_file = self.workdir / f"testweb-{key}.json"
                 value_file.write_text(json.dumps(value), encoding="utf-8")
