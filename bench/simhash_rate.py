@@ -1,0 +1,276 @@
+"""Fingerprints per second per core: crawlproject.dedupe.fingerprint vs the simhash package.
+
+Corpus: ``tests.test_fingerprint.make_pages`` (the tests' synthetic site, seeded,
+so every run fingerprints the same pages): ``--docs`` pages (300) of ~10 KB of
+text each (a 9-10 KB body plus the ~0.8 KB site template), in two forms: the
+plain text and the HTML page (head, styles, scripts, svg, comments, nav).
+
+Workloads, each over all the pages, single process, pinned to CPU 0 when the
+OS allows (``os.sched_setaffinity``; the report says whether it was):
+
+* ``ours, text``: ``simhash64(normalise(text))``: the target is >= 2,500 docs/s.
+* ``simhash package, text``: ``simhash.Simhash(text)`` with its defaults (md5
+  feature hash); ``OverflowError`` (numpy 2, upstream issue #74: a feature
+  weight > 255) is caught and counted.
+* ``ours, page``: ``page_fingerprint(html)``: visible_text + normalise +
+  simhash64 on the HTML form: the per-page cost in the crawler.
+* stages of ``ours, page`` alone: ``visible_text(html)``, ``normalise(text)``,
+  ``simhash64(normalised)``.
+
+Each workload runs ``--repeats`` times (3; the workloads interleaved within a
+repeat), each run as many passes over the corpus as last >= ``--min-run-s``
+(1 s; calibrated on a warm-up pass), and the median run is reported: docs/s,
+and MB/s of the input it reads
+(UTF-8 bytes of the text, or of the HTML for page and visible_text). By
+default the script first waits (up to 10 min, polling every 30 s) until the
+1-minute load average is below 1.0, and reports the load before and after.
+
+    /work/venv/bin/python bench/simhash_rate.py
+    /work/venv/bin/python bench/simhash_rate.py --quick  # 60 docs, 1 repeat, 0.2 s runs, no wait
+
+Writes bench/results/simhash_rate.json (-quick.json with --quick) and prints
+a Markdown table with the command line that produced it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import simhash  # noqa: E402
+
+from crawlproject.dedupe.fingerprint import (  # noqa: E402
+    normalise,
+    page_fingerprint,
+    simhash64,
+    visible_text,
+)
+from tests.test_fingerprint import make_pages  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+TARGET_DOCS_PER_S = 2500
+QUIET_LOAD = 1.0
+QUIET_WORDS = {True: "quiet", False: "NOT quiet: gave up waiting", None: "did not wait"}
+
+
+def load_average() -> tuple[float, float, float]:
+    one, five, fifteen = Path("/proc/loadavg").read_text().split()[:3]
+    return float(one), float(five), float(fifteen)
+
+
+def wait_until_quiet(max_wait_s: float, poll_s: float = 30.0) -> dict[str, Any]:
+    """Poll the 1-minute load average until it is below QUIET_LOAD (or give up)."""
+    start = time.monotonic()
+    seen = []
+    while True:
+        load = load_average()
+        seen.append(load[0])
+        waited = time.monotonic() - start
+        if load[0] < QUIET_LOAD:
+            return {"quiet": True, "waited_s": round(waited), "loads_seen": seen}
+        if waited + poll_s > max_wait_s:
+            return {"quiet": False, "waited_s": round(waited), "loads_seen": seen}
+        print(f"load {load[0]:.2f} >= {QUIET_LOAD}: waiting {poll_s:.0f} s", flush=True)
+        time.sleep(poll_s)
+
+
+def pin_to_one_core() -> str:
+    try:
+        os.sched_setaffinity(0, {0})
+    except (AttributeError, OSError) as exc:
+        return f"not pinned ({exc.__class__.__name__})"
+    return f"pinned to CPU {sorted(os.sched_getaffinity(0))}"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def package_simhash(texts: list[str]) -> int:
+    """simhash.Simhash on each text; returns the number of OverflowErrors."""
+    overflows = 0
+    for text in texts:
+        try:
+            simhash.Simhash(text)
+        except OverflowError:
+            overflows += 1
+    return overflows
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    pages = make_pages(args.docs, seed=args.seed, min_chars=9000, max_chars=10000)
+    texts = [p.text() for p in pages]
+    htmls = [p.html() for p in pages]
+    normalised = [normalise(t) for t in texts]
+    text_mb = sum(len(t.encode()) for t in texts) / 1e6
+    html_mb = sum(len(h.encode()) for h in htmls) / 1e6
+
+    workloads: dict[str, tuple[Callable[[], object], float]] = {
+        "ours, text: simhash64(normalise(text))": (
+            lambda: [simhash64(normalise(t)) for t in texts],
+            text_mb,
+        ),
+        "simhash package, text: Simhash(text)": (lambda: package_simhash(texts), text_mb),
+        "ours, page: page_fingerprint(html)": (
+            lambda: [page_fingerprint(h) for h in htmls],
+            html_mb,
+        ),
+        "stage: visible_text(html)": (lambda: [visible_text(h) for h in htmls], html_mb),
+        "stage: normalise(text)": (lambda: [normalise(t) for t in texts], text_mb),
+        "stage: simhash64(normalised)": (lambda: [simhash64(n) for n in normalised], text_mb),
+    }
+    # warm-up (caches, the package's regex compile), then passes over the corpus
+    # per run so that every timed run lasts >= --min-run-s
+    overflow_errors = 0
+    passes: dict[str, int] = {}
+    for name, (work, _mb) in workloads.items():
+        start = time.perf_counter()
+        out = work()
+        once = time.perf_counter() - start
+        passes[name] = max(1, math.ceil(args.min_run_s / once))
+        if name.startswith("simhash package"):
+            overflow_errors = int(str(out))
+
+    seconds: dict[str, list[float]] = {name: [] for name in workloads}
+    for _ in range(args.repeats):
+        for name, (work, _mb) in workloads.items():
+            start = time.perf_counter()
+            for _ in range(passes[name]):
+                work()
+            seconds[name].append((time.perf_counter() - start) / passes[name])
+
+    rows = []
+    for name, (_work, mb) in workloads.items():
+        median_s = statistics.median(seconds[name])
+        rows.append(
+            {
+                "workload": name,
+                "passes_per_run": passes[name],
+                "seconds_per_pass": [round(s, 4) for s in seconds[name]],
+                "median_s_per_pass": round(median_s, 4),
+                "docs_per_s": round(len(pages) / median_s, 1),
+                "mb_per_s": round(mb / median_s, 2),
+                "input_mb": round(mb, 3),
+            }
+        )
+    by_name = {r["workload"]: r for r in rows}
+    ours = by_name["ours, text: simhash64(normalise(text))"]["docs_per_s"]
+    package = by_name["simhash package, text: Simhash(text)"]["docs_per_s"]
+    return {
+        "docs": len(pages),
+        "mean_text_bytes": round(text_mb * 1e6 / len(pages)),
+        "mean_html_bytes": round(html_mb * 1e6 / len(pages)),
+        "repeats": args.repeats,
+        "rows": rows,
+        "package_overflow_errors": overflow_errors,
+        "ratio_ours_over_package": round(ours / package, 1),
+        "target_docs_per_s": TARGET_DOCS_PER_S,
+        "target_met": ours >= TARGET_DOCS_PER_S,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"Fingerprints per second, one core ({report['pinning']}), "
+        f"{report['docs']} pages (text {report['mean_text_bytes']:,} B, "
+        f"HTML {report['mean_html_bytes']:,} B on average), median of {report['repeats']} runs",
+        "",
+        "| workload | docs/s | MB/s | s per pass, each run | passes/run |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for row in report["rows"]:
+        runs = ", ".join(f"{s:.4f}" for s in row["seconds_per_pass"])
+        lines.append(
+            f"| {row['workload']} | {row['docs_per_s']:,.0f} | {row['mb_per_s']:.2f} | {runs} "
+            f"| {row['passes_per_run']} |"
+        )
+    lines += [
+        "",
+        f"- ours/package (text): {report['ratio_ours_over_package']}x; "
+        f"package OverflowErrors (numpy 2, #74): {report['package_overflow_errors']} "
+        f"of {report['docs']} per run",
+        f"- target >= {report['target_docs_per_s']:,} docs/s (ours, text): "
+        f"{'met' if report['target_met'] else 'NOT met'}",
+        f"- load average before {report['load_before']}, after {report['load_after']}; "
+        f"waited {report['quiet_wait']['waited_s']} s for 1-min load < {QUIET_LOAD} "
+        f"({QUIET_WORDS[report['quiet_wait']['quiet']]})",
+        f"- {report['cpu']}; Python {report['python']}, numpy {report['numpy']}, "
+        f"simhash {report['simhash']}",
+        f"- command: `{report['command']}`",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--docs", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument(
+        "--min-run-s", type=float, default=1.0, help="passes over the corpus per run: >= this"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="60 docs, 1 repeat, 0.2 s runs, no wait"
+    )
+    parser.add_argument("--no-wait", action="store_true", help="do not wait for a quiet machine")
+    parser.add_argument("--max-wait", type=float, default=600.0, help="seconds (default 600)")
+    args = parser.parse_args()
+    if args.quick:
+        args.docs, args.repeats, args.no_wait, args.min_run_s = 60, 1, True, 0.2
+
+    command = shlex.join(["/work/venv/bin/python", "bench/simhash_rate.py", *sys.argv[1:]])
+    quiet = (
+        {"quiet": None, "waited_s": 0, "loads_seen": []}
+        if args.no_wait
+        else wait_until_quiet(args.max_wait)
+    )
+    pinning = pin_to_one_core()
+    load_before = load_average()
+    report = run(args)
+    report.update(
+        {
+            "command": command,
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "pinning": pinning,
+            "load_before": load_before,
+            "load_after": load_average(),
+            "quiet_wait": quiet,
+            "cpu": cpu_model(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "simhash": metadata.version("simhash"),
+        }
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / ("simhash_rate-quick.json" if args.quick else "simhash_rate.json")
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(markdown(report))
+    print(f"\nwrote {out.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

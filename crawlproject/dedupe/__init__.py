@@ -1,0 +1,1 @@
+"""Near-duplicate detection: SimHash fingerprints and the fleet's shared index."""
