@@ -120,3 +120,25 @@ CRAWL_ROBOTS_LOCAL_CACHE = 10_000
 # parse_sitemap method); CRAWL_ROBOTS_SITEMAP_XML also tries /sitemap.xml.
 CRAWL_ROBOTS_SITEMAPS = True
 CRAWL_ROBOTS_SITEMAP_XML = False
+
+# Duplicate pages, fleet-wide (middlewares/dedupe.py decides, pipelines/dedupe.py
+# drops): an exact test on the body's SHA-1, then, for HTML, a near-duplicate
+# test on a 64-bit SimHash of the visible text (char 4-grams) in Redis.
+CRAWL_DEDUPE_ENABLED = True
+# Fingerprints within this many bits are near-duplicates (Manku et al.: 3 of 64).
+CRAWL_SIMHASH_K = 3
+# Content types fingerprinted for near-duplicates (all bodies get the exact test).
+CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]
+# Pages with less visible text than this (normalised characters) only get the
+# exact test: a few words make no reliable fingerprint.
+CRAWL_DEDUPE_MIN_TEXT_CHARS = 200
+# Follow the links of a page found to be a duplicate (its original's links were).
+CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = False
+# Remember which URL each fingerprint came from, so a duplicate names its
+# original (costs Redis memory per page: see BENCHMARKS.md).
+CRAWL_DEDUPE_RECORD_ORIGINALS = True
+# A host whose last CRAWL_DEDUPE_STREAK pages in a row were duplicates (a
+# soft-404 or session-id trap) gets its queued URLs set aside ("park": moved to
+# the frontier's parked list, kept for an operator; "off": only logged). 0: never.
+CRAWL_DEDUPE_STREAK = 20
+CRAWL_DEDUPE_STREAK_ACTION = "park"

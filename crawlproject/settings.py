@@ -31,7 +31,13 @@ CONCURRENT_ITEMS = 16
 # Acknowledge a leased URL only once its outcome (and the links it produced)
 # reached the frontier: the spider middleware sits next to the engine (lowest
 # order), the downloader middleware too, so each sees the final outcome.
-SPIDER_MIDDLEWARES = {"middlewares.frontier_ack.FrontierAckSpiderMiddleware": 10}
+SPIDER_MIDDLEWARES = {
+    "middlewares.frontier_ack.FrontierAckSpiderMiddleware": 10,
+    # Judges each page against the fleet's duplicate index before its links
+    # leave (CRAWL_DEDUPE_*); the pipeline below drops what it marks.
+    "middlewares.dedupe.DedupeSpiderMiddleware": 500,
+}
+ITEM_PIPELINES = {"pipelines.dedupe.DedupePipeline": 100}
 # robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
 # Scrapy's, which fetches outside the scheduler (outside the fleet's
 # politeness) and caches per process without expiry; ROBOTSTXT_OBEY stays off.

@@ -326,3 +326,26 @@ async def test_a_slot_released_without_contact_does_not_wait_a_delay(
     (lease2, _), = await claim_all(f)  # ready at once: the host saw nothing  # fmt: skip
     assert await f.release([Release(lease2, 0)]) == 1
     assert 4900 <= await due_in_ms(f) <= 5000  # a real fetch: the full delay
+
+
+async def test_park_host_sets_its_queue_aside(
+    make_frontier: MakeFrontier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import crawlproject.frontier.client as client
+
+    f = await make_frontier(shards=1, delay_ms=0)
+    await f.add([entry(f"http://trap.test/{i}") for i in range(5)] + [entry("http://ok.test/1")])
+    monkeypatch.setattr(client, "PARK_BATCH", 2)  # several calls
+    assert await f.park_host("http://trap.test") == 5
+    items = await claim_all(f)
+    assert urls_of(items) == ["http://ok.test/1"]
+    await f.ack([lease for lease, _ in items])
+    counters = await f.counters()
+    assert (counters["queued"], counters["parked"]) == (0, 5)
+    parked = await f.redis.lrange(f.keys.shard_prefixes[0] + "parked", 0, -1)
+    assert [p.split(b"\t", 1)[0] for p in parked] == [b"http://trap.test"] * 5
+    assert await f.park_host("http://trap.test") == 0
+    # Set aside for good: URLs found later go straight to the parked list.
+    await f.add([entry("http://trap.test/later"), entry("http://ok.test/2")])
+    assert urls_of(await claim_all(f)) == ["http://ok.test/2"]
+    assert (await f.counters())["parked"] == 6

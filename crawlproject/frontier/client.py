@@ -23,6 +23,7 @@ from crawlproject.frontier.keys import CrawlKeys
 SEEN_FP_BYTES = 6  # stored per URL; the bucket number carries the other bits
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
+PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
 
 
 class FrontierMismatch(RuntimeError):
@@ -126,7 +127,16 @@ class RedisFrontier:
         self.done_seen: dict[int, int] = {}
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(_load_lua(name))
-            for name in ("claim", "add", "release", "ack", "renew", "reclaim", "host_config")
+            for name in (
+                "claim",
+                "add",
+                "release",
+                "ack",
+                "renew",
+                "reclaim",
+                "host_config",
+                "park_host",
+            )
         }
         self._trim_start_urls = redis.register_script(_load_lua("trim_start_urls", False))
 
@@ -288,6 +298,16 @@ class RedisFrontier:
         shard = self.keys.shard_of(pkey)
         raw = await self.redis.hgetall(self.keys.shard_prefixes[shard] + "h:" + pkey)
         return {_text(k): int(float(v)) for k, v in raw.items()}
+
+    async def park_host(self, pkey: str) -> int:
+        """Sets a host's queued URLs aside (shard's ``parked`` list); returns how many."""
+        shard = self.keys.shard_of(pkey)
+        total = 0
+        while True:
+            n = int(await self._run("park_host", shard, pkey, PARK_BATCH))
+            total += n
+            if n < PARK_BATCH:
+                return total
 
     async def read_start_urls(self, max_n: int) -> list[bytes]:
         """The oldest ``max_n`` seeds pushed on ``<crawl>:start_urls``, oldest last."""

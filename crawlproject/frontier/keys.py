@@ -14,7 +14,8 @@ Per shard, prefix ``cp:{C/s}:``
 ``h:<pkey>``       HASH  ``inflight`` (slots taken), ``next`` (ms); the host's
                          own ``delay`` (ms) / ``conc`` when configured; ``rdelay``
                          (ms, its robots.txt Crawl-delay); ``pen`` (ms, the
-                         429/503 backoff penalty, halved by each normal answer).
+                         429/503 backoff penalty, halved by each normal answer);
+                         ``parked`` (set aside as a trap: new URLs go to ``parked``).
 ``lease``          HASH  lease id -> ``state \\t worker \\t pkey \\t request``;
                          state ``f`` = fetching (holds the slot), ``p`` =
                          processing (slot freed, links not yet stored).
@@ -24,9 +25,11 @@ Per shard, prefix ``cp:{C/s}:``
 ``seen:<bucket>``  STRING seen-URL fingerprints, 6 bytes each, packed back to
                          back; bucket = top ``CRAWL_SEEN_BUCKET_BITS`` bits.
 ``dead``           LIST  stored requests that could not be decoded.
+``parked``         LIST  ``host \t request`` set aside by a trap rule (e.g. a host
+                         serving a run of duplicate pages); kept for an operator.
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
-                         ``reclaimed``, ``deferred`` (totals).
+                         ``reclaimed``, ``deferred``, ``parked`` (totals).
 ``r:<origin>``     HASH  robots.txt of ``scheme://host[:port]`` (in the shard of
                          the origin's politeness key), shared by the fleet:
                          ``k`` kind (ok | unavailable | unreachable), ``s`` HTTP
@@ -43,6 +46,29 @@ Per crawl, prefix ``cp:{C}:``
 ``meta``           HASH  ``shards``, ``seen_bucket_bits`` (fixed at creation), ``created``.
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
+
+Per crawl, dedupe index, prefix ``cp:{C/dd}:`` (one hash tag: the one script run
+per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
+(exact) and, for HTML, a 64-bit SimHash (near: Hamming distance <= k).
+
+``cfg``            HASH  ``k``: the near distance, fixed at first use (the block
+                         layout depends on it; a worker with another k is refused).
+``x:<bb>``         STRING exact index: SHA-1 bytes 3-10 (8 bytes each) of the pages,
+                         packed back to back (a match counts on an entry boundary
+                         only); ``bb`` = SHA-1 bytes 1-2, 4 hex digits.
+``s:<i>:<v>``      STRING near index: the SimHashes (8 bytes, big-endian), packed
+                         back to back, of the pages whose block ``i`` has value ``v``
+                         (hex, at least 4 digits). The 64 bits are cut into k+1 blocks, most
+                         significant first, widths as even as possible (k=3: four
+                         of 16 bits), so a page within distance k of a query shares
+                         one block with it (pigeonhole). Only new pages are added.
+``o:<bb>``         HASH  originals (kept only with record_originals): page id bytes
+                         3-8 (6 bytes) -> URL of the first page with that id. Page
+                         id = its SimHash (8 bytes big-endian), or without one its
+                         SHA-1 bytes 1-8; ``bb`` = id bytes 1-2, 4 hex digits.
+``streak``         HASH  politeness key -> duplicate pages (exact or near) in a row
+                         from it; a new page from the host deletes the field.
+``n``              HASH  counters: ``new``, ``exact``, ``near`` (totals).
 
 And ``C:start_urls`` LIST: as in scrapy-redis, ``LPUSH web:start_urls URL``
 (or a JSON object ``{"url": ..., "meta": {...}}``) adds a seed to crawl ``web``.
@@ -76,6 +102,10 @@ class CrawlKeys:
         self.scope = self.crawl_prefix + "scope"
         self.start_urls = f"{crawl}:start_urls"
         self.shard_prefixes = [f"cp:{{{crawl}/{s}}}:" for s in range(shards)]
+        self.dedupe_prefix = f"cp:{{{crawl}/dd}}:"
+        self.dedupe_config = self.dedupe_prefix + "cfg"
+        self.dedupe_streak = self.dedupe_prefix + "streak"
+        self.dedupe_counters = self.dedupe_prefix + "n"
 
     def shard_of(self, pkey: str) -> int:
         return zlib.crc32(pkey.encode("utf-8")) % self.shards
@@ -95,10 +125,23 @@ class CrawlKeys:
     def robots_lock(self, shard: int, origin: str) -> str:
         return self.shard_prefixes[shard] + "rl:" + origin
 
+    def dedupe_exact(self, bucket: int) -> str:
+        """Exact-index string of SHA-1 bucket ``bucket`` (its first 2 bytes, 0..65535)."""
+        return f"{self.dedupe_prefix}x:{bucket:04x}"
+
+    def dedupe_near(self, block: int, value: int) -> str:
+        """Near-index string of the pages whose SimHash block ``block`` is ``value``."""
+        return f"{self.dedupe_prefix}s:{block}:{value:04x}"
+
+    def dedupe_originals(self, bucket: int) -> str:
+        """Originals hash of page-id bucket ``bucket`` (the id's first 2 bytes)."""
+        return f"{self.dedupe_prefix}o:{bucket:04x}"
+
     def all_patterns(self) -> list[str]:
         """Glob patterns matching every key of the crawl (for ``crawlproject reset``)."""
         return [
             self.crawl_prefix + "*",
             *(p + "*" for p in self.shard_prefixes),
+            self.dedupe_prefix + "*",
             self.start_urls,
         ]

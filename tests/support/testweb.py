@@ -261,9 +261,32 @@ def _check_mirrors(mirrors: dict[int, int], hosts: int) -> dict[int, int]:
     return dict(sorted(mirrors.items()))
 
 
-def _sentence(rng: random.Random, n: int) -> str:
-    """A capitalised sentence of ``n`` common English words, maybe with a comma."""
+SYLLABLES = ("ka", "lo", "ven", "tri", "mar", "sol", "dun", "ber", "qui", "ral", "hob", "zen",
+             "pra", "gul", "mis", "tor", "ely", "wan", "cor", "fiz")  # fmt: skip
+TOPIC_TERMS_PER_PAGE = 40
+TOPIC_SHARE = 0.15  # of a sentence's words: what an article is about
+
+
+def _topic_terms(rng: random.Random) -> list[str]:
+    """A page's own vocabulary: names, terms and numbers no other page shares
+    by design, as real articles have (common words alone make all pages alike)."""
+    terms = []
+    for _ in range(TOPIC_TERMS_PER_PAGE):
+        if rng.random() < 0.2:
+            terms.append(str(rng.randint(10, 99_999)))
+        else:
+            word = "".join(rng.choices(SYLLABLES, k=rng.randint(2, 4)))
+            terms.append(word.capitalize() if rng.random() < 0.5 else word)
+    return terms
+
+
+def _sentence(rng: random.Random, n: int, topic: list[str] | None = None) -> str:
+    """A capitalised sentence of ``n`` words, common English and, given a page's
+    topic terms, some of those; maybe with a comma."""
     words = rng.choices(ENGLISH_WORDS, cum_weights=_WORD_CUM_WEIGHTS, k=n)
+    for i in range(n if topic else 0):
+        if rng.random() < TOPIC_SHARE:
+            words[i] = rng.choice(topic or [""])
     if n >= 8 and rng.random() < 0.4:
         words[rng.randrange(3, n - 3)] += ","
     text = " ".join(words)
@@ -272,12 +295,13 @@ def _sentence(rng: random.Random, n: int) -> str:
 
 def _paragraphs(rng: random.Random, nbytes: int) -> list[str]:
     """Paragraphs of 3-6 sentences of 8-20 words, ``nbytes`` of text or a sentence more."""
+    topic = _topic_terms(rng)
     paragraphs: list[str] = []
     size = 0
     while size < nbytes:
         sentences: list[str] = []
         for _ in range(rng.randint(3, 6)):
-            sentences.append(_sentence(rng, rng.randint(8, 20)))
+            sentences.append(_sentence(rng, rng.randint(8, 20), topic))
             size += len(sentences[-1]) + 1
             if size >= nbytes:
                 break

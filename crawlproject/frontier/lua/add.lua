@@ -1,13 +1,14 @@
 -- add(P, default_delay_ms, default_conc, bucket_bits, entry...)
 -- entry = fingerprint (8 bytes) .. dont_filter ("0"/"1") .. pkey .. "\t" .. request
 -- (one argument per URL: packing five costs the client 5x more).
--- Seen test on the packed fingerprint bucket, then append to the host queue.
+-- Seen test on the packed fingerprint bucket, then append to the host queue
+-- (or to `parked`, for a host set aside by park_host).
 -- Returns {added, seen_hits}.
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
 local bucket_div = 2 ^ (24 - tonumber(ARGV[4]))
 local FP_BYTES = 6
-local added, hits = 0, 0
+local added, hits, parked = 0, 0, 0
 
 -- Fingerprints are packed back to back: a match only counts on a boundary.
 local function contains(s, fp)
@@ -34,6 +35,9 @@ for i = 5, #ARGV do
   if not seen then redis.call('APPEND', sk, fp) end
   if seen and dont_filter ~= '1' then
     hits = hits + 1
+  elseif redis.call('HEXISTS', P .. 'h:' .. host, 'parked') == 1 then
+    redis.call('RPUSH', P .. 'parked', host .. '\t' .. string.sub(e, tab + 1))
+    parked = parked + 1
   else
     -- Only a queue that was empty can change the host's readiness: a
     -- non-empty one is already in `ready` or waits for a slot to be released.
@@ -48,4 +52,5 @@ if added > 0 then
   redis.call('HINCRBY', P .. 'n', 'enqueued', added)
 end
 if hits > 0 then redis.call('HINCRBY', P .. 'n', 'seen_hits', hits) end
+if parked > 0 then redis.call('HINCRBY', P .. 'n', 'parked', parked) end
 return {added, hits}

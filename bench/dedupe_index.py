@@ -1,0 +1,474 @@
+"""The duplicate index (crawlproject/dedupe): latency of one check_and_add, memory per page.
+
+    /work/venv/bin/python bench/dedupe_index.py                    # 1M and 10M pages
+    /work/venv/bin/python bench/dedupe_index.py --sizes 100000 --calls 2000 --max-wait 0
+
+On a private redis-server, the index (k=3) is filled with random pages: a random
+SHA-1 and a random 64-bit SimHash each, and with record_originals a 60-byte URL.
+Filling goes straight to Redis, not through the script: the exact commands
+dedupe.lua runs for a new page (APPEND 8 bytes to ``x:<bb>`` and to the four
+``s:<i>:<v>`` strings, HSETNX into ``o:<bb>``), one page after another, as
+fixed-size RESP records built by numpy and sent with CLIENT REPLY OFF. Redis
+grows each string just as it would page by page (APPEND's greedy preallocation
+included), so the memory is the real thing. Script lookups of loaded pages
+(exact, and copies with 1-3 flipped bits) then check the layout is the script's.
+
+At each size: ``INFO used_memory`` after - before the fill, per page, and
+``MEMORY USAGE`` (SAMPLES 0) of every key by kind (exact ``x:``, near ``s:``,
+originals ``o:``); then ``--calls`` single ``DedupeIndex.check_and_add`` calls,
+each awaited (one client, one connection): half new random pages, half
+near-duplicates (1-3 flipped bits) of loaded ones, shuffled. Reported: client
+latency p50/p90/p99/max, the server's own time per EVALSHA (INFO commandstats)
+and server CPU (used_cpu_sys + used_cpu_user) per call.
+
+Fills: with record_originals (the default setting) to every size; then, after a
+FLUSHALL, without originals to the first size, so originals' bytes per page are
+also measured as a used_memory difference. Before starting, waits (up to
+--max-wait s) for the machine's 1-minute load average to drop below 1.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+from benchlib import RedisServer
+from redis.asyncio import Redis as AsyncRedis
+
+from crawlproject.dedupe.index import DedupeIndex, DedupeKind, block_layout
+from crawlproject.frontier.keys import CrawlKeys
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CRAWL = "bench"
+K = 3
+TARGET_P99_MS = 2.0
+QUIET_LOAD = 1.0
+URL_BYTES = 60
+CHUNK_PAGES = 250_000  # pages per RESP batch
+VERIFY_PAGES = 300
+HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+KINDS = ("exact", "near", "originals")
+
+
+def load_average() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def wait_until_quiet(max_wait_s: float, poll_s: float = 30.0) -> dict[str, Any]:
+    start, seen = time.monotonic(), []
+    while True:
+        one = load_average()[0]
+        seen.append(one)
+        waited = time.monotonic() - start
+        if one < QUIET_LOAD:
+            return {"quiet": True, "waited_s": round(waited), "loads_seen": seen}
+        if waited + poll_s > max_wait_s:
+            return {"quiet": False, "waited_s": round(waited), "loads_seen": seen}
+        print(f"load {one:.2f} >= {QUIET_LOAD}: waiting {poll_s:.0f} s", flush=True)
+        time.sleep(poll_s)
+
+
+# -- the pages ------------------------------------------------------------------------
+
+
+class Pages:
+    """Page i: digest bytes 1-10 ``digests[i]``, SimHash ``sims[i]``, URL ``url(i)``."""
+
+    def __init__(self, n: int, seed: int = 1) -> None:
+        rng = np.random.default_rng(seed)
+        self.digests = rng.integers(0, 256, size=(n, 10), dtype=np.uint8)
+        self.sims = np.frombuffer(rng.bytes(8 * n), dtype=">u8").astype(np.uint64)
+
+    def __len__(self) -> int:
+        return len(self.sims)
+
+    @staticmethod
+    def url(i: int) -> str:
+        return f"https://www.h{i % 100_000:05d}.example.com/news/{i:012d}/index.shtml"
+
+    def digest(self, i: int) -> bytes:
+        return self.digests[i].tobytes() + bytes(10)  # the script reads bytes 1-10
+
+
+def _digits(values: np.ndarray, width: int) -> np.ndarray:
+    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.uint64)
+    return ((values[:, None] // powers) % 10 + ord("0")).astype(np.uint8)
+
+
+def _hex4(values: np.ndarray) -> np.ndarray:
+    v = values.astype(np.uint64)
+    shifts = np.array([12, 8, 4, 0], dtype=np.uint64)
+    return HEX[((v[:, None] >> shifts) & np.uint64(15)).astype(np.intp)]
+
+
+def _records(n: int, parts: list[bytes | np.ndarray]) -> bytes:
+    """n fixed-size records: constant byte strings and (n, w) uint8 columns, in order."""
+    width = sum(len(p) if isinstance(p, bytes) else p.shape[1] for p in parts)
+    out = np.empty((n, width), dtype=np.uint8)
+    at = 0
+    for p in parts:
+        w = len(p) if isinstance(p, bytes) else p.shape[1]
+        out[:, at : at + w] = np.frombuffer(p, dtype=np.uint8) if isinstance(p, bytes) else p
+        at += w
+    return out.tobytes()
+
+
+def _cmd_head(name: str, nargs: int) -> bytes:
+    return f"*{nargs + 1}\r\n${len(name)}\r\n{name}\r\n".encode()
+
+
+def resp_for_pages(keys: CrawlKeys, pages: Pages, lo: int, hi: int, originals: bool) -> bytes:
+    """What dedupe.lua writes for new pages lo..hi-1, as RESP (see the module docstring)."""
+    n = hi - lo
+    prefix = keys.dedupe_prefix.encode()
+    sims = pages.sims[lo:hi]
+    sim_bytes = sims.astype(">u8").view(np.uint8).reshape(n, 8)
+    digests = pages.digests[lo:hi]
+    append = _cmd_head("APPEND", 2)
+    out = []
+    # x:<bb> <- digest bytes 3-10
+    xkey = prefix + b"x:"
+    out.append(
+        _records(
+            n,
+            [
+                append + f"${len(xkey) + 4}\r\n".encode() + xkey,
+                _hex4(digests[:, 0].astype(np.uint64) * 256 + digests[:, 1]),
+                b"\r\n$8\r\n",
+                digests[:, 2:10],
+                b"\r\n",
+            ],
+        )
+    )
+    # s:<i>:<v> <- the SimHash
+    for i, block in enumerate(block_layout(K)):
+        assert block.bits <= 16, "the bench writes 4-digit block values"
+        skey = prefix + f"s:{i}:".encode()
+        values = (sims >> np.uint64(block.shift)) & np.uint64((1 << block.bits) - 1)
+        out.append(
+            _records(
+                n,
+                [
+                    append + f"${len(skey) + 4}\r\n".encode() + skey,
+                    _hex4(values),
+                    b"\r\n$8\r\n",
+                    sim_bytes,
+                    b"\r\n",
+                ],
+            )
+        )
+    if originals:
+        # o:<bb> field SimHash bytes 3-8 -> URL
+        okey = prefix + b"o:"
+        idx = np.arange(lo, hi, dtype=np.uint64)
+        url0 = Pages.url(0).encode()
+        assert len(url0) == URL_BYTES
+        host_at, page_at = url0.index(b"h00000") + 1, url0.index(b"000000000000")
+        out.append(
+            _records(
+                n,
+                [
+                    _cmd_head("HSETNX", 3) + f"${len(okey) + 4}\r\n".encode() + okey,
+                    _hex4(sims >> np.uint64(48)),
+                    b"\r\n$6\r\n",
+                    sim_bytes[:, 2:8],
+                    f"\r\n${URL_BYTES}\r\n".encode() + url0[:host_at],
+                    _digits(idx % np.uint64(100_000), 5),
+                    url0[host_at + 5 : page_at],
+                    _digits(idx, 12),
+                    url0[page_at + 12 :] + b"\r\n",
+                ],
+            )
+        )
+    return b"".join(out)
+
+
+def bulk_load(
+    srv: RedisServer, keys: CrawlKeys, pages: Pages, lo: int, hi: int, originals: bool
+) -> float:
+    """Writes pages lo..hi-1 as new; returns seconds taken."""
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(b"CLIENT REPLY OFF\r\n")
+        for start in range(lo, hi, CHUNK_PAGES):
+            sock.sendall(
+                resp_for_pages(keys, pages, start, min(hi, start + CHUNK_PAGES), originals)
+            )
+        sock.sendall(b"CLIENT REPLY ON\r\n")
+        reply = b""
+        while not reply.endswith(b"\r\n"):
+            reply += sock.recv(64)
+        assert reply == b"+OK\r\n", reply
+    srv.client.hset(keys.dedupe_config, "k", K)
+    srv.client.hincrby(keys.dedupe_counters, "new", hi - lo)
+    return time.perf_counter() - t0
+
+
+# -- checks and measurements ------------------------------------------------------------
+
+
+def flip_bits(simhash: int, rng: random.Random, n: int) -> int:
+    for b in rng.sample(range(64), n):
+        simhash ^= 1 << b
+    return simhash
+
+
+async def verify_layout(url: str, keys: CrawlKeys, pages: Pages, hi: int, originals: bool) -> int:
+    """Script lookups of loaded pages: their exact copies and 1-3-bit near copies."""
+    rng = random.Random(hi)
+    client = AsyncRedis.from_url(url)
+    index = DedupeIndex(client, keys, k=K, record_originals=originals)
+    checked = 0
+    try:
+        for i in rng.sample(range(hi), VERIFY_PAGES):
+            sim, want_url = int(pages.sims[i]), Pages.url(i) if originals else None
+            exact = await index.check_and_add(pages.digest(i), sim, "v", "verify")
+            assert (exact.kind, exact.original) == (DedupeKind.EXACT, want_url), (i, exact)
+            flips = rng.randint(1, 3)
+            near = await index.check_and_add(
+                rng.randbytes(20), flip_bits(sim, rng, flips), "v", "verify"
+            )
+            assert (near.kind, near.distance, near.original) == (
+                DedupeKind.NEAR,
+                flips,
+                want_url,
+            ), (i, near)
+            checked += 2
+        await client.hdel(keys.dedupe_streak, "verify")
+    finally:
+        await client.aclose()
+    return checked
+
+
+def kind_of(key: str) -> str:
+    tail = key.split("}:", 1)[1]
+    return {"x": "exact", "s": "near", "o": "originals"}.get(tail.split(":", 1)[0], "other")
+
+
+def memory_by_kind(srv: RedisServer, keys: CrawlKeys, pages: int) -> dict[str, Any]:
+    usage = srv.usage_by_kind(keys.dedupe_prefix + "*", kind_of)
+    return {
+        kind: {"keys": n, "bytes": size, "bytes_per_page": round(size / pages, 2)}
+        for kind, (n, size) in sorted(usage.items())
+    }
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    s = sorted(samples_ms)
+    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    return {
+        "p50": round(pick(0.50), 3),
+        "p90": round(pick(0.90), 3),
+        "p99": round(pick(0.99), 3),
+        "max": round(s[-1], 3),
+        "mean": round(statistics.fmean(s), 3),
+    }
+
+
+async def measure_latency(
+    srv: RedisServer, keys: CrawlKeys, pages: Pages, hi: int, calls: int, originals: bool
+) -> dict[str, Any]:
+    rng = random.Random(calls + hi)
+    plan: list[tuple[str, bytes, int, int]] = []  # (kind, digest, simhash, flips)
+    for _ in range(calls // 2):
+        plan.append(("new", rng.randbytes(20), rng.getrandbits(64), 0))
+        i, flips = rng.randrange(hi), rng.randint(1, 3)
+        plan.append(("near", rng.randbytes(20), flip_bits(int(pages.sims[i]), rng, flips), flips))
+    rng.shuffle(plan)
+    client = AsyncRedis.from_url(srv.url)
+    index = DedupeIndex(client, keys, k=K, record_originals=originals)
+    url = "https://www.h12345.example.com/news/000000000000/index.shtml"
+    times: dict[str, list[float]] = {"new": [], "near": []}
+    wrong = 0
+    try:
+        for _ in range(200):  # warm up: connection, script cache
+            await index.check_and_add(rng.randbytes(20), rng.getrandbits(64), url, "warmup")
+        await client.config_resetstat()
+        cpu0 = srv.cpu_seconds()
+        load = load_average()
+        gc.collect()
+        t_start = time.perf_counter()
+        for n, (kind, digest, simhash, flips) in enumerate(plan):
+            host = f"http://h{n % 1000}.example.com"
+            t0 = time.perf_counter_ns()
+            v = await index.check_and_add(digest, simhash, url, host)
+            times[kind].append((time.perf_counter_ns() - t0) / 1e6)
+            if v.kind != kind or (kind == "near" and v.distance != flips):
+                wrong += 1
+        wall = time.perf_counter() - t_start
+        cpu = srv.cpu_seconds() - cpu0
+        stats = await client.info("commandstats")
+    finally:
+        await client.aclose()
+    evalsha = stats.get("cmdstat_evalsha", {})
+    return {
+        "calls": len(plan),
+        "all_ms": percentiles(times["new"] + times["near"]),
+        "new_ms": percentiles(times["new"]),
+        "near_ms": percentiles(times["near"]),
+        "calls_per_s": round(len(plan) / wall),
+        "server_usec_per_call": round(float(evalsha.get("usec_per_call", 0.0)), 1),
+        "server_cpu_usec_per_call": round(cpu / len(plan) * 1e6, 1),
+        "unexpected_verdicts": wrong,
+        "loadavg_at_start": load,
+    }
+
+
+def fill_and_measure(
+    srv: RedisServer, keys: CrawlKeys, pages: Pages, sizes: list[int], calls: int, originals: bool
+) -> list[dict[str, Any]]:
+    srv.client.flushall()
+    base = srv.used_memory()
+    rows, loaded = [], 0
+    for size in sizes:
+        print(
+            f"  fill to {size:,} pages (originals {'on' if originals else 'off'}) ...", flush=True
+        )
+        load_s = bulk_load(srv, keys, pages, loaded, size, originals)
+        load_rate, loaded = (size - loaded) / load_s, size
+        stored = int(srv.client.hget(keys.dedupe_counters, "new") or 0)  # + earlier new calls
+        mem = srv.used_memory() - base
+        checked = asyncio.run(verify_layout(srv.url, keys, pages, size, originals))
+        by_kind = memory_by_kind(srv, keys, stored)
+        print(f"  {calls:,} single calls at {stored:,} pages ...", flush=True)
+        latency = asyncio.run(measure_latency(srv, keys, pages, size, calls, originals))
+        rows.append(
+            {
+                "pages": stored,
+                "record_originals": originals,
+                "load_s": round(load_s, 1),
+                "load_pages_per_s": round(load_rate),
+                "layout_checks": checked,
+                "used_memory_delta": mem,
+                "used_memory_per_page": round(mem / stored, 2),
+                "by_kind": by_kind,
+                "latency": latency,
+            }
+        )
+        print(f"  -> {json.dumps(rows[-1]['latency']['all_ms'])}", flush=True)
+    return rows
+
+
+def originals_by_difference(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Pages -> used_memory per page with originals minus without, at each size run both ways."""
+    out = {}
+    for on in runs:
+        for off in runs:
+            # Sizes differ by the pages the latency calls added (~0.1%).
+            both = on["record_originals"] and not off["record_originals"]
+            if both and abs(on["pages"] - off["pages"]) < 0.01 * on["pages"]:
+                out[str(on["pages"])] = round(
+                    on["used_memory_per_page"] - off["used_memory_per_page"], 2
+                )
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--sizes", default="1000000,10000000", help="index sizes, ascending")
+    p.add_argument(
+        "--sizes-without-originals",
+        default="1000000,10000000",
+        help="index sizes filled again without originals (empty: none)",
+    )
+    p.add_argument("--calls", type=int, default=20_000, help="single calls measured per size")
+    p.add_argument("--max-wait", type=float, default=600, help="s to wait for a quiet machine")
+    p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
+    a = p.parse_args()
+    sizes = sorted(int(s) for s in a.sizes.split(","))
+    sizes_off = sorted(int(s) for s in a.sizes_without_originals.split(",") if s)
+    keys = CrawlKeys(CRAWL, 1)
+    t0 = time.perf_counter()
+    pages = Pages(max(sizes + sizes_off))
+    print(f"{len(pages):,} random pages made in {time.perf_counter() - t0:.1f} s", flush=True)
+    quiet = wait_until_quiet(a.max_wait)
+    print(f"load average before: {load_average()} ({quiet})", flush=True)
+    srv = RedisServer()
+    try:
+        info = {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "redis_server": srv.client.info("server")["redis_version"],
+            "redis_py": redis.__version__,
+            "numpy": np.__version__,
+        }
+        print("with originals:", flush=True)
+        runs = fill_and_measure(srv, keys, pages, sizes, a.calls, originals=True)
+        if sizes_off:
+            print("without originals:", flush=True)
+            runs += fill_and_measure(srv, keys, pages, sizes_off, a.calls, originals=False)
+    finally:
+        srv.stop()
+    result = {
+        "benchmark": "dedupe_index",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["/work/venv/bin/python", "bench/dedupe_index.py", *sys.argv[1:]]),
+        "machine": {**info, "quiet_wait": quiet, "loadavg_at_end": load_average()},
+        "config": {
+            "k": K,
+            "calls": a.calls,
+            "sizes": sizes,
+            "sizes_without_originals": sizes_off,
+            "url_bytes": URL_BYTES,
+        },
+        "target_p99_ms": TARGET_P99_MS,
+        "runs": runs,
+        "originals_bytes_per_page_by_used_memory": originals_by_difference(runs),
+    }
+    report(result)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / a.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / a.out}")
+
+
+def report(res: dict[str, Any]) -> None:
+    m = res["machine"]
+    print(
+        f"\nDuplicate index, k={res['config']['k']}, redis {m['redis_server']}, "
+        f"{res['config']['calls']:,} single check_and_add calls per row (half new, half "
+        f"1-3-bit near copies); load avg before {m['quiet_wait']['loads_seen'][-1]:.2f}\n"
+    )
+    print(
+        "| pages | originals | p50 ms | p90 ms | p99 ms | max ms | server µs/call "
+        "| server CPU µs/call | used_memory B/page | exact B/page | near B/page "
+        "| originals B/page |"
+    )
+    print("|" + "---|" * 12)
+    for r in res["runs"]:
+        lat = r["latency"]
+        per = {kind: r["by_kind"].get(kind, {}).get("bytes_per_page", 0.0) for kind in KINDS}
+        print(
+            f"| {r['pages']:,} | {'on' if r['record_originals'] else 'off'} "
+            f"| {lat['all_ms']['p50']:.3f} | {lat['all_ms']['p90']:.3f} "
+            f"| {lat['all_ms']['p99']:.3f} | {lat['all_ms']['max']:.3f} "
+            f"| {lat['server_usec_per_call']:.1f} | {lat['server_cpu_usec_per_call']:.1f} "
+            f"| {r['used_memory_per_page']:.1f} | {per['exact']:.1f} | {per['near']:.1f} "
+            f"| {per['originals']:.1f} |"
+        )
+    biggest = max((r for r in res["runs"] if r["record_originals"]), key=lambda r: int(r["pages"]))
+    p99 = biggest["latency"]["all_ms"]["p99"]
+    print(
+        f"\ntarget: p99 < {res['target_p99_ms']} ms at {biggest['pages']:,} pages -> "
+        f"{p99:.3f} ms, {'met' if p99 < res['target_p99_ms'] else 'NOT met'}; originals, "
+        f"used_memory with minus without (pages: B/page): "
+        f"{res['originals_bytes_per_page_by_used_memory']}"
+    )
+    print(f"command: {res['command']}")
+
+
+if __name__ == "__main__":
+    main()

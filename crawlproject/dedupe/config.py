@@ -1,0 +1,61 @@
+"""The duplicate-detection settings (``CRAWL_DEDUPE_*``, ``CRAWL_SIMHASH_K``), read once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scrapy.settings import BaseSettings
+
+from crawlproject import default_settings as d
+from crawlproject.frontier.config import ConfigError
+
+STREAK_ACTIONS = ("park", "off")
+
+
+@dataclass(frozen=True)
+class DedupeConfig:
+    enabled: bool
+    k: int
+    content_types: tuple[str, ...]
+    min_text_chars: int
+    follow_duplicate_links: bool
+    record_originals: bool
+    streak: int
+    streak_action: str
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> DedupeConfig:
+        config = cls(
+            enabled=settings.getbool("CRAWL_DEDUPE_ENABLED", d.CRAWL_DEDUPE_ENABLED),
+            k=settings.getint("CRAWL_SIMHASH_K", d.CRAWL_SIMHASH_K),
+            content_types=tuple(
+                t.strip().lower()
+                for t in settings.getlist(
+                    "CRAWL_DEDUPE_CONTENT_TYPES", d.CRAWL_DEDUPE_CONTENT_TYPES
+                )
+            ),
+            min_text_chars=settings.getint(
+                "CRAWL_DEDUPE_MIN_TEXT_CHARS", d.CRAWL_DEDUPE_MIN_TEXT_CHARS
+            ),
+            follow_duplicate_links=settings.getbool(
+                "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS", d.CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS
+            ),
+            record_originals=settings.getbool(
+                "CRAWL_DEDUPE_RECORD_ORIGINALS", d.CRAWL_DEDUPE_RECORD_ORIGINALS
+            ),
+            streak=settings.getint("CRAWL_DEDUPE_STREAK", d.CRAWL_DEDUPE_STREAK),
+            streak_action=settings.get("CRAWL_DEDUPE_STREAK_ACTION", d.CRAWL_DEDUPE_STREAK_ACTION),
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        # k+1 blocks of the 64 bits must stay wide enough to index (pigeonhole).
+        if not 0 <= self.k <= 15:
+            raise ConfigError("CRAWL_SIMHASH_K must be within 0..15")
+        if self.min_text_chars < 0 or self.streak < 0:
+            raise ConfigError("CRAWL_DEDUPE_MIN_TEXT_CHARS and CRAWL_DEDUPE_STREAK must be >= 0")
+        if self.streak_action not in STREAK_ACTIONS:
+            raise ConfigError(
+                f"CRAWL_DEDUPE_STREAK_ACTION must be one of {', '.join(STREAK_ACTIONS)}"
+            )

@@ -1,0 +1,143 @@
+"""Duplicate pages, judged by real workers against a real Redis and a loopback web.
+
+Which pages were kept is read from the workers' feed output (-O), which pages
+were fetched from the test web's own log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from tests.support.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
+from tests.support.testweb import TestWeb, canonical_url, page_counts
+
+SETTINGS = {
+    "CRAWL_HOST_DELAY": 0.02,
+    "CRAWL_IDLE_CLOSE_SECONDS": 2,
+    "CRAWL_IDLE_POLL_SECONDS": 0.2,
+    "CRAWL_ADAPTIVE_DELAY_FACTOR": 0,
+    "LOG_LEVEL": "INFO",
+}
+
+
+def run(
+    redis_url: str,
+    crawl: str,
+    seeds: list[str],
+    tmp_path: Path,
+    workers: int = 2,
+    **settings: object,
+) -> tuple[list[dict[str, object]], Counter[str], list[WorkerProcess]]:
+    procs = []
+    for i in range(workers):
+        out = tmp_path / f"{crawl}-{i}.jsonl"
+        procs.append(
+            start_worker(
+                REPO_ROOT, redis_url, crawl, seeds, {**SETTINGS, **settings},
+                tmp_path / f"{crawl}-{i}.log", extra_args=["-O", str(out)],
+            )
+        )  # fmt: skip
+    wait_all(procs, timeout=180)
+    items: list[dict[str, object]] = []
+    for i in range(workers):
+        out = tmp_path / f"{crawl}-{i}.jsonl"
+        items += [json.loads(line) for line in out.read_text().splitlines()]
+    stats: Counter[str] = Counter()
+    for p in procs:
+        stats.update(stats_of(p.log_path))
+    return items, stats, procs
+
+
+def test_mirror_pages_are_dropped_and_distinct_pages_kept(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    # Hosts 1-4: 4 x 80 distinct pages sharing their site's template; host 5
+    # mirrors host 1 with a banner and another "last updated" date.
+    web = testweb_factory(
+        hosts=5, pages=80, links=4, cross_links=0, query_variants=0, body_bytes=10_000,
+        realistic=True, mirrors={5: 1},
+    )  # fmt: skip
+    # Follow duplicates' links too, so that every mirror page is fetched and
+    # judged, and never set a host aside (a mirror is one long run of duplicates).
+    items, stats, _ = run(
+        redis_url, "mirror", web.seeds, tmp_path,
+        CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS=True, CRAWL_DEDUPE_STREAK=0,
+    )  # fmt: skip
+    kept = Counter(canonical_url(str(i["url"])) for i in items)
+    assert all(n == 1 for n in kept.values())
+    fetched = set(page_counts(web.log))
+    assert fetched == web.expected_urls
+    pairs = web.mirror_pairs()
+    assert len(pairs) == 80
+    # Of each (mirror, source) pair exactly one copy is kept: whichever came first.
+    one_kept = sum((m in kept) != (s in kept) for m, s in pairs)
+    assert one_kept >= 0.95 * len(pairs), (one_kept, len(pairs))
+    # No genuinely distinct page was dropped: every page of hosts 2-4 is kept,
+    # and of host 1 and its mirror at least one copy of each page.
+    distinct = [
+        u for u in web.expected_urls if not u.startswith((web.base_url(1), web.base_url(5)))
+    ]
+    assert len(distinct) == 240
+    assert [u for u in distinct if u not in kept] == []
+    assert all(m in kept or s in kept for m, s in pairs)
+    assert stats["dedupe/near"] + stats["dedupe/exact"] == len(web.expected_urls) - len(kept)
+    assert stats["dedupe/near"] >= 0.95 * len(pairs)
+    # The kept items carry their fingerprints.
+    assert all(len(str(i["simhash"])) == 16 and len(str(i["content_sha1"])) == 40 for i in items)
+
+
+def test_two_copies_fetched_at_once_keep_exactly_one(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    page = "<html><title>copy</title><body>" + " ".join(
+        f"Paragraph {i} of the one page served twice, word by word the same." for i in range(40)
+    )
+    special = {h: {"/copy": {"content_type": "text/html", "body": page}} for h in (1, 2)}
+    web = testweb_factory(hosts=2, pages=1, latency_ms=400, links=0, special=special)
+    seeds = [web.base_url(1) + "copy", web.base_url(2) + "copy"]
+    items, stats, _ = run(redis_url, "copy", seeds, tmp_path)
+    fetches = sorted((r for r in web.log if r.path == "/copy"), key=lambda r: r.start)
+    assert len(fetches) == 2
+    assert fetches[1].start < fetches[0].end  # both in flight at the same moment
+    copies = [i for i in items if str(i["url"]).endswith("/copy")]
+    assert len(copies) == 1
+    assert stats["dedupe/exact"] == 1
+
+
+def test_a_host_serving_a_run_of_duplicates_is_set_aside(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    # A soft-404 trap: /t/1, /t/2, ... each "page" the same text but its number,
+    # each linking to two more.
+    text = " ".join(f"Sorry, nothing was found here, item {i} of the catalogue." for i in range(30))
+
+    def trap(i: int) -> dict[str, object]:
+        links = f'<a href="/t/{i + 1}">next</a> <a href="/t/{i + 2}">skip</a>'
+        body = f"<html><title>Not found</title><body><p>{text}</p><p>ref {i}</p>{links}"
+        return {"content_type": "text/html", "body": body}
+
+    special = {1: {f"/t/{i}": trap(i) for i in range(1, 61)}}
+    web = testweb_factory(hosts=2, pages=10, links=2, cross_links=0, special=special)
+    seeds = [web.base_url(1) + "t/1", web.base_url(2)]
+    _, stats, _ = run(
+        redis_url, "trap", seeds, tmp_path, workers=1,
+        CRAWL_DEDUPE_STREAK=5, CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS=True,
+    )  # fmt: skip
+    trap_fetches = [r for r in web.log if r.path.startswith("/t/")]
+    assert stats["dedupe/streak_hosts"] == 1
+    assert stats["dedupe/streak_parked_urls"] >= 1
+    assert len(trap_fetches) < 20  # set aside after 5 duplicates in a row, not crawled out
+    # The other host is crawled in full, and parked URLs are kept in Redis.
+    assert {u for u in page_counts(web.log) if u.startswith(web.base_url(2))} == {
+        u for u in web.expected_urls if u.startswith(web.base_url(2))
+    }
+    # Set aside, not lost: what was queued then, and what was found later.
+    with redis.Redis.from_url(redis_url) as client:
+        parked = sum(client.llen(f"cp:{{trap/{s}}}:parked") for s in range(4))
+        counted = sum(int(client.hget(f"cp:{{trap/{s}}}:n", "parked") or 0) for s in range(4))
+    assert parked == counted >= stats["dedupe/streak_parked_urls"]
