@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
 from redis.exceptions import RedisError
@@ -37,7 +37,7 @@ from scrapy.http import Response, TextResponse
 from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dedupe.fingerprint import page_fingerprint
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind, DedupeVerdict
-from crawlproject.frontier.scheduler import FrontierScheduler, is_frontier, require_frontier
+from crawlproject.frontier.scheduler import FrontierScheduler, frontier_of, require_frontier
 from crawlproject.frontier.urls import InvalidURL
 
 if TYPE_CHECKING:
@@ -165,9 +165,7 @@ class DedupeSpiderMiddleware:
     # -- plumbing ------------------------------------------------------------------
 
     def _scheduler(self) -> FrontierScheduler:
-        engine = self.crawler.engine
-        assert engine is not None and is_frontier(engine.scheduler)
-        return cast(FrontierScheduler, engine.scheduler)
+        return frontier_of(self.crawler)
 
     def _host(self, url: str) -> str:
         try:

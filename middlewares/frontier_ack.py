@@ -13,13 +13,13 @@ final outcome after redirects, retries and HTTP-error filtering:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
-from crawlproject.frontier.scheduler import FrontierScheduler, is_frontier, require_frontier
+from crawlproject.frontier.scheduler import frontier_of, require_frontier
 
 
 class _LeaseTracker(Protocol):
@@ -33,9 +33,7 @@ class _Base:
 
     @property
     def tracker(self) -> _LeaseTracker:
-        engine = self.crawler.engine
-        assert engine is not None and is_frontier(engine.scheduler)
-        return cast(FrontierScheduler, engine.scheduler)
+        return frontier_of(self.crawler)
 
 
 class FrontierAckSpiderMiddleware(_Base):

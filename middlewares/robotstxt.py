@@ -34,7 +34,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
@@ -48,7 +48,7 @@ from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.scheduler import (
     SCOPE_META_KEY,
     FrontierScheduler,
-    is_frontier,
+    frontier_of,
     require_frontier,
 )
 from crawlproject.robots.config import RobotsConfig
@@ -201,9 +201,7 @@ class RobotsTxtMiddleware:
     # -- finding the rules ----------------------------------------------------------------
 
     def _scheduler(self) -> FrontierScheduler:
-        engine = self.crawler.engine
-        assert engine is not None and is_frontier(engine.scheduler)
-        return cast(FrontierScheduler, engine.scheduler)
+        return frontier_of(self.crawler)
 
     def _cached(self, origin: str) -> RobotsRules | None:
         rules = self._local.get(origin)

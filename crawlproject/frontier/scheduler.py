@@ -38,7 +38,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
@@ -807,6 +807,13 @@ def is_frontier(obj: object) -> bool:
     any scheduler), so this looks at the class hierarchy itself."""
     cls = obj if isinstance(obj, type) else type(obj)
     return FrontierScheduler in cls.__mro__
+
+
+def frontier_of(crawler: Crawler) -> FrontierScheduler:
+    """The running crawl's FrontierScheduler (for components that require it)."""
+    engine = crawler.engine
+    assert engine is not None and is_frontier(engine.scheduler)
+    return cast(FrontierScheduler, engine.scheduler)
 
 
 def require_frontier(crawler: Crawler) -> None:
