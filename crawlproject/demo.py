@@ -65,7 +65,9 @@ def main() -> int:
         f"{all(n == 1 for n in fetched.values())}); disallowed fetched: {len(forbidden)}"
     )
     print(f"robots.txt:     {robots} fetch(es) for {len(web.seeds)} hosts")  # fmt: skip
-    print(f"items written:  {len(items)} -> {data / 'pages.jsonl'}")
+    # The demo web serves /p/N?a=1&b=2 with /p/N's content: exact duplicates, dropped.
+    print(f"items written:  {len(items)} -> {data / 'pages.jsonl'} "
+          f"({len(fetched) - len(items)} duplicate pages dropped)")  # fmt: skip
     worst_gap = min((p.min_idle for p in report.values() if p.min_idle is not None), default=0.0)
     in_flight = max((p.max_in_flight for p in report.values()), default=0)
     print(f"politeness:     max {in_flight} request(s) in flight per host; shortest pause")
