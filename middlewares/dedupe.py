@@ -35,8 +35,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response, TextResponse
 
 from crawlproject.dedupe.config import DedupeConfig
-from crawlproject.dedupe.fingerprint import page_fingerprint
-from crawlproject.dedupe.index import DedupeIndex, DedupeKind, DedupeVerdict
+from crawlproject.dedupe.fingerprint import text_fingerprint, visible_text, visible_text_of_tree
+from crawlproject.dedupe.index import DedupeBatcher, DedupeIndex, DedupeKind, DedupeVerdict
 from crawlproject.frontier.scheduler import FrontierScheduler, frontier_of, require_frontier
 from crawlproject.frontier.urls import InvalidURL
 
@@ -54,7 +54,7 @@ class DedupeSpiderMiddleware:
         self.crawler = crawler
         self.config = config
         self.stats = stats
-        self._index: DedupeIndex | None = None
+        self._index: DedupeBatcher | None = None
         self._parked_hosts: set[str] = set()
         self._unannotatable_logged = False
 
@@ -133,7 +133,12 @@ class DedupeSpiderMiddleware:
         ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1").lower()
         if ctype.split(";", 1)[0].strip() not in self.config.content_types:
             return None
-        simhash, text_chars = page_fingerprint(response.text)
+        try:
+            # The tree the spider parsed (for its links) already: no second parse.
+            text = visible_text_of_tree(response.selector.root)
+        except (AttributeError, ValueError, TypeError):
+            text = visible_text(response.text)
+        simhash, text_chars = text_fingerprint(text)
         if text_chars < self.config.min_text_chars:
             self.stats.inc_value("dedupe/short_text")
             return None
@@ -173,14 +178,15 @@ class DedupeSpiderMiddleware:
         except InvalidURL:
             return ""
 
-    def _index_of(self) -> DedupeIndex:
+    def _index_of(self) -> DedupeBatcher:
         if self._index is None:
             frontier = self._scheduler().frontier
             assert frontier is not None, "the frontier opens before any response"
-            self._index = DedupeIndex(
+            index = DedupeIndex(
                 frontier.redis,
                 frontier.keys,
                 k=self.config.k,
                 record_originals=self.config.record_originals,
             )
+            self._index = DedupeBatcher(index)
         return self._index

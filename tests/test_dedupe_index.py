@@ -6,13 +6,15 @@ import asyncio
 import hashlib
 import itertools
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawlproject.dedupe.index import (
+    DedupeBatcher,
     DedupeIndex,
     DedupeKind,
     DedupeMismatch,
@@ -282,3 +284,42 @@ async def test_bad_arguments_are_refused(make_index: MakeIndex) -> None:
         await index.check_and_add(b"short", BASE, "u", "h")
     with pytest.raises(ValueError, match="64-bit"):
         await index.check_and_add(sha1("a"), 1 << 64, "u", "h")
+
+
+class CountingIndex(DedupeIndex):
+    """Counts the round trips (check_and_add_many calls) a batcher makes."""
+
+    batches: list[int]
+
+    async def check_and_add_many(
+        self, pages: Iterable[tuple[bytes, int | None, str, str]]
+    ) -> list[DedupeVerdict]:
+        pages = list(pages)
+        self.batches.append(len(pages))
+        return await super().check_and_add_many(pages)
+
+
+async def test_the_batcher_sends_pages_judged_together_in_one_round_trip(
+    redis_url: str,
+) -> None:
+    redis = Redis.from_url(redis_url)
+    index = CountingIndex(redis, CrawlKeys("b", 2), k=3)
+    index.batches = []
+    batcher = DedupeBatcher(index, window_seconds=0.05, max_pages=8)
+    pages = [
+        (sha1(f"p{i}"), flip(BASE, i), f"http://a.test/{i}", "http://a.test") for i in range(10)
+    ]
+    # 10 near copies at once: the first is new, the rest near it, in call order.
+    verdicts = await asyncio.gather(*(batcher.check_and_add(*p) for p in pages))
+    assert [v.kind for v in verdicts] == [DedupeKind.NEW] + [DedupeKind.NEAR] * 9
+    assert verdicts[5].original == "http://a.test/0"
+    assert index.batches == [8, 2]  # a full batch at once, the rest after the window
+    await redis.aclose()
+    # An error reaches every caller of the batch (the middleware then keeps the pages).
+    gone = Redis.from_url("redis://127.0.0.1:9/0")  # nothing listens there
+    dead = DedupeBatcher(DedupeIndex(gone, CrawlKeys("b", 2), k=3), window_seconds=0.01)
+    results = await asyncio.gather(
+        *(dead.check_and_add(*p) for p in pages[:2]), return_exceptions=True
+    )
+    assert all(isinstance(r, RedisConnectionError) for r in results), results
+    await gone.aclose()

@@ -543,3 +543,25 @@ def test_agrees_with_the_package_on_near_and_distinct_pairs() -> None:
     for far in (ours_far, package_far):
         assert far.min() > NEAR
         assert 24 <= far.mean() <= 40  # ~32: unrelated 64-bit fingerprints
+
+
+def test_visible_text_of_a_parsed_tree_equals_visible_text_and_leaves_it_intact() -> None:
+    from scrapy.http import HtmlResponse
+
+    from crawlproject.dedupe.fingerprint import visible_text_of_tree
+
+    html = (
+        "<html><head><title>T</title><script>x()</script></head><body>a<!-- c -->b"
+        "<svg><text>no</text></svg>tail<style>s</style><p>more <b>bold</b></p></body></html>"
+    )
+    samples = [html, *(page.html() for page in make_pages(20))]
+    for sample in samples:
+        response = HtmlResponse(url="http://a.test/", body=sample.encode(), encoding="utf-8")
+        root = response.selector.root
+        # Equal once normalised (a comment parsel keeps may split a text node).
+        assert normalise(visible_text_of_tree(root)) == normalise(visible_text(sample))
+    # The spider's tree is left as it was.
+    response = HtmlResponse(url="http://a.test/", body=html.encode(), encoding="utf-8")
+    assert visible_text_of_tree(response.selector.root) == "T a b tail more bold"
+    assert len(response.css("script, style")) == 2
+    assert visible_text(html) == "T ab tail more bold"

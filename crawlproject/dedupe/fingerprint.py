@@ -89,6 +89,11 @@ _HTML_PARSER: Final = lxml.html.HTMLParser(
 _INVISIBLE_TAGS: Final = ("script", "style", "noscript", "template", "svg", "head")
 _TITLE_TEXT: Final = etree.XPath("string(/html/head/title)", smart_strings=False)
 _TEXT_NODES: Final = etree.XPath("//text()", smart_strings=False)  # 2x faster than itertext()
+# The same text without touching the tree (a tree the spider parsed already).
+_VISIBLE_TEXT_NODES: Final = etree.XPath(
+    "//text()[not(ancestor::" + " or ancestor::".join(_INVISIBLE_TAGS) + ")]",
+    smart_strings=False,
+)
 
 
 def visible_text(html: str) -> str:
@@ -105,6 +110,17 @@ def visible_text(html: str) -> str:
         etree.strip_elements(root, *_INVISIBLE_TAGS, with_tail=False)
         body = " ".join(_TEXT_NODES(root))
     except (etree.LxmlError, ValueError):
+        return ""
+    return " ".join(f"{title} {body}".split())
+
+
+def visible_text_of_tree(root: etree._Element) -> str:
+    """``visible_text`` of an already parsed HTML tree (e.g. parsel's
+    ``response.selector.root``), which is left unchanged: spares a second parse."""
+    try:
+        title = str(_TITLE_TEXT(root))
+        body = " ".join(_VISIBLE_TEXT_NODES(root))  # type: ignore[arg-type]
+    except (etree.LxmlError, ValueError, TypeError):
         return ""
     return " ".join(f"{title} {body}".split())
 
@@ -225,5 +241,10 @@ def hamming(a: int, b: int) -> int:
 
 def page_fingerprint(html: str) -> tuple[int, int]:
     """(simhash64 of the page's normalised visible text, that text's length)."""
-    normalised = normalise(visible_text(html))
+    return text_fingerprint(visible_text(html))
+
+
+def text_fingerprint(text: str) -> tuple[int, int]:
+    """(simhash64 of the normalised text, its length)."""
+    normalised = normalise(text)
     return simhash64(normalised), len(normalised)
