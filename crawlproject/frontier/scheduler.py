@@ -37,7 +37,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -96,17 +96,6 @@ class LeaseState(enum.Enum):
 
 
 @dataclass(slots=True)
-class _PendingRelease:
-    lease: Lease
-    at: float  # loop time the response (or failure) came back
-    fetch_ms: int = -1
-    hold_ms: int = 0
-    throttled: bool = False
-    requeue: bool = False
-    contacted: bool = True
-
-
-@dataclass(slots=True)
 class _Held:
     lease: Lease
     state: LeaseState
@@ -140,8 +129,9 @@ class FrontierScheduler(BaseScheduler):
         self._outbox: list[NewEntry] = []
         # (ack mode, lease), sent after the outbox entries queued before them.
         self._acks: list[tuple[str, Lease]] = []
-        # Fetches that are over; the host's delay runs from each one's response.
-        self._releases: list[_PendingRelease] = []
+        # (loop time of the response, its release): the host's delay runs from
+        # the response; the release's age is filled in when it is sent.
+        self._releases: list[tuple[float, Release]] = []
         self._release_event = asyncio.Event()
         self._new_scope: set[str] = set()
         self._recent = RecentFingerprints(config.local_seen_size)
@@ -407,29 +397,31 @@ class FrontierScheduler(BaseScheduler):
         if held is None or held.state is not LeaseState.FETCHING:
             return
         held.state = LeaseState.DOWNLOADED
-        pending = _PendingRelease(held.lease, asyncio.get_event_loop().time())
+        fetch_ms, hold_ms, throttled = -1, 0, False
         if response is not None:
             latency = request.meta.get("download_latency")
             if isinstance(latency, int | float):
-                pending.fetch_ms = max(0, round(latency * 1000))
+                fetch_ms = max(0, round(latency * 1000))
             if response.status in self.config.backoff_http_codes:
-                pending.throttled = True
+                throttled = True
                 self.stats.inc_value("frontier/backoff")
                 wait = retry_after_seconds(response.headers.get(b"Retry-After"))
                 if wait is not None:
-                    pending.hold_ms = round(min(wait, self.config.backoff_max_seconds) * 1000)
+                    hold_ms = round(min(wait, self.config.backoff_max_seconds) * 1000)
                     self.stats.inc_value("frontier/retry_after")
-        self._queue_release(pending)
+        self._queue_release(
+            Release(held.lease, 0, fetch_ms=fetch_ms, hold_ms=hold_ms, throttled=throttled)
+        )
 
-    def _queue_release(self, pending: _PendingRelease) -> None:
-        self._releases.append(pending)
+    def _queue_release(self, release: Release, at: float | None = None) -> None:
+        now = asyncio.get_event_loop().time()
+        self._releases.append((now if at is None else at, release))
         self._release_event.set()
         self._claim_event.set()  # a download slot of this worker is free again
         # The host will be due again about one delay from now: look then,
         # rather than at the next idle poll (which may be later).
-        now = asyncio.get_event_loop().time()
-        due = now + max(self.config.host_delay_seconds, pending.hold_ms / 1000)
-        shard = pending.lease.shard
+        due = now + max(self.config.host_delay_seconds, release.hold_ms / 1000)
+        shard = release.lease.shard
         if self._shard_next_ready.get(shard, 0.0) > due:
             self._shard_next_ready[shard] = due
         self._claim_not_before = min(self._claim_not_before, due)
@@ -472,17 +464,17 @@ class FrontierScheduler(BaseScheduler):
         token = request.meta.get(LEASE_META_KEY)
         held = self._held.pop(token) if isinstance(token, str) else None
         assert held is not None
-        now = asyncio.get_event_loop().time()
         self._queue_release(
-            _PendingRelease(
+            Release(
                 held.lease,
-                at=now if contacted_at is None else contacted_at,
+                0,
                 fetch_ms=-1 if fetch_seconds is None else max(0, round(fetch_seconds * 1000)),
                 hold_ms=round(min(max(hold_seconds, 0.0), self.config.backoff_max_seconds) * 1000),
                 throttled=throttled,
                 requeue=True,
                 contacted=contacted_at is not None,
-            )
+            ),
+            at=contacted_at,
         )
         self.stats.inc_value("frontier/deferred")
         return True
@@ -495,8 +487,7 @@ class FrontierScheduler(BaseScheduler):
         if held is None or held.state is not LeaseState.FETCHING:
             return
         held.state = LeaseState.DOWNLOADED
-        now = asyncio.get_event_loop().time()
-        self._queue_release(_PendingRelease(held.lease, at=now, contacted=False))
+        self._queue_release(Release(held.lease, 0, contacted=False))
 
     def lease_scraping(self, request: Request) -> None:
         """The spider got the response: requests carrying its lease are its links."""
@@ -632,18 +623,7 @@ class FrontierScheduler(BaseScheduler):
         now = asyncio.get_running_loop().time()
         # Each release says how long ago its response came: Redis starts the
         # host's delay then (its own clock minus that), not when the call lands.
-        releases = [
-            Release(
-                p.lease,
-                round((now - p.at) * 1000),
-                fetch_ms=p.fetch_ms,
-                hold_ms=p.hold_ms,
-                throttled=p.throttled,
-                requeue=p.requeue,
-                contacted=p.contacted,
-            )
-            for p in batch
-        ]
+        releases = [replace(r, age_ms=round((now - at) * 1000)) for at, r in batch]
         try:
             self.stats.inc_value("frontier/releases", await self.frontier.release(releases))
         except RedisError:
