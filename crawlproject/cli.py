@@ -3,8 +3,10 @@
     crawlproject seed URL [URL ...]      add seeds to a running or stopped crawl
     crawlproject seed --file seeds.txt
     crawlproject counts                   frontier counters as JSON
+    crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
+                                          --requeue puts them all back in their queues
 
-Both read the project settings (``REDIS_URL``, ``CRAWL_*``), so they reach the
+All read the project settings (``REDIS_URL``, ``CRAWL_*``), so they reach the
 same Redis as ``scrapy crawl web`` run from the same folder; without
 ``REDIS_URL`` they use (and if needed start) the embedded one.
 """
@@ -47,9 +49,14 @@ async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: lis
                 redis, keys, config.seen_bucket_bits, config.host_delay_ms,
                 config.host_concurrency, config.lease_ms,
             )  # fmt: skip
-            counts = await frontier.counters()
-            counts["workers"] = int(await redis.zcard(keys.workers))
-            print(json.dumps(counts, sort_keys=True))
+            if action == "counts":
+                counts = await frontier.counters()
+                counts["workers"] = int(await redis.zcard(keys.workers))
+                print(json.dumps(counts, sort_keys=True))
+            elif action == "parked":
+                print(json.dumps(await frontier.parked_by_host(), sort_keys=True))
+            else:  # parked --requeue
+                print(f"requeued {await frontier.unpark_all()} parked URL(s)")
     finally:
         if embedded is None:
             await redis.aclose()
@@ -67,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed.add_argument("urls", nargs="*")
     seed.add_argument("--file", type=Path, help="one URL per line, # comments")
     sub.add_parser("counts", help="print the frontier counters as JSON")
+    parked = sub.add_parser("parked", help="URLs set aside as traps, per host")
+    parked.add_argument(
+        "--requeue", action="store_true", help="put every parked URL back in its host queue"
+    )
     args = parser.parse_args(argv)
 
     settings = get_project_settings()
@@ -85,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"not http(s) URLs: {', '.join(bad[:5])}")
         if not urls:
             parser.error("no URLs given")
-    return asyncio.run(_with_redis(config, crawl, args.command, urls))
+    action = "requeue" if args.command == "parked" and args.requeue else args.command
+    return asyncio.run(_with_redis(config, crawl, action, urls))
 
 
 if __name__ == "__main__":

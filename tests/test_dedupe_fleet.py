@@ -7,6 +7,8 @@ were fetched from the test web's own log.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -140,3 +142,13 @@ def test_a_host_serving_a_run_of_duplicates_is_set_aside(
         parked = sum(client.llen(f"cp:{{trap/{s}}}:parked") for s in range(4))
         counted = sum(int(client.hget(f"cp:{{trap/{s}}}:n", "parked") or 0) for s in range(4))
     assert parked == counted >= max(1, stats["dedupe/streak_parked_urls"])
+    # The operator's view, and the way back.
+    cli = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "trap"]
+    shown = subprocess.run([*cli, "parked"], cwd=REPO_ROOT, check=True, capture_output=True)
+    assert json.loads(shown.stdout) == {web.base_url(1).rstrip("/"): parked}
+    back = subprocess.run(
+        [*cli, "parked", "--requeue"], cwd=REPO_ROOT, check=True, capture_output=True
+    )
+    assert back.stdout.decode().strip() == f"requeued {parked} parked URL(s)"
+    counts = subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True)
+    assert json.loads(counts.stdout)["queued"] == parked

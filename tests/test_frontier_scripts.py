@@ -347,5 +347,23 @@ async def test_park_host_sets_its_queue_aside(
     assert await f.park_host("http://trap.test") == 0
     # Set aside for good: URLs found later go straight to the parked list.
     await f.add([entry("http://trap.test/later"), entry("http://ok.test/2")])
-    assert urls_of(await claim_all(f)) == ["http://ok.test/2"]
+    items = await claim_all(f)
+    assert urls_of(items) == ["http://ok.test/2"]
+    await f.ack([lease for lease, _ in items])
     assert (await f.counters())["parked"] == 6
+    assert await f.parked_by_host() == {"http://trap.test": 6}
+    # An operator undoes it: everything back in its queue, in order, flag cleared.
+    assert await f.unpark_all() == 6
+    assert await f.parked_by_host() == {}
+    counters = await f.counters()
+    assert (counters["queued"], counters["unparked"]) == (6, 6)
+    await f.add([entry("http://trap.test/after")])
+    got = []
+    for _ in range(7):
+        (lease, data), = await claim_all(f)  # fmt: skip
+        got.append(urls_of([(lease, data)])[0])
+        await f.ack([lease])
+    assert got == [f"http://trap.test/{i}" for i in range(5)] + [
+        "http://trap.test/later",
+        "http://trap.test/after",
+    ]

@@ -136,6 +136,7 @@ class RedisFrontier:
                 "reclaim",
                 "host_config",
                 "park_host",
+                "unpark",
             )
         }
         self._trim_start_urls = redis.register_script(_load_lua("trim_start_urls", False))
@@ -308,6 +309,39 @@ class RedisFrontier:
             total += n
             if n < PARK_BATCH:
                 return total
+
+    async def parked_by_host(self) -> dict[str, int]:
+        """Parked URLs per host (politeness key), all shards."""
+        counts: dict[str, int] = defaultdict(int)
+        for prefix in self.keys.shard_prefixes:
+            start = 0
+            while batch := await self.redis.lrange(
+                prefix + "parked", start, start + PARK_BATCH - 1
+            ):
+                for entry in batch:
+                    raw = entry if isinstance(entry, bytes) else entry.encode()
+                    counts[raw.partition(b"\t")[0].decode("utf-8", "replace")] += 1
+                start += len(batch)
+        return dict(counts)
+
+    async def unpark_all(self) -> int:
+        """Puts every parked URL back in its host queue; returns how many."""
+        total = 0
+        for shard in range(self.keys.shards):
+            while True:
+                n = int(
+                    await self._run(
+                        "unpark",
+                        shard,
+                        self.default_delay_ms,
+                        self.default_concurrency,
+                        PARK_BATCH,
+                    )
+                )
+                total += n
+                if n < PARK_BATCH:
+                    break
+        return total
 
     async def read_start_urls(self, max_n: int) -> list[bytes]:
         """The oldest ``max_n`` seeds pushed on ``<crawl>:start_urls``, oldest last."""

@@ -29,7 +29,7 @@ Per shard, prefix ``cp:{C/s}:``
                          serving a run of duplicate pages); kept for an operator.
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
-                         ``reclaimed``, ``deferred``, ``parked`` (totals).
+                         ``reclaimed``, ``deferred``, ``parked``, ``unparked`` (totals).
 ``r:<origin>``     HASH  robots.txt of ``scheme://host[:port]`` (in the shard of
                          the origin's politeness key), shared by the fleet:
                          ``k`` kind (ok | unavailable | unreachable), ``s`` HTTP
