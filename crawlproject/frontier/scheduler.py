@@ -69,6 +69,7 @@ from crawlproject.frontier.urls import (
     host_key,
 )
 from crawlproject.frontier.wake import wake_engine
+from crawlproject.rules.url_rules import UrlRules
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -109,10 +110,12 @@ class FrontierScheduler(BaseScheduler):
         crawler: Crawler,
         config: FrontierConfig,
         stats: StatsCollector,
+        rules: UrlRules,
     ) -> None:
         self.crawler = crawler
         self.config = config
         self.stats = stats
+        self.rules = rules
         self.worker_id = uuid.uuid4().hex[:12]
         self.canonicalizer = UrlCanonicalizer(config.session_params)
         self.codec = RequestCodec(config.request_classes)
@@ -156,6 +159,7 @@ class FrontierScheduler(BaseScheduler):
             crawler=crawler,
             config=FrontierConfig.from_settings(crawler.settings),
             stats=crawler.stats,
+            rules=UrlRules.from_settings(crawler.settings),
         )
 
     # -- lifecycle ----------------------------------------------------------------
@@ -329,6 +333,12 @@ class FrontierScheduler(BaseScheduler):
         except InvalidURL as exc:
             self.stats.inc_value("frontier/invalid_url")
             logger.debug("Skipped: %s", exc)
+            self._hand_over(token, parent)
+            return False
+        refused = self.rules.check(canonical)
+        if refused is not None:  # before the seen test: a refused URL costs no lookup
+            self.stats.inc_value(f"rules/{refused}")
+            logger.debug("Not queued (rule %s): %s", refused, request.url)
             self._hand_over(token, parent)
             return False
         fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)

@@ -1,0 +1,1 @@
+"""URL rules: which URLs may enter the frontier at all (see url_rules.py)."""

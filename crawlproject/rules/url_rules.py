@@ -1,0 +1,232 @@
+"""URL rules, applied to every URL before the seen-URL test.
+
+A rule looks at a canonical URL and returns why it is refused (a short name,
+counted as the stat ``rules/<name>``) or None. The built-in rules are set by
+``CRAWL_*`` settings (see crawlproject/default_settings.py); a user adds one by
+writing a class with ``from_settings(settings)`` and ``check(url) -> str | None``
+and naming it in ``CRAWL_URL_RULES``::
+
+    class NoPrintPages:
+        @classmethod
+        def from_settings(cls, settings): return cls()
+        def check(self, url: ParsedUrl) -> str | None:
+            return "print_page" if url.query_params.get("print") else None
+
+Host patterns: ``example.com`` is that host only; ``.example.com`` is
+example.com and every host below it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlsplit
+
+from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
+
+from crawlproject import default_settings as d
+from crawlproject.frontier.config import ConfigError
+
+
+@dataclass(frozen=True)
+class ParsedUrl:
+    """A canonical URL and its parts (host lowercase, default port dropped)."""
+
+    url: str
+    scheme: str
+    host: str
+    path: str
+    query: str
+    _extension: str = field(default="", repr=False)
+
+    @classmethod
+    def parse(cls, canonical_url: str) -> ParsedUrl:
+        parts = urlsplit(canonical_url)
+        return cls(
+            canonical_url, parts.scheme, (parts.hostname or "").lower(), parts.path, parts.query
+        )
+
+    @cached_property
+    def query_params(self) -> dict[str, str]:
+        return dict(parse_qsl(self.query, keep_blank_values=True))
+
+    @property
+    def extension(self) -> str:
+        """The last path segment's extension, lowercase ("" without one)."""
+        name = self.path.rsplit("/", 1)[-1]
+        return name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
+@runtime_checkable
+class UrlRule(Protocol):
+    def check(self, url: ParsedUrl) -> str | None:
+        """Why ``url`` is refused (a stat-friendly name), or None."""
+
+
+class HostPatterns:
+    """``example.com`` matches that host; ``.example.com`` it and its subdomains."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.exact: set[str] = set()
+        self.suffixes: set[str] = set()
+        for p in patterns:
+            p = p.strip().lower()
+            if not p or p.startswith("#"):
+                continue
+            if p.startswith("."):
+                self.suffixes.add(p[1:])
+            else:
+                self.exact.add(p)
+
+    def __bool__(self) -> bool:
+        return bool(self.exact or self.suffixes)
+
+    def matches(self, host: str) -> bool:
+        if host in self.exact:
+            return True
+        if not self.suffixes:
+            return False
+        # host itself and each parent: a.b.example.com -> b.example.com -> example.com
+        while True:
+            if host in self.suffixes:
+                return True
+            _, dot, rest = host.partition(".")
+            if not dot:
+                return False
+            host = rest
+
+
+class SchemeRule:
+    def __init__(self, allowed: Sequence[str]) -> None:
+        self.allowed = frozenset(s.lower() for s in allowed)
+
+    def check(self, url: ParsedUrl) -> str | None:
+        return None if url.scheme in self.allowed else "scheme"
+
+
+class HostRule:
+    def __init__(self, allow: HostPatterns, deny: HostPatterns) -> None:
+        self.allow = allow
+        self.deny = deny
+
+    def check(self, url: ParsedUrl) -> str | None:
+        if self.deny and self.deny.matches(url.host):
+            return "host_denied"
+        if self.allow and not self.allow.matches(url.host):
+            return "host_not_allowed"
+        return None
+
+
+class PathPrefixRule:
+    def __init__(self, deny_prefixes: Sequence[str]) -> None:
+        self.deny_prefixes = tuple(deny_prefixes)
+
+    def check(self, url: ParsedUrl) -> str | None:
+        return "path_denied" if url.path.startswith(self.deny_prefixes) else None
+
+
+class RegexRule:
+    def __init__(self, allow: Sequence[str], deny: Sequence[str]) -> None:
+        try:
+            self.allow = [re.compile(r) for r in allow]
+            self.deny = [re.compile(r) for r in deny]
+        except re.error as exc:
+            raise ConfigError(f"CRAWL_ALLOW/DENY_URL_REGEXES: bad regex: {exc}") from exc
+
+    def check(self, url: ParsedUrl) -> str | None:
+        if any(r.search(url.url) for r in self.deny):
+            return "regex_denied"
+        if self.allow and not any(r.search(url.url) for r in self.allow):
+            return "regex_not_allowed"
+        return None
+
+
+class LimitsRule:
+    def __init__(self, max_url_length: int, max_query_params: int) -> None:
+        self.max_url_length = max_url_length
+        self.max_query_params = max_query_params
+
+    def check(self, url: ParsedUrl) -> str | None:
+        if self.max_url_length and len(url.url) > self.max_url_length:
+            return "url_too_long"
+        # Count "&"-separated pairs without parsing: cheap, and exact enough.
+        if self.max_query_params and url.query and url.query.count("&") >= self.max_query_params:
+            return "too_many_params"
+        return None
+
+
+class ExtensionRule:
+    def __init__(self, deny: Sequence[str]) -> None:
+        self.deny = frozenset(e.lower().lstrip(".") for e in deny)
+
+    def check(self, url: ParsedUrl) -> str | None:
+        ext = url.extension
+        if not ext:
+            return None
+        if ext in self.deny:
+            return "extension"
+        # Two-part extensions such as tar.gz.
+        name = url.path.rsplit("/", 1)[-1].lower()
+        if any(name.endswith("." + e) for e in self.deny if "." in e):
+            return "extension"
+        return None
+
+
+class UrlRules:
+    """The chain of rules; the first refusal wins."""
+
+    def __init__(self, rules: Sequence[UrlRule]) -> None:
+        self.rules = list(rules)
+
+    def check(self, canonical_url: str) -> str | None:
+        parsed = ParsedUrl.parse(canonical_url)
+        for rule in self.rules:
+            reason = rule.check(parsed)
+            if reason is not None:
+                return reason
+        return None
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> UrlRules:
+        deny_hosts = list(settings.getlist("CRAWL_DENY_HOSTS", d.CRAWL_DENY_HOSTS))
+        blocklist = settings.get("CRAWL_DENY_HOSTS_FILE", d.CRAWL_DENY_HOSTS_FILE)
+        if blocklist:
+            try:
+                deny_hosts += Path(blocklist).read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise ConfigError(f"CRAWL_DENY_HOSTS_FILE {blocklist!r}: {exc}") from exc
+        max_length = settings.getint("CRAWL_MAX_URL_LENGTH", d.CRAWL_MAX_URL_LENGTH)
+        max_params = settings.getint("CRAWL_MAX_QUERY_PARAMS", d.CRAWL_MAX_QUERY_PARAMS)
+        if max_length < 0 or max_params < 0:
+            raise ConfigError("CRAWL_MAX_URL_LENGTH and CRAWL_MAX_QUERY_PARAMS must be >= 0")
+        rules: list[UrlRule] = [
+            SchemeRule(settings.getlist("CRAWL_ALLOWED_SCHEMES", d.CRAWL_ALLOWED_SCHEMES)),
+            LimitsRule(max_length, max_params),
+            HostRule(
+                HostPatterns(settings.getlist("CRAWL_ALLOW_HOSTS", d.CRAWL_ALLOW_HOSTS)),
+                HostPatterns(deny_hosts),
+            ),
+            PathPrefixRule(
+                settings.getlist("CRAWL_DENY_PATH_PREFIXES", d.CRAWL_DENY_PATH_PREFIXES)
+            ),
+            ExtensionRule(settings.getlist("CRAWL_DENY_EXTENSIONS", d.CRAWL_DENY_EXTENSIONS)),
+            RegexRule(
+                settings.getlist("CRAWL_ALLOW_URL_REGEXES", d.CRAWL_ALLOW_URL_REGEXES),
+                settings.getlist("CRAWL_DENY_URL_REGEXES", d.CRAWL_DENY_URL_REGEXES),
+            ),
+        ]
+        for path in settings.getlist("CRAWL_URL_RULES", d.CRAWL_URL_RULES):
+            rule_cls = load_object(path)
+            factory = getattr(rule_cls, "from_settings", None)
+            if factory is None:
+                raise ConfigError(f"CRAWL_URL_RULES: {path} has no from_settings(settings)")
+            rule = factory(settings)
+            if not isinstance(rule, UrlRule):
+                raise ConfigError(f"CRAWL_URL_RULES: {path} has no check(url) method")
+            rules.append(rule)
+        return cls(rules)
