@@ -3,6 +3,8 @@ and the probe-request templating that builds payloads without encoding each one.
 
 from __future__ import annotations
 
+import os
+import platform
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -38,6 +40,16 @@ class RedisServer(TestRedisServer):
     def cpu_seconds(self) -> float:
         info = self.client.info("cpu")
         return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    def versions(self, **extra: str) -> dict[str, object]:
+        """The machine and software a result was measured on (``extra``: more packages)."""
+        return {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "redis_server": self.client.info("server")["redis_version"],
+            "redis_py": redis.__version__,
+            **extra,
+        }
 
     def used_memory(self) -> int:
         return int(self.client.info("memory")["used_memory"])

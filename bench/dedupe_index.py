@@ -33,8 +33,6 @@ import argparse
 import asyncio
 import gc
 import json
-import os
-import platform
 import random
 import socket
 import statistics
@@ -45,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import redis
 from benchlib import RedisServer
 from redis.asyncio import Redis as AsyncRedis
 
@@ -399,13 +396,7 @@ def main() -> None:
     print(f"load average before: {load_average()} ({quiet})", flush=True)
     srv = RedisServer()
     try:
-        info = {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "redis_server": srv.client.info("server")["redis_version"],
-            "redis_py": redis.__version__,
-            "numpy": np.__version__,
-        }
+        info = srv.versions(numpy=np.__version__)
         print("with originals:", flush=True)
         runs = fill_and_measure(srv, keys, pages, sizes, a.calls, originals=True)
         if sizes_off:

@@ -28,9 +28,7 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import pickle
-import platform
 import random
 import statistics
 import sys
@@ -39,7 +37,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import redis
 import scrapy_redis
 from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RedisServer, fill_probe
 from redis.asyncio import Redis as AsyncRedis
@@ -264,13 +261,7 @@ def main() -> None:
     }
     srv = RedisServer()
     try:
-        info = {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "redis_server": srv.client.info("server")["redis_version"],
-            "redis_py": redis.__version__,
-            "scrapy_redis": scrapy_redis.__version__,
-        }
+        info = srv.versions(scrapy_redis=scrapy_redis.__version__)
         step = f"{n:,} URLs over {a.hosts:,} hosts"
         print(f"ours, {bits} bucket bits: {step} ...", flush=True)
         ours = measure_ours(srv, urls, n, bits, a.batch, tiny=False)
