@@ -402,11 +402,19 @@ class FrontierScheduler(BaseScheduler):
         token = request.meta.get(LEASE_META_KEY)
         return self._held.get(token) if isinstance(token, str) else None
 
-    def _release(self, request: Request, response: Response | None = None) -> None:
+    def _end_fetch(self, request: Request) -> _Held | None:
+        """The lease whose slot ``request`` held, now marked downloaded; None if
+        it held none (not claimed here, or its fetch already ended)."""
         held = self._lookup(request)
         if held is None or held.state is not LeaseState.FETCHING:
-            return
+            return None
         held.state = LeaseState.DOWNLOADED
+        return held
+
+    def _release(self, request: Request, response: Response | None = None) -> None:
+        held = self._end_fetch(request)
+        if held is None:
+            return
         fetch_ms, hold_ms, throttled = -1, 0, False
         if response is not None:
             latency = request.meta.get("download_latency")
@@ -493,11 +501,9 @@ class FrontierScheduler(BaseScheduler):
         """Frees the slot of a claimed URL that will not be fetched (e.g.
         robots.txt forbids it) and made no contact with its host, so the host's
         next URL need not wait a delay for it. The URL is then finished as usual."""
-        held = self._lookup(request)
-        if held is None or held.state is not LeaseState.FETCHING:
-            return
-        held.state = LeaseState.DOWNLOADED
-        self._queue_release(Release(held.lease, 0, contacted=False))
+        held = self._end_fetch(request)
+        if held is not None:
+            self._queue_release(Release(held.lease, 0, contacted=False))
 
     def lease_scraping(self, request: Request) -> None:
         """The spider got the response: requests carrying its lease are its links."""
