@@ -24,14 +24,19 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from tests.support.testweb import (
+    CALENDAR_START,
     ENGLISH_WORDS,
+    MINTED_LINKS,
     OUT_OF_SCOPE_IP,
+    POPULAR_PAGE,
+    SESSION_PAGES,
     Link,
     RequestRecord,
     TestWeb,
     WebProcess,
     canonical_url,
     fetch_counts,
+    fetches_by_host,
     host_ip,
     page_path,
     politeness_report,
@@ -739,3 +744,376 @@ def test_process_mode_with_mirrors_and_realistic(tmp_path: Path) -> None:
         assert get(web2.seeds[1]) == (200, same.render(2, 0))
     with pytest.raises(RuntimeError, match="cannot mirror itself"):
         WebProcess(tmp_path / "web3", {"hosts": 2, "mirrors": {2: 2}}).start()
+
+
+# -- unbalanced sites, spider traps, a popular page ---------------------------------------
+
+
+def web_digest(web: TestWeb) -> str:
+    """SHA-256 over the graph, every page's bytes, expected_urls, variants, latencies and
+    mirror pairs."""
+    digest = hashlib.sha256()
+    for key in sorted(web.graph):
+        digest.update(repr((key, web.graph[key])).encode())
+        digest.update(web.render(*key))
+    for part in (sorted(web.expected_urls), web.variants, web.latency, web.mirror_pairs()):
+        digest.update(json.dumps(part, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def test_webs_without_the_new_options_are_unchanged() -> None:
+    # Digests computed with web_digest on the code before host_pages, traps and popular were
+    # added (tests/support/testweb.py at commit c429b16), for these very parameters.
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({}, "e0d75eeccb82f9eaebe8fe5271b830b1f48cf88fb1adf830233d193343f0e98a"),
+        (
+            dict(hosts=4, pages=7, latency_ms=(10, 80), links_out_of_scope=1, query_variants=2,
+                 seed=5),
+            "b522a151e695584f9cd294dff402bc53bf0e8ee2a4cbbaee1e0788281dfa45c7",
+        ),
+        (
+            dict(hosts=3, pages=5, realistic=True, mirrors={3: 1}),
+            "e6ef04ec65f7334651bad0312e9c6a8b0458fbf8c1df5fc54b734465daeda3e1",
+        ),
+    ]  # fmt: skip
+    for params, digest in cases:
+        assert web_digest(TestWeb(port=8000, **params)) == digest, params
+    empty = TestWeb(port=8000, host_pages={}, traps={}, popular=None)
+    assert web_digest(empty) == cases[0][1]
+    assert (empty.params["host_pages"], empty.params["traps"], empty.params["popular"]) == (
+        {}, {}, None,
+    )  # fmt: skip
+    description = empty.describe()
+    assert (description["trap_hosts"], description["popular_url"]) == ({}, None)
+
+
+def links_of(url: str, body: bytes) -> list[str]:
+    """The page's links, absolute and canonical, in page order."""
+    return [canonical_url(urljoin(url, html.unescape(h))) for h in HREF.findall(body.decode())]
+
+
+def depths(web: TestWeb, h: int) -> dict[int, int]:
+    """BFS depth from / of every page of host h, over its own links in the graph."""
+    depth, queue = {0: 0}, deque([0])
+    while queue:
+        k = queue.popleft()
+        for link in web.graph[h, k]:
+            if link.host == h and link.page not in depth:
+                depth[link.page] = depth[k] + 1
+                queue.append(link.page)
+    return depth
+
+
+def tree_depth(k: int) -> int:
+    """The docstring's d(k): the least d with k < (10^(d+1) - 1) / 9."""
+    d = 0
+    while k >= (10 ** (d + 1) - 1) // 9:
+        d += 1
+    return d
+
+
+def test_host_pages_big_host_every_page_within_four_links() -> None:
+    plain = TestWeb(hosts=21, pages=10, port=9)
+    web = TestWeb(hosts=21, pages=10, host_pages={1: 2000}, port=9)
+    assert web.page_count(1) == 2000 and web.page_count(2) == 10
+    assert {k for h, k in web.graph if h == 1} == set(range(2000))
+    depth = depths(web, 1)
+    assert set(depth) == set(range(2000))
+    assert max(depth.values()) <= 4
+    assert all(depth[k] <= tree_depth(k) for k in depth)
+    assert [tree_depth(k) for k in (0, 1, 10, 11, 110, 111, 1110, 1111, 1999)] == [
+        0, 1, 1, 2, 2, 3, 3, 4, 4,
+    ]  # fmt: skip
+    # Index links: page k ends with links to 10k+1 .. 10k+10 (those that exist).
+    assert web.graph[1, 0][-10:] == [Link(1, c, "root") for c in range(1, 11)]
+    assert web.graph[1, 199][-9:] == [Link(1, c, "root") for c in range(1991, 2000)]
+    assert web.graph[1, 199][-10] != Link(1, 1990, "root")
+    assert not any(link.page > 1999 for link in web.graph[1, 199])
+    # The chain is still there; the other hosts' graphs are untouched.
+    assert all(any(link.page == (k + 1) % 2000 for link in web.graph[1, k]) for k in range(2000))
+    assert all(web.graph[h, k] == plain.graph[h, k] for h in range(2, 22) for k in range(10))
+    per_host = Counter(urlsplit(u).hostname for u in web.expected_urls)
+    assert per_host[host_ip(1)] == 2000 + 1  # a query variant too
+    assert {per_host[ip] for ip in web.ips[1:]} == {10 + 1}
+    # A host with fewer pages than ``pages``: links into it are folded into its range.
+    small = TestWeb(hosts=5, pages=10, host_pages={2: 3}, port=9)
+    assert {k for h, k in small.graph if h == 2} == {0, 1, 2}
+    assert all(link.page < 3 for links in small.graph.values() for link in links if link.host == 2)
+    assert len([u for u in small.expected_urls if urlsplit(u).hostname == host_ip(2)]) == 3 + 1
+
+
+def test_host_pages_over_http(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=3, pages=5, host_pages={1: 300, 3: 2}, query_variants=1)
+    base1, base3 = web.base_url(1), web.base_url(3)
+    assert get(base1 + "p/299")[0] == 200 and get(base1 + "p/300")[0] == 404
+    assert get(base3 + "p/1")[0] == 200 and get(base3 + "p/2")[0] == 404
+    status, body = get(base1)
+    assert status == 200
+    assert {base1 + f"p/{c}" for c in range(1, 11)} <= set(links_of(base1, body))
+    assert crawl_over_http(web, lambda u: True) == web.expected_urls
+    assert len(web.expected_urls) == (300 + 1) + (5 + 1) + (2 + 1)
+
+
+def test_host_pages_are_validated_and_rebuilt_from_the_description() -> None:
+    for bad in ({0: 5}, {4: 5}, {1: 0}, {1: True}, {True: 5}, {"1": 5}, {2: 5}):
+        with pytest.raises(ValueError):
+            TestWeb(hosts=3, pages=2, host_pages=bad, mirrors={2: 1})  # type: ignore[arg-type]
+    host_pages = {1: 40}
+    web = TestWeb(hosts=3, pages=2, host_pages=host_pages, mirrors={3: 1}, port=9)
+    host_pages[1] = 50  # the web keeps its own copy
+    assert web.params["host_pages"] == {1: 40} and web.page_count(3) == 40  # the mirror's too
+    assert len(web.mirror_pairs()) == 40 + 1
+    rebuilt = web_from_description(json.loads(json.dumps(web.describe())))
+    assert rebuilt.host_pages == {1: 40} and rebuilt.graph == web.graph
+
+
+def test_calendar_trap_links_to_previous_and_next_month(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=2, pages=3, traps={2: "calendar"})
+    base = web.base_url(2)
+    entry = f"{base}calendar?month={CALENDAR_START}"
+    assert entry == f"{base}calendar?month=2025-01"
+    status, body = get(base)
+    assert status == 200 and links_of(base, body)[-1] == entry
+    assert entry not in links_of(web.base_url(1), get(web.base_url(1))[1])  # only host 2's /
+    url, seen = entry, []
+    for _ in range(14):  # forwards, across a year end
+        status, body = get(url)
+        assert status == 200 and b"<!DOCTYPE html>" in body
+        seen.append(urlsplit(url).query)
+        prev, nxt, home = links_of(url, body)
+        assert (urlsplit(prev).path, home) == ("/calendar", base)
+        url = nxt
+    assert seen[0] == "month=2025-01" and seen[11:] == [
+        "month=2025-12", "month=2026-01", "month=2026-02",
+    ]  # fmt: skip
+    status, body = get(f"{base}calendar?month=2025-01")
+    assert links_of(base + "calendar", body)[0] == f"{base}calendar?month=2024-12"
+    assert b'href="?month=2025-02"' in body  # the next month as a query-only relative link
+    # Endless forwards; backwards down to 0001-01, which has no previous month.
+    far = f"{base}calendar?month=9999-12"
+    assert links_of(far, get(far)[1])[0] == f"{base}calendar?month=9999-11"
+    assert links_of(far, get(far)[1])[1] == f"{base}calendar?month=10000-01"
+    first = f"{base}calendar?month=0001-01"
+    assert links_of(first, get(first)[1]) == [f"{base}calendar?month=0001-02", base]
+    for bad in (
+        "calendar",
+        "calendar?month=2025-13",
+        "calendar?month=2025-1",
+        "calendar?month=0000-05",
+        "calendar?m=2025-01",
+        "calendar/?month=2025-01",
+    ):
+        assert get(base + bad)[0] == 404, bad  # fmt: skip
+    assert get(base + "calendar?x=1&month=2025-03")[0] == 200  # other pairs are ignored
+    assert get(web.base_url(1) + f"calendar?month={CALENDAR_START}")[0] == 404  # no trap
+    # Trap URLs are no part of the graph nor of expected_urls.
+    assert not any("calendar" in u for u in web.expected_urls)
+    assert web.trap_kind(entry) == "calendar" and web.trap_kind(base) is None
+    assert web.trap_kind(base + "calendar?month=2025-13") is None
+    assert web.expected_urls == TestWeb(hosts=2, pages=3, port=web.port).expected_urls
+
+
+def sids(url: str, body: bytes) -> set[str]:
+    return {urlsplit(u).query for u in links_of(url, body) if urlsplit(u).path.startswith("/s/")}
+
+
+def test_session_trap_mints_a_session_id_per_render(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=2, pages=3, traps={1: "session"})
+    base = web.base_url(1)
+    first, again = get(base)[1], get(base)[1]
+    entry = [u for u in links_of(base, first) if "/s/" in u]
+    assert [urlsplit(u).path for u in entry] == [f"/s/{j}" for j in range(SESSION_PAGES)]
+    assert len(sids(base, first)) == len(sids(base, again)) == 1  # one id per render
+    assert sids(base, first) != sids(base, again)
+    (sid,) = sids(base, first)
+    assert re.fullmatch(r"sid=[0-9a-f]{16}", sid)
+    page = f"{base}s/2?{sid}"
+    a, b = get(page), get(page)  # the same URL twice: new ids each time
+    assert a[0] == b[0] == 200
+    assert sids(page, a[1]) != sids(page, b[1])
+    assert [urlsplit(u).path for u in links_of(page, a[1])] == [
+        *(f"/s/{j}" for j in range(SESSION_PAGES)), "/",
+    ]  # fmt: skip
+    # The server ignores the id: the page is the same but for the ids in its links.
+    (sid_a,), (sid_b,) = sids(page, a[1]), sids(page, b[1])
+    assert a[1].replace(sid_a.encode(), b"") == b[1].replace(sid_b.encode(), b"")
+    assert get(f"{base}s/2")[1].replace(b"sid=", b"")[:200] == a[1][:200]
+    assert get(f"{base}s/2?sid=whatever")[0] == 200
+    assert get(f"{base}s/1")[1] != get(f"{base}s/2")[1]  # five distinct pages
+    for bad in (f"s/{SESSION_PAGES}", "s/01", "s/", "s/x"):
+        assert get(base + bad)[0] == 404, bad
+    assert not any("/s/" in u for u in web.expected_urls)
+    assert web.trap_kind(page) == web.trap_kind(f"{base}s/0") == "session"
+    assert web.trap_kind(f"{base}s/{SESSION_PAGES}") is None
+
+
+def test_repeat_trap_serves_endless_relative_paths(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=2, pages=3, traps={2: "repeat"})
+    base = web.base_url(2)
+    status, body = get(base)
+    assert b'href="x/"' in body and links_of(base, body)[-1] == base + "x/"
+    url = base + "x/"
+    for depth in range(1, 8):
+        status, body = get(url)
+        assert status == 200 and b"<!DOCTYPE html>" in body
+        assert b'href="x/"' in body and b'href="y/x/"' in body
+        x, yx, home = links_of(url, body)
+        assert (x, yx, home) == (url + "x/", url + "y/x/", base)
+        assert urlsplit(url).path == "/x" * depth + "/"
+        url = x
+    assert get(base + "x/x/x/")[0] == 200
+    assert get(base + "x/y/x/y/y/x/")[0] == 200
+    for bad in ("x", "x/x", "z/", "x/z/", "x//"):
+        assert get(base + bad)[0] == 404, bad
+    assert get(web.base_url(1) + "x/")[0] == 404
+    assert web.trap_kind(base + "x/x/x/") == "repeat" and web.trap_kind(base + "x") is None
+    assert not any("/x/" in u for u in web.expected_urls)
+
+
+def test_minted_trap_links_to_fresh_urls_that_all_exist(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=2, pages=3, traps={1: "minted"}, seed=11)
+    base = web.base_url(1)
+    minted = [u for u in links_of(base, get(base)[1]) if "/m/" in u]
+    assert len(minted) == MINTED_LINKS
+    seen = set(minted)
+    for url in minted[:2]:
+        for _ in range(3):  # down the chain: every page mints new, served links
+            status, body = get(url)
+            assert status == 200 and b"<!DOCTYPE html>" in body
+            links = links_of(url, body)
+            assert links[-1] == base
+            fresh = links[:-1]
+            assert len(fresh) == MINTED_LINKS
+            assert all(re.fullmatch(r"/m/[0-9a-f]{16}", urlsplit(u).path) for u in fresh)
+            assert not seen & set(fresh) and len(set(fresh)) == MINTED_LINKS
+            seen |= set(fresh)
+            assert web.trap_kind(url) == "minted"
+            url = fresh[-1]
+    assert get(base + "m/made0up")[0] == 200 and get(base + "m/")[0] == 404
+    assert get(base + "m/a/b")[0] == 404
+    assert not any("/m/" in u for u in web.expected_urls)
+    # Tokens: from the web's own seeded RNG, so the same sequence per seed.
+    a, b = TestWeb(hosts=1, pages=1, seed=11), TestWeb(hosts=1, pages=1, seed=11)
+    assert [a.token() for _ in range(5)] == [b.token() for _ in range(5)]
+    assert a.token() != TestWeb(hosts=1, pages=1, seed=12).token()
+
+
+def test_trap_pages_are_valid_html_for_scrapy_and_expected_urls_skip_them() -> None:
+    from scrapy.http import HtmlResponse
+    from scrapy.linkextractors import LinkExtractor
+
+    traps = {1: "calendar", 2: "session", 3: "repeat", 4: "minted"}
+    web = TestWeb(hosts=5, pages=4, traps=traps, realistic=True, port=8123)
+    extractor = LinkExtractor()
+    trap_urls = {
+        1: "http://127.0.3.1:8123/calendar?month=2030-06",
+        2: "http://127.0.3.2:8123/s/3?sid=abc",
+        3: "http://127.0.3.3:8123/x/y/x/",
+        4: "http://127.0.3.4:8123/m/abc123",
+    }
+    for h, url in trap_urls.items():
+        parts = urlsplit(url)
+        page = web.render_trap(h, parts.path, parts.query)
+        assert page is not None and page.startswith(b"<!DOCTYPE html>")
+        response = HtmlResponse(url, body=page, encoding="utf-8")
+        extracted = [link.url for link in extractor.extract_links(response)]
+        assert {canonical_url(u) for u in extracted} == set(links_of(url, page))
+        assert web.trap_kind(url) == traps[h]
+        # Each trap host's / (a realistic page here) links into its trap.
+        home = web.base_url(h)
+        response = HtmlResponse(home, body=web.render(h, 0), encoding="utf-8")
+        assert any(web.trap_kind(link.url) for link in extractor.extract_links(response))
+    assert web.render_trap(5, "/x/") is None and web.trap_kind(web.base_url(5) + "x/") is None
+    # The graph is the trap-less web's; a crawl that skips trap URLs fetches expected_urls.
+    assert web.graph == TestWeb(hosts=5, pages=4, port=8123).graph
+    assert not any(web.trap_kind(u) for u in web.expected_urls)
+
+
+def test_trap_hosts_keep_their_normal_pages_and_fetches_are_counted(
+    testweb_factory: WebFactory,
+) -> None:
+    traps = {2: "calendar", 3: "session", 4: "repeat", 5: "minted"}
+    web = testweb_factory(hosts=5, pages=4, traps=traps)
+    assert crawl_over_http(web, lambda u: web.trap_kind(u) is None) == web.expected_urls
+    normal = len(web.log)
+    assert web.trap_fetches(web.log) == Counter({2: 0, 3: 0, 4: 0, 5: 0})
+    # Two trap pages on each trap host, and a robots.txt (counted only on request).
+    for h in traps:
+        url = next(
+            u for u in links_of(web.base_url(h), get(web.base_url(h))[1]) if web.trap_kind(u)
+        )
+        get(url)
+        get(next(u for u in links_of(url, get(url)[1]) if web.trap_kind(u)))
+    get(web.base_url(1) + "robots.txt")
+    trap_fetches = web.trap_fetches(web.log)
+    assert trap_fetches == Counter({2: 3, 3: 3, 4: 3, 5: 3})
+    by_host = fetches_by_host(web.log)
+    assert sum(by_host.values()) == normal + 4 + 12
+    assert by_host[host_ip(1)] == 5 and fetches_by_host(web.log, robots=True)[host_ip(1)] == 6
+    assert all(by_host[host_ip(h)] == 5 + 1 + 3 for h in traps)  # + a second fetch of /
+
+
+def test_popular_page_is_linked_from_every_hosts_root(testweb_factory: WebFactory) -> None:
+    params: dict[str, Any] = dict(hosts=6, pages=4, query_variants=1, seed=2)
+    web = testweb_factory(popular=(3, "/popular"), **params)
+    popular = f"http://{host_ip(3)}:{web.port}/popular"
+    assert web.popular_url == popular and popular in web.expected_urls
+    assert web.path_of(POPULAR_PAGE) == "/popular"
+    for h in range(1, 7):
+        base = web.base_url(h)
+        assert links_of(base, get(base)[1])[-1] == popular
+        assert web.graph[h, 0][-1] == Link(3, POPULAR_PAGE, "root" if h == 3 else "abs")
+    status, body = get(popular)
+    assert status == 200 and b"<title>Host 3 popular page</title>" in body
+    assert links_of(popular, body) == [web.base_url(3)]
+    assert get(web.base_url(2) + "popular")[0] == 404  # only on host 3
+    assert crawl_over_http(web, lambda u: True) == web.expected_urls
+    plain = TestWeb(port=web.port, **params)
+    assert web.expected_urls == plain.expected_urls | {popular}
+    for (h, k), links in plain.graph.items():
+        assert web.graph[h, k] == ([*links, web.graph[h, 0][-1]] if k == 0 else links)
+    realistic = TestWeb(port=web.port, realistic=True, popular=(3, "/popular"), **params)
+    assert b"/popular" in realistic.render(1, 0) and realistic.render(3, POPULAR_PAGE)
+    for bad in ((0, "/x"), (7, "/x"), (1, "x"), (1, "/"), (1, "/p/2"), (1, "/x?y=1"),
+                (1, "/echo"), (1, "/go/1"), (1,), 1):  # fmt: skip
+        with pytest.raises(ValueError):
+            TestWeb(hosts=6, pages=4, popular=bad)  # type: ignore[arg-type]
+
+
+def test_traps_are_validated() -> None:
+    for bad in ({0: "calendar"}, {3: "minted"}, {1: "maze"}, {"1": "repeat"}):
+        with pytest.raises(ValueError):
+            TestWeb(hosts=2, pages=1, traps=bad)  # type: ignore[arg-type]
+
+
+def test_process_mode_with_host_pages_traps_and_popular(tmp_path: Path) -> None:
+    options: dict[str, Any] = {
+        "hosts": 4, "pages": 3, "host_pages": {1: 150}, "traps": {2: "minted", 4: "repeat"},
+        "popular": (3, "/hot"),
+    }  # fmt: skip
+    with WebProcess(tmp_path / "web", options) as web:
+        params = web.description["params"]
+        assert params["host_pages"] == {"1": 150}
+        assert params["traps"] == {"2": "minted", "4": "repeat"}
+        assert params["popular"] == [3, "/hot"]
+        assert web.description["trap_hosts"] == {host_ip(2): "minted", host_ip(4): "repeat"}
+        popular = f"http://{host_ip(3)}:{web.port}/hot"
+        assert web.description["popular_url"] == popular
+        same = TestWeb(
+            hosts=4, pages=3, host_pages={1: 150}, traps={2: "minted", 4: "repeat"},
+            popular=(3, "/hot"), port=web.port,
+        )  # fmt: skip
+        assert web.expected_urls == same.expected_urls == web.reachable_urls(lambda u: True)
+        assert get(popular)[0] == 200 and get(web.seeds[0] + "p/149")[0] == 200
+        assert get(web.seeds[3] + "x/x/")[0] == 200
+        minted = next(u for u in links_of(web.seeds[1], get(web.seeds[1])[1]) if "/m/" in u)
+        assert get(minted)[0] == 200 and web.trap_kind(minted) == "minted"
+    log = web.stop()
+    assert web.trap_fetches(log) == Counter({2: 1, 4: 1})
+    assert fetches_by_host(log)[host_ip(2)] == 2
+    # --popular HOST:PATH as a string; --traps as inline JSON.
+    options = {"hosts": 2, "pages": 2, "popular": "2:/x", "traps": '{"1": "calendar"}'}
+    with WebProcess(tmp_path / "web2", options) as web2:
+        assert web2.description["params"]["popular"] == [2, "/x"]
+        assert web2.description["trap_hosts"] == {host_ip(1): "calendar"}
+        assert get(f"http://{host_ip(2)}:{web2.port}/x")[0] == 200

@@ -47,6 +47,60 @@ remapped into m: ``graph[m, k]`` is ``graph[s, k]`` with host s replaced by m.
 A mirror keeps its own seed URL, latency and special routes; its pages are in
 ``expected_urls`` and ``mirror_pairs()`` pairs each with its source page.
 Mirrors of mirrors are refused.
+
+``host_pages`` (``--host-pages JSON``: ``{"host": page count}``) gives some
+hosts their own page count instead of ``pages`` (one host of 2,000 pages among
+hosts of 10). Such a host's graph is drawn from its own ``random.Random`` (the
+main one still draws, and drops, a ``pages``-page graph for it, so the other
+hosts' graphs stay as they were, but for links into a host with fewer than
+``pages`` pages: their target page ``t`` becomes ``t % count``). It keeps the
+chain (page k links to k+1) and random links, and adds *index links*: page k
+also links (root-relative, after its other links) to pages ``10k+1 .. 10k+10``
+(those that exist), a 10-ary tree rooted at ``/``. The tree puts page k at depth
+d(k) (d(0) = 0, d(1..10) = 1, d(11..110) = 2, d(111..1110) = 3,
+d(1111..11110) = 4: the least d with k < (10^(d+1) - 1) / 9), so a host of up
+to 11,110 pages has every page within 4 links of its ``/``, up to 111,110
+within 5 (other links can only shorten that). Only hosts listed in
+``host_pages`` get index links, whatever their count; a mirror has its source's
+pages and cannot be listed.
+
+``traps`` (``--traps JSON``: ``{"host": kind}``) adds a spider trap to a host,
+*in addition to* its normal pages (which stay in the graph and in
+``expected_urls``): the host's ``/`` also links to the trap's entry (after its
+graph links, and only ``/``); trap pages link back to ``/``. Kinds:
+
+* ``calendar``: ``/calendar?month=YYYY-MM`` (year 0001 and up, month 01..12,
+  exactly so formatted; other query pairs are ignored) links to the previous
+  month (``/calendar?month=...``, none before 0001-01) and the next one
+  (``?month=...``, a query-only relative href), endlessly onwards. Entry:
+  ``/calendar?month=2025-01`` (``CALENDAR_START``).
+* ``session``: ``/s/0`` .. ``/s/4`` (``SESSION_PAGES``), each its own page;
+  every render of ``/`` or of an ``/s/k`` mints one fresh session id and links
+  to all of ``/s/j?sid=<id>``. The server ignores the query, so the URLs are
+  endless but the content is five pages (the project's canonicalizer drops
+  ``sid``; this module's ``canonical_url`` keeps it).
+* ``repeat``: any path of ``x``/``y`` segments with a trailing slash (``/x/``,
+  ``/x/x/``, ``/x/y/x/``...; ``/x`` is a 404) is a page linking to the relative
+  ``x/`` and ``y/x/``, so the path grows by one or two segments a link. Entry:
+  the relative ``x/`` on ``/``.
+* ``minted``: every render of ``/`` or of a ``/m/<token>`` page links to
+  ``MINTED_LINKS`` (5) freshly minted ``/m/<token>`` URLs; any ``/m/<token>``
+  (lowercase letters and digits) is served, and does the same.
+
+Session ids and tokens are 16 hex digits from the web's own
+``random.Random(f"tokens/{seed}")``: the same sequence in every process for a
+seed, a new value on every render. Trap pages are plain pages (title, heading,
+filler, a list of links: even with ``realistic``); all pages of one trap share
+their filler (session: per page), so they differ only in the heading, title and
+links. Trap URLs are not part of ``graph`` nor of ``expected_urls``;
+``trap_kind(url)`` tells them apart, ``trap_fetches(log)`` counts them per trap
+host and ``fetches_by_host(log)`` counts every request per host IP.
+
+``popular`` (``--popular H:/path``; ``(host, path)``) adds a page at ``path``
+on host H (served 200, in ``graph`` as page ``POPULAR_PAGE`` (-1), in
+``expected_urls``) that the ``/`` page of *every* host links to, after its
+other links (an absolute URL; a root-relative one on host H itself). It links
+to H's ``/``. It is not mirrored.
 """
 
 from __future__ import annotations
@@ -62,6 +116,7 @@ import html
 import json
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -76,7 +131,7 @@ from datetime import date, timedelta
 from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 OUT_OF_SCOPE_IP = "127.0.2.1"
 REASONS = {
@@ -94,6 +149,16 @@ MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPECIAL_KEYS = frozenset({"status", "body", "content_type", "headers", "gzip", "reset", "times"})
+INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
+POPULAR_PAGE = -1  # the popular page's number in ``graph``
+TRAP_KINDS = ("calendar", "session", "repeat", "minted")
+CALENDAR_START = "2025-01"  # the month a calendar trap's entry link shows
+SESSION_PAGES = 5  # real pages behind a session trap: /s/0 .. /s/4
+MINTED_LINKS = 5  # fresh /m/<token> links on every page of a minted trap
+_MONTH = re.compile(r"(\d{4,})-(\d{2})")
+_SESSION_PATH = re.compile(r"/s/(0|[1-9]\d*)")
+_REPEAT_PATH = re.compile(r"(?:/[xy])+/")
+_MINTED_PATH = re.compile(r"/m/[0-9a-z]+")
 
 # host index (1-based) -> exact path (no query) -> spec (see the module docstring)
 SpecialRoutes = dict[int, dict[str, dict[str, Any]]]
@@ -259,6 +324,95 @@ def _check_mirrors(mirrors: dict[int, int], hosts: int) -> dict[int, int]:
         if s in mirrors:
             raise ValueError(f"mirrors: host {m} mirrors host {s}, itself a mirror")
     return dict(sorted(mirrors.items()))
+
+
+def int_keys_from_json(data: dict[str, Any]) -> dict[int, Any]:
+    """``host_pages`` or ``traps`` as JSON holds them (host keys are strings) -> int keys."""
+    return {int(h): value for h, value in data.items()}
+
+
+def _check_host(option: str, h: Any, hosts: int) -> int:
+    if not isinstance(h, int) or isinstance(h, bool) or not 1 <= h <= hosts:
+        raise ValueError(f"{option}: host {h!r} outside 1..{hosts}")
+    return h
+
+
+def _check_host_pages(
+    host_pages: dict[int, int], hosts: int, mirrors: dict[int, int]
+) -> dict[int, int]:
+    """A validated copy of host -> page count."""
+    for h, n in host_pages.items():
+        _check_host("host_pages", h, hosts)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"host_pages: host {h} needs a page count >= 1, not {n!r}")
+        if h in mirrors:
+            raise ValueError(f"host_pages: host {h} is a mirror: it has its source's pages")
+    return dict(sorted(host_pages.items()))
+
+
+def _check_traps(traps: dict[int, str], hosts: int) -> dict[int, str]:
+    """A validated copy of host -> trap kind."""
+    for h, kind in traps.items():
+        _check_host("traps", h, hosts)
+        if kind not in TRAP_KINDS:
+            raise ValueError(f"traps: unknown kind {kind!r} for host {h} (not in {TRAP_KINDS})")
+    return dict(sorted(traps.items()))
+
+
+def _check_popular(popular: Any, hosts: int) -> tuple[int, str] | None:
+    """``(host, path)`` (a list from JSON too) -> a tuple; the path must be free."""
+    if popular is None:
+        return None
+    if not isinstance(popular, tuple | list) or len(popular) != 2:
+        raise ValueError(f"popular: {popular!r} is not (host, path)")
+    h, path = _check_host("popular", popular[0], hosts), popular[1]
+    if (
+        not isinstance(path, str)
+        or not path.startswith("/")
+        or "?" in path
+        or "#" in path
+        or path in ("/", "/echo")
+        or _page_number(path) is not None
+        or path.startswith(("/go/", "/flaky/"))
+    ):
+        raise ValueError(f"popular: {path!r} is not a free exact path")
+    return h, path
+
+
+def month_index(month: str) -> int | None:
+    """``YYYY-MM`` (year >= 1, exactly so formatted) -> months since 0001-01; else None."""
+    found = _MONTH.fullmatch(month)
+    if not found:
+        return None
+    year, mon = int(found.group(1)), int(found.group(2))
+    if year < 1 or not 1 <= mon <= 12 or f"{year:04d}-{mon:02d}" != month:
+        return None
+    return (year - 1) * 12 + mon - 1
+
+
+def month_name(index: int) -> str:
+    """Inverse of ``month_index``."""
+    return f"{index // 12 + 1:04d}-{index % 12 + 1:02d}"
+
+
+def trap_page(kind: str, path: str, query: str = "") -> str | None:
+    """What a trap of ``kind`` serves at ``path`` (no query) and ``query``: the page's
+    key (the month, the session page number, the path or the token), None for a 404."""
+    if kind == "calendar":
+        months = parse_qs(query).get("month") if path == "/calendar" else None
+        return months[0] if months and month_index(months[0]) is not None else None
+    pattern = {"session": _SESSION_PATH, "repeat": _REPEAT_PATH, "minted": _MINTED_PATH}[kind]
+    found = pattern.fullmatch(path)
+    if not found:
+        return None
+    if kind == "session":
+        return found.group(1) if int(found.group(1)) < SESSION_PAGES else None
+    return path.removeprefix("/m/") if kind == "minted" else path
+
+
+def fetches_by_host(log: Iterable[RequestRecord], robots: bool = False) -> Counter[str]:
+    """Host IP -> requests it served (robots.txt ones only if ``robots``)."""
+    return Counter(rec.host_ip for rec in log if robots or rec.path != "/robots.txt")
 
 
 SYLLABLES = ("ka", "lo", "ven", "tri", "mar", "sol", "dun", "ber", "qui", "ral", "hob", "zen",
@@ -457,11 +611,17 @@ class TestWeb:
         special: SpecialRoutes | None = None,
         realistic: bool = False,
         mirrors: dict[int, int] | None = None,
+        host_pages: dict[int, int] | None = None,
+        traps: dict[int, str] | None = None,
+        popular: tuple[int, str] | None = None,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS or pages < 1:
             raise ValueError("need 1 <= hosts <= MAX_HOSTS and pages >= 1")
         self.special = _check_special(special or {}, hosts)
         self.mirrors = _check_mirrors(mirrors or {}, hosts)  # mirror host -> source host
+        self.host_pages = _check_host_pages(host_pages or {}, hosts, self.mirrors)
+        self.traps = _check_traps(traps or {}, hosts)  # host -> trap kind
+        self.popular = _check_popular(popular, hosts)  # (host, path) or None
         self.realistic = bool(realistic)
         lo, hi = latency_ms if isinstance(latency_ms, tuple) else (latency_ms, latency_ms)
         self.params: dict[str, Any] = dict(
@@ -477,6 +637,9 @@ class TestWeb:
             special=self.special,
             realistic=self.realistic,
             mirrors=self.mirrors,
+            host_pages=self.host_pages,
+            traps=self.traps,
+            popular=self.popular,
         )
         self.hosts, self.pages, self.body_bytes, self.seed = hosts, pages, body_bytes, seed
         self.port = port or 0
@@ -490,17 +653,38 @@ class TestWeb:
         for h in range(1, hosts + 1):
             self.variants[h] = sorted(rng.sample(range(pages), min(query_variants, pages)))
             for k in range(pages):
-                self.graph[h, k] = self._page_links(
-                    rng, h, k, links, cross_links, links_out_of_scope
+                page_links = self._page_links(
+                    rng, h, k, pages, links, cross_links, links_out_of_scope
                 )
+                if h not in self.host_pages:  # drawn all the same: see below
+                    self.graph[h, k] = page_links
+        # A host_pages host's ``pages`` pages were drawn above all the same, so that the other
+        # hosts' graphs stay as they were; its own come from its own RNG, plus index links.
+        for h, n in self.host_pages.items():
+            own = random.Random(f"host/{seed}/{h}")
+            self.variants[h] = sorted(own.sample(range(n), min(query_variants, n)))
+            for k in range(n):
+                index = range(INDEX_FANOUT * k + 1, min(INDEX_FANOUT * (k + 1) + 1, n))
+                self.graph[h, k] = [
+                    *self._page_links(own, h, k, n, links, cross_links, links_out_of_scope),
+                    *(Link(h, child, "root") for child in index),
+                ]
         # A mirror's own links were drawn above all the same, so that adding a mirror leaves
         # every other host's graph as it was; they are replaced by its source's, remapped.
         for m, s in self.mirrors.items():
             self.variants[m] = list(self.variants[s])
             for k in range(pages):
+                del self.graph[m, k]
+            for k in range(self.page_count(s)):
                 self.graph[m, k] = [
                     replace(link, host=m) if link.host == s else link for link in self.graph[s, k]
                 ]
+        if self.popular:  # after the mirrors: the popular page is not mirrored
+            ph = self.popular[0]
+            self.graph[ph, POPULAR_PAGE] = [Link(ph, 0, "root")]
+            for h in range(1, hosts + 1):
+                form = "root" if h == ph else "abs"
+                self.graph[h, 0] = [*self.graph[h, 0], Link(ph, POPULAR_PAGE, form)]
         vocab_rng = random.Random(f"vocab/{seed}")
         letters = "abcdefghijklmnopqrstuvwxyz"
         self._vocab = [
@@ -513,20 +697,22 @@ class TestWeb:
         self._failures_left: dict[tuple[str, str], int] = {}  # (ip, path) -> 503s still to send
         self._special_hits: Counter[tuple[int, str]] = Counter()  # (host, path) -> requests
         self._sites: dict[int, SiteTemplate] = {}
+        self._tokens = random.Random(f"tokens/{seed}")  # session ids and minted tokens
 
     # -- graph ------------------------------------------------------------------
 
     def _page_links(
-        self, rng: random.Random, h: int, k: int, links: int, cross: int, oos: int
+        self, rng: random.Random, h: int, k: int, n: int, links: int, cross: int, oos: int
     ) -> list[Link]:
+        """Page k's links on host h of n pages (n = ``pages`` draws as ever)."""
         forms = ("abs", "net", "root", "rel")
 
         def same_host(target: int, query: str = "") -> Link:
             frag = f"s{rng.randint(1, 9)}" if rng.random() < 0.25 else ""
             return Link(h, target, rng.choice(forms), query, frag)
 
-        out = [same_host((k + 1) % self.pages)]  # the chain keeps every page reachable
-        out += [same_host(rng.randrange(self.pages)) for _ in range(links - 1)]
+        out = [same_host((k + 1) % n)]  # the chain keeps every page reachable
+        out += [same_host(rng.randrange(n)) for _ in range(links - 1)]
         if links >= 2:
             out.append(rng.choice(out))  # the same href twice on one page
         if self.variants[h]:
@@ -537,10 +723,20 @@ class TestWeb:
         for _ in range(cross if self.hosts > 1 else 0):
             other = rng.randrange(1, self.hosts)
             other += other >= h  # any host but this one
-            out.append(Link(other, rng.randrange(self.pages), rng.choice(("abs", "net"))))
+            target = rng.randrange(self.pages) % self.page_count(other)
+            out.append(Link(other, target, rng.choice(("abs", "net"))))
         out += [Link(0, rng.randrange(self.pages), "abs") for _ in range(oos)]
         rng.shuffle(out)
         return out
+
+    def page_count(self, h: int) -> int:
+        """Host h's number of numbered pages (``/`` and ``/p/1`` ..): ``host_pages`` or
+        ``pages`` (a mirror's is its source's)."""
+        return self.host_pages.get(self.mirrors.get(h, h), self.pages)
+
+    def path_of(self, k: int) -> str:
+        """Path of page k (``POPULAR_PAGE``: the popular page's)."""
+        return self.popular[1] if k == POPULAR_PAGE and self.popular else page_path(k)
 
     def base_url(self, i: int) -> str:
         return f"http://{host_ip(i)}:{self.port}/"
@@ -574,7 +770,7 @@ class TestWeb:
             if (h, k, query) in seen:
                 return
             seen.add((h, k, query))
-            url = bases[h - 1] + page_path(k) + (f"?{query}" if query else "")
+            url = bases[h - 1] + self.path_of(k) + (f"?{query}" if query else "")
             if allowed(url):
                 urls.add(url)
                 if (h, k) not in expanded:
@@ -598,7 +794,7 @@ class TestWeb:
         pairs = []
         for m, s in self.mirrors.items():
             mirror, source = (f"http://{host_ip(i)}:{self.port}" for i in (m, s))
-            for k in range(self.pages):
+            for k in range(self.page_count(s)):
                 path = page_path(k)
                 pairs.append((mirror + path, source + path))
                 if k in self.variants[m]:
@@ -607,7 +803,7 @@ class TestWeb:
 
     def href(self, link: Link) -> str:
         ip = host_ip(link.host) if link.host else OUT_OF_SCOPE_IP
-        path = page_path(link.page) + (f"?{link.query}" if link.query else "")
+        path = self.path_of(link.page) + (f"?{link.query}" if link.query else "")
         path += f"#{link.fragment}" if link.fragment else ""
         prefix = {
             "abs": f"http://{ip}:{self.port}",
@@ -618,16 +814,21 @@ class TestWeb:
         return prefix + path  # "../p/3" resolves to /p/3 from both "/" and "/p/N"
 
     def render(self, h: int, k: int) -> bytes:
+        """Page k of host h (``POPULAR_PAGE``: the popular page); a trap host's ``/``
+        links to its trap too, freshly minted ids and all."""
         if self.realistic:
             return self._render_realistic(h, k)
         src = self.mirrors.get(h, h)  # a mirror shows its source's title and text
-        title = f"Host {src} page {k}"
+        title = f"Host {src} popular page" if k == POPULAR_PAGE else f"Host {src} page {k}"
         items = "".join(
-            f'<li><a href="{html.escape(self.href(link))}">to page {link.page}</a></li>\n'
+            f'<li><a href="{html.escape(self.href(link))}">{_plain_link_text(link)}</a></li>\n'
             for link in self.graph[h, k]
-        )
+        ) + _items_html(self._trap_entry(h) if k == 0 else [])
         # Filler differs per page, so near-duplicate detection sees distinct pages.
         rng = random.Random(f"{self.seed}/{src}/{k}")
+        return self._plain_page(title, self._banner_html(h), items, rng)
+
+    def _plain_page(self, title: str, banner: str, items: str, rng: random.Random) -> bytes:
         words, size = [], 0
         while size < self.body_bytes:
             words.append(rng.choice(self._vocab))
@@ -635,11 +836,77 @@ class TestWeb:
         half = len(words) // 2
         page = (
             f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
-            f"</head>\n<body><h1>{title}</h1>\n{self._banner_html(h)}"
+            f"</head>\n<body><h1>{title}</h1>\n{banner}"
             f"<p>{' '.join(words[:half])}</p>\n"
             f"<ul>\n{items}</ul>\n<p>{' '.join(words[half:])}</p>\n</body></html>\n"
         )
         return page.encode()
+
+    # -- traps --------------------------------------------------------------------------
+
+    def token(self) -> str:
+        """A fresh session id or minted token: 16 hex digits from the web's own RNG."""
+        return f"{self._tokens.getrandbits(64):016x}"
+
+    def _trap_entry(self, h: int) -> list[tuple[str, str]]:
+        """(href, text) of the trap links on trap host h's ``/`` (none on other hosts)."""
+        kind = self.traps.get(h)
+        if kind == "calendar":
+            return [(f"/calendar?month={CALENDAR_START}", "calendar")]
+        if kind == "session":
+            sid = self.token()
+            return [(f"/s/{j}?sid={sid}", f"session page {j}") for j in range(SESSION_PAGES)]
+        if kind == "repeat":
+            return [("x/", "repeat")]
+        if kind == "minted":
+            return [(f"/m/{self.token()}", "more") for _ in range(MINTED_LINKS)]
+        return []
+
+    def trap_kind(self, url: str) -> str | None:
+        """The trap kind of a URL a trap serves (200), else None (normal pages, the popular
+        page, 404s, special routes and other hosts' URLs included)."""
+        parts = urlsplit(url)
+        h = self._host_of.get(parts.hostname or "", 0)
+        kind = self.traps.get(h)
+        if kind is None or parts.path in self.special.get(h, {}) or self.popular == (h, parts.path):
+            return None
+        return kind if trap_page(kind, parts.path, parts.query) is not None else None
+
+    def trap_fetches(self, log: Iterable[RequestRecord]) -> Counter[int]:
+        """Trap host index -> requests for its trap URLs (every trap host, 0s included)."""
+        counts: Counter[int] = Counter(dict.fromkeys(self.traps, 0))
+        for rec in log:
+            if self.trap_kind(rec.url):
+                counts[self._host_of[rec.host_ip]] += 1
+        return counts
+
+    def render_trap(self, h: int, path: str, query: str = "") -> bytes | None:
+        """Trap host h's page at ``path`` (no query) and ``query``; None: a 404."""
+        kind = self.traps.get(h)
+        key = trap_page(kind, path, query) if kind else None
+        if kind is None or key is None:
+            return None
+        links: list[tuple[str, str]] = []
+        if kind == "calendar":
+            month = month_index(key)
+            assert month is not None
+            title = f"Host {h} calendar {key}"
+            if month > 0:
+                links.append((f"/calendar?month={month_name(month - 1)}", "previous month"))
+            links.append((f"?month={month_name(month + 1)}", "next month"))
+        elif kind == "session":
+            title = f"Host {h} session page {key}"
+            sid = self.token()
+            links += [(f"/s/{j}?sid={sid}", f"session page {j}") for j in range(SESSION_PAGES)]
+        elif kind == "repeat":
+            title = f"Host {h} repeat page {key}"
+            links += [("x/", "x"), ("y/x/", "y x")]
+        else:
+            title = f"Host {h} page {key}"
+            links += [(f"/m/{self.token()}", "more") for _ in range(MINTED_LINKS)]
+        links.append(("/", "home"))
+        filler = f"trap/{self.seed}/{h}/{kind}" + (f"/{key}" if kind == "session" else "")
+        return self._plain_page(html.escape(title), "", _items_html(links), random.Random(filler))
 
     # -- realistic pages and mirrors ----------------------------------------------------
 
@@ -720,7 +987,7 @@ class TestWeb:
         related = "".join(
             f'<li><a href="{esc(self.href(link))}">{esc(self._link_text(link))}</a></li>\n'
             for link in self.graph[h, k]
-        )
+        ) + _items_html(self._trap_entry(h) if k == 0 else [])
         footer = "".join(f"<p>{esc(line)}</p>\n" for line in site.footer)
         page = (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -751,12 +1018,27 @@ class TestWeb:
             "latency_s": self.latency,
             "params": self.params,  # with "special"; JSON makes its host keys strings
             "mirror_pairs": self.mirror_pairs(),
+            "trap_hosts": {host_ip(h): kind for h, kind in self.traps.items()},  # IP -> kind
+            "popular_url": self.popular_url,
         }
+
+    @property
+    def popular_url(self) -> str | None:
+        """The popular page's URL (as in ``expected_urls``), or None."""
+        if not self.popular:
+            return None
+        return f"http://{host_ip(self.popular[0])}:{self.port}{self.popular[1]}"
 
     # -- HTTP ---------------------------------------------------------------------
 
     def _route(
-        self, ip: str, method: str, path: str, headers: dict[str, str], body: bytes
+        self,
+        ip: str,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        query: str = "",
     ) -> Reply:
         h = self._host_of.get(ip)
         spec = self.special.get(h, {}).get(path) if h is not None else None
@@ -783,8 +1065,12 @@ class TestWeb:
             return Reply(200, "application/json", json.dumps(echo).encode())
         if h is not None and path.startswith("/"):
             k = 0 if path == "/" else _page_number(path)
-            if k is not None and 0 <= k < self.pages:
+            if k is not None and 0 <= k < self.page_count(h):
                 return Reply(200, "text/html; charset=utf-8", self.render(h, k))
+            if self.popular == (h, path):
+                return Reply(200, "text/html; charset=utf-8", self.render(h, POPULAR_PAGE))
+            if h in self.traps and (trap := self.render_trap(h, path, query)) is not None:
+                return Reply(200, "text/html; charset=utf-8", trap)
         return Reply(404, "text/plain", b"not found\n")
 
     def _special_reply(self, ip: str, spec: dict[str, Any]) -> Reply:
@@ -825,7 +1111,9 @@ class TestWeb:
                 await asyncio.sleep(self.latency.get(ip, 0.0))
                 parts = urlsplit(target)  # absolute-form targets too
                 path = parts.path + (f"?{parts.query}" if parts.query else "")
-                status, ctype, payload, extra = self._route(ip, method, parts.path, headers, body)
+                status, ctype, payload, extra = self._route(
+                    ip, method, parts.path, headers, body, parts.query
+                )
                 head = (
                     f"HTTP/1.1 {status} {REASONS.get(status, 'Other')}\r\n"
                     f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
@@ -914,6 +1202,16 @@ class TestWeb:
         self.stop()
 
 
+def _plain_link_text(link: Link) -> str:
+    return "to the popular page" if link.page == POPULAR_PAGE else f"to page {link.page}"
+
+
+def _items_html(links: list[tuple[str, str]]) -> str:
+    """``<li>`` items of (href, text) links."""
+    esc = html.escape
+    return "".join(f'<li><a href="{esc(href)}">{esc(text)}</a></li>\n' for href, text in links)
+
+
 def _page_number(path: str) -> int | None:
     if path.startswith("/p/") and path[3:].isdigit() and not path[3:].startswith("0"):
         return int(path[3:])
@@ -941,10 +1239,29 @@ def _parse_range(text: str) -> tuple[float, float]:
     return float(lo), float(hi or lo)
 
 
-def _parse_mirrors(text: str) -> dict[int, int]:
-    """``--mirrors``: inline JSON, or the path of a JSON file (as WebProcess passes dicts)."""
+def _json_option(text: str) -> Any:
+    """Inline JSON, or the path of a JSON file (as WebProcess passes dicts)."""
     data = text if text.lstrip().startswith("{") else Path(text).read_text(encoding="utf-8")
-    return mirrors_from_json(json.loads(data))
+    return json.loads(data)
+
+
+def _parse_mirrors(text: str) -> dict[int, int]:
+    """``--mirrors``: inline JSON, or the path of a JSON file."""
+    return mirrors_from_json(_json_option(text))
+
+
+def _parse_int_keys(text: str) -> dict[int, Any]:
+    """``--host-pages`` and ``--traps``: inline JSON, or the path of a JSON file."""
+    return int_keys_from_json(_json_option(text))
+
+
+def _parse_popular(text: str) -> tuple[int, str]:
+    """``--popular``: ``H:/path`` or ``H-/path`` (WebProcess joins a tuple with "-"), or
+    ``H`` for ``H:/popular``."""
+    found = re.fullmatch(r"(\d+)(?:[:-](/.*))?", text)
+    if not found:
+        raise argparse.ArgumentTypeError(f"not HOST[:PATH]: {text!r}")
+    return int(found.group(1)), found.group(2) or "/popular"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -964,6 +1281,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--mirrors", type=_parse_mirrors, help='JSON {"mirror": source}, or a file holding it'
     )
+    ap.add_argument(
+        "--host-pages", type=_parse_int_keys, help='JSON {"host": pages}, or a file holding it'
+    )
+    ap.add_argument(
+        "--traps",
+        type=_parse_int_keys,
+        help=f'JSON {{"host": kind}}, or a file holding it; kinds: {", ".join(TRAP_KINDS)}',
+    )
+    ap.add_argument(
+        "--popular", type=_parse_popular, help="HOST:PATH of a page every host's / links to"
+    )
     ap.add_argument("--log", type=Path, help="JSON lines of requests, written at exit")
     ap.add_argument("--ready-file", type=Path, help="JSON description, written once listening")
     args = ap.parse_args(argv)
@@ -981,6 +1309,9 @@ def main(argv: list[str] | None = None) -> None:
         special=load_special(args.special) if args.special else None,
         realistic=args.realistic,
         mirrors=args.mirrors,
+        host_pages=args.host_pages,
+        traps=args.traps,
+        popular=args.popular,
     )
 
     def ready() -> None:
@@ -1008,11 +1339,15 @@ def web_from_description(description: dict[str, Any]) -> TestWeb:
     lo, hi = params.pop("latency_ms")
     special = special_from_json(params.pop("special", {}))
     mirrors = mirrors_from_json(params.pop("mirrors", {}))
+    host_pages = int_keys_from_json(params.pop("host_pages", {}))
+    traps = int_keys_from_json(params.pop("traps", {}))
     return TestWeb(
         **params,
         latency_ms=(lo, hi),
         special=special,
         mirrors=mirrors,
+        host_pages=host_pages,
+        traps=traps,
         port=int(description["port"]),
     )
 
@@ -1022,14 +1357,16 @@ class WebProcess:
     """A web served by ``python -m tests.support.testweb`` in a child process.
 
     ``start()`` waits for the ready file; ``stop()`` sends SIGTERM and returns the log.
-    An option whose value is a dict (e.g. ``special``, ``mirrors``) is passed as a JSON
-    file; a bool one (``realistic``) as a bare flag when true, not at all when false.
+    An option whose value is a dict (e.g. ``special``, ``mirrors``, ``host_pages``,
+    ``traps``) is passed as a JSON file; a bool one (``realistic``) as a bare flag when
+    true, not at all when false; ``popular`` as ``(host, path)`` or ``"host:/path"``.
     """
 
     workdir: Path
     options: dict[str, Any] = field(default_factory=dict)  # CLI options, e.g. {"hosts": 20}
     description: dict[str, Any] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
+    _web: tuple[Any, TestWeb] | None = field(default=None, repr=False, compare=False)
 
     @property
     def log_path(self) -> Path:
@@ -1053,6 +1390,20 @@ class WebProcess:
     def reachable_urls(self, allowed: Callable[[str], bool]) -> set[str]:
         """``TestWeb.reachable_urls`` for this web (rebuilt from its description)."""
         return web_from_description(self.description).reachable_urls(allowed)
+
+    def web(self) -> TestWeb:
+        """The (unstarted) TestWeb this process serves, rebuilt from its description
+        once per start: its graph, ``trap_kind``, ``trap_fetches`` and the like."""
+        key = (self.description.get("pid"), self.description.get("port"))
+        if self._web is None or self._web[0] != key:
+            self._web = (key, web_from_description(self.description))
+        return self._web[1]
+
+    def trap_kind(self, url: str) -> str | None:
+        return self.web().trap_kind(url)
+
+    def trap_fetches(self, log: Iterable[RequestRecord]) -> Counter[int]:
+        return self.web().trap_fetches(log)
 
     def start(self, timeout: float = 60.0) -> WebProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
