@@ -89,6 +89,31 @@ CRAWL_IDLE_POLL_SECONDS = 0.5
 # How often buffered link-adds and acknowledgements are written to Redis.
 CRAWL_FLUSH_INTERVAL_SECONDS = 0.02
 
+# Crawl order. Each host queue is ordered by priority (first-in first-out among
+# equals), and among hosts that may be fetched now the one holding the best URL
+# goes first; politeness is never traded for it. Fixed for the life of a crawl.
+#   "depth": breadth-first: score = depth - Request.priority (lower first);
+#   "aopic": AOPIC (Abiteboul, Preda, Cobena 2003): seeds start with equal
+#     credit; a fetched page pays CRAWL_AOPIC_TAX of its credit to the lambda
+#     page and shares the rest equally among its links (new or still queued);
+#     the lambda credit is spread evenly over all queued URLs; best credit first;
+#   or the dotted path of a class of yours (see crawlproject/frontier/priority.py).
+CRAWL_PRIORITY_POLICY = "depth"
+CRAWL_AOPIC_TAX = 0.1
+# Credit of a URL that no fetched page passed credit to (a seed).
+CRAWL_AOPIC_SEED_CREDIT = 1.0
+
+# Spider-trap guards, each counted (trap/<guard>) and logged once per host.
+# Links deeper than this many hops from a seed are not queued (0: no limit).
+CRAWL_MAX_DEPTH = 20
+# URLs queued per host (politeness key) over the whole crawl (0: no limit).
+CRAWL_MAX_PAGES_PER_HOST = 0
+# URLs with a query string queued per host and URL shape (path with digits
+# masked + parameter names; rules/traps.py): bounds calendars and session ids
+# minted per render (0: no limit). A forum's /thread?id=N counts as one shape:
+# raise it for sites like that (CRAWL_HOST_OVERRIDES does not apply here).
+CRAWL_MAX_URLS_PER_PATTERN = 10_000
+
 # robots.txt (RFC 9309), fetched once per host for the whole fleet through the
 # host's politeness slot, kept in Redis (middlewares/robotstxt.py).
 CRAWL_ROBOTS_OBEY = True
@@ -162,3 +187,33 @@ CRAWL_MAX_QUERY_PARAMS = 20  # 0: no limit
 CRAWL_DENY_EXTENSIONS: list[str] = list(_SCRAPY_IGNORED_EXTENSIONS)
 # Extra rules: classes with from_settings(settings) and check(url) -> reason | None.
 CRAWL_URL_RULES: list[str] = []
+
+# Spider traps (crawlproject/rules/traps.py). A URL whose path repeats a block of
+# 1-3 segments more than this many times in a row (/a/b/a/b/a/b/a/b/: a/b repeats
+# 3 times), or has one segment more than this + 2 times anywhere, is refused
+# (stat rules/path_repeats; logged once per host). 0: off.
+CRAWL_MAX_PATH_REPEATS = 2
+# Path-ascending discovery (middlewares/path_ascending.py): for each page
+# http://h/a/b/page.html also queue http://h/a/b/, http://h/a/ and http://h/,
+# at the page's depth + 1, in the spider's scope. Off by default.
+CRAWL_PATH_ASCENDING = False
+
+# DNS (crawlproject/dns/resolver.py as TWISTED_DNS_RESOLVER, middlewares/dns.py).
+# Scrapy's resolver keeps 10,000 names per process for ever and forgets failures,
+# so each URL of a dead host costs a system lookup (a thread of the reactor's
+# pool, up to DNS_TIMEOUT). Resolved names kept per worker, and for how long
+# (the system call gives no TTL); about 240 bytes each (~24 MB at the default).
+# DNSCACHE_ENABLED = False turns both caches off; DNSCACHE_SIZE is not used.
+CRAWL_DNS_CACHE_SIZE = 100_000
+CRAWL_DNS_CACHE_TTL_SECONDS = 3600.0
+# Failed names kept per worker (about 240 bytes each), and for how long:
+# meanwhile a lookup of one fails at once, without asking the system resolver.
+# 0: failures not cached.
+CRAWL_DNS_NEGATIVE_CACHE_SIZE = 50_000
+CRAWL_DNS_NEGATIVE_TTL_SECONDS = 300.0
+# A host (politeness key) whose last this many fetches in a row failed for good
+# because its name does not exist (after Scrapy's retries; robots.txt fetches
+# count) gets its queued URLs set aside in the frontier ("parked", like a trap
+# host: see `crawlproject parked [--requeue]`); a response resets the count.
+# Lookups that got no answer (SERVFAIL, timeouts) never park. 0: never.
+CRAWL_DNS_PARK_AFTER = 3

@@ -31,6 +31,7 @@ from scrapy.utils.misc import load_object
 
 from crawlproject import default_settings as d
 from crawlproject.frontier.config import ConfigError
+from crawlproject.rules.traps import PathRepeatsRule
 
 
 @dataclass(frozen=True)
@@ -202,8 +203,12 @@ class UrlRules:
                 raise ConfigError(f"CRAWL_DENY_HOSTS_FILE {blocklist!r}: {exc}") from exc
         max_length = settings.getint("CRAWL_MAX_URL_LENGTH", d.CRAWL_MAX_URL_LENGTH)
         max_params = settings.getint("CRAWL_MAX_QUERY_PARAMS", d.CRAWL_MAX_QUERY_PARAMS)
-        if max_length < 0 or max_params < 0:
-            raise ConfigError("CRAWL_MAX_URL_LENGTH and CRAWL_MAX_QUERY_PARAMS must be >= 0")
+        max_repeats = settings.getint("CRAWL_MAX_PATH_REPEATS", d.CRAWL_MAX_PATH_REPEATS)
+        if max_length < 0 or max_params < 0 or max_repeats < 0:
+            raise ConfigError(
+                "CRAWL_MAX_URL_LENGTH, CRAWL_MAX_QUERY_PARAMS and CRAWL_MAX_PATH_REPEATS"
+                " must be >= 0"
+            )
         rules: list[UrlRule] = [
             SchemeRule(settings.getlist("CRAWL_ALLOWED_SCHEMES", d.CRAWL_ALLOWED_SCHEMES)),
             LimitsRule(max_length, max_params),
@@ -215,6 +220,7 @@ class UrlRules:
                 settings.getlist("CRAWL_DENY_PATH_PREFIXES", d.CRAWL_DENY_PATH_PREFIXES)
             ),
             ExtensionRule(settings.getlist("CRAWL_DENY_EXTENSIONS", d.CRAWL_DENY_EXTENSIONS)),
+            *([PathRepeatsRule(max_repeats)] if max_repeats else []),
             RegexRule(
                 settings.getlist("CRAWL_ALLOW_URL_REGEXES", d.CRAWL_ALLOW_URL_REGEXES),
                 settings.getlist("CRAWL_DENY_URL_REGEXES", d.CRAWL_DENY_URL_REGEXES),

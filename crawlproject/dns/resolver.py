@@ -1,0 +1,330 @@
+"""A DNS resolver for a whole-web worker: Scrapy's ``TWISTED_DNS_RESOLVER``.
+
+Scrapy's default (``scrapy.resolver.CachingThreadedResolver``) keeps up to
+``DNSCACHE_SIZE`` (10,000) names in one module-level cache that never expires,
+and does not remember failures: every URL of a dead host costs a system lookup,
+i.e. a thread of the reactor's pool (``REACTOR_THREADPOOL_MAXSIZE``) for up to
+``DNS_TIMEOUT`` seconds. :class:`CachingResolver` resolves the same way (the
+system's resolver, ``socket.gethostbyname`` in a thread, IPv4) and, per
+instance:
+
+* keeps resolved names in an LRU of ``CRAWL_DNS_CACHE_SIZE`` entries, each for
+  ``CRAWL_DNS_CACHE_TTL_SECONDS`` (the system call gives no TTL, so a fixed one
+  bounds how long a moved site is fetched at its old address);
+* keeps failed names in an LRU of ``CRAWL_DNS_NEGATIVE_CACHE_SIZE`` entries for
+  ``CRAWL_DNS_NEGATIVE_TTL_SECONDS``: a second lookup of a dead name fails at
+  once, without a system lookup;
+* lets concurrent lookups of one name share one system lookup;
+* answers IP literals itself: no cache, no lookup, no stats (so an IPv6
+  literal URL such as ``http://[::1]:8080/`` is fetched: Scrapy's resolver
+  hands it to ``gethostbyname``, which fails it as a DNS error).
+
+``DNSCACHE_ENABLED = False`` turns both caches off; ``DNSCACHE_SIZE`` is not
+used (``CRAWL_DNS_CACHE_SIZE`` is). ``DNS_TIMEOUT`` bounds each system lookup.
+
+Stats (``dns/lookups``, ``dns/failures``, ``dns/cache_hits``,
+``dns/negative_hits``, ``dns/coalesced``) go to the stats collectors attached
+with :meth:`CachingResolver.attach_stats`: Scrapy builds the resolver before
+any crawler exists (from the process's settings), so the DNS middleware
+(``middlewares/dns.py``) attaches its crawler's stats when the engine starts,
+and asks :meth:`CachingResolver.failure_reason` whether a failure was an
+answer (the name does not exist) or none (:func:`is_temporary`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Protocol, Self, TypeVar, cast
+
+from twisted.internet import defer
+from twisted.internet.base import ThreadedResolver
+from twisted.internet.defer import Deferred
+from twisted.internet.error import DNSLookupError
+from twisted.internet.interfaces import IResolverSimple
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from crawlproject import default_settings as d
+from crawlproject.frontier.config import ConfigError
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.base import ReactorBase
+
+logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
+
+# How ThreadedResolver words the reason of a failure without an answer.
+_EAI_AGAIN = f"[Errno {socket.EAI_AGAIN}]"
+_TIMEOUT = "timeout error"
+
+# A system lookup: (name, timeout in seconds) -> Deferred address (IPv4 text).
+Lookup = Callable[[str, float], Deferred[str]]
+
+
+@dataclass(frozen=True)
+class DnsConfig:
+    """The DNS settings (``CRAWL_DNS_*`` and Scrapy's ``DNSCACHE_ENABLED``,
+    ``DNS_TIMEOUT``), read once and checked together."""
+
+    cache_enabled: bool
+    cache_size: int
+    cache_ttl_seconds: float
+    negative_cache_size: int
+    negative_ttl_seconds: float
+    timeout_seconds: float
+    park_after: int
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> DnsConfig:
+        config = cls(
+            cache_enabled=settings.getbool("DNSCACHE_ENABLED", True),
+            cache_size=settings.getint("CRAWL_DNS_CACHE_SIZE", d.CRAWL_DNS_CACHE_SIZE),
+            cache_ttl_seconds=settings.getfloat(
+                "CRAWL_DNS_CACHE_TTL_SECONDS", d.CRAWL_DNS_CACHE_TTL_SECONDS
+            ),
+            negative_cache_size=settings.getint(
+                "CRAWL_DNS_NEGATIVE_CACHE_SIZE", d.CRAWL_DNS_NEGATIVE_CACHE_SIZE
+            ),
+            negative_ttl_seconds=settings.getfloat(
+                "CRAWL_DNS_NEGATIVE_TTL_SECONDS", d.CRAWL_DNS_NEGATIVE_TTL_SECONDS
+            ),
+            timeout_seconds=settings.getfloat("DNS_TIMEOUT", 60.0),
+            park_after=settings.getint("CRAWL_DNS_PARK_AFTER", d.CRAWL_DNS_PARK_AFTER),
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.cache_size < 0 or self.negative_cache_size < 0:
+            raise ConfigError(
+                "CRAWL_DNS_CACHE_SIZE and CRAWL_DNS_NEGATIVE_CACHE_SIZE must be >= 0 (0: no cache)"
+            )
+        if self.cache_ttl_seconds < 0 or self.negative_ttl_seconds < 0:
+            raise ConfigError(
+                "CRAWL_DNS_CACHE_TTL_SECONDS and CRAWL_DNS_NEGATIVE_TTL_SECONDS must be >= 0 "
+                "(0: not cached)"
+            )
+        if not self.timeout_seconds > 0:
+            raise ConfigError("DNS_TIMEOUT must be > 0")
+        if self.park_after < 0:
+            raise ConfigError("CRAWL_DNS_PARK_AFTER must be >= 0 (0: never park)")
+
+
+class TtlLru(Generic[V]):
+    """At most ``size`` entries, each valid for ``ttl_seconds`` after it was
+    stored; when full, the least recently used goes first. Off if either is 0.
+
+    Times are the caller's (monotonic) clock, so tests need no sleeping."""
+
+    def __init__(self, size: int, ttl_seconds: float) -> None:
+        self.size = size
+        self.ttl_seconds = ttl_seconds
+        self._entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0 and self.ttl_seconds > 0
+
+    def get(self, key: str, now: float) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires, value = entry
+        if expires <= now:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: V, now: float) -> None:
+        if not self.enabled:
+            return
+        self._entries[key] = (now + self.ttl_seconds, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def discard(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+
+class _HasSettings(Protocol):
+    # Scrapy passes its CrawlerProcess here, not a Crawler: only settings exist.
+    @property
+    def settings(self) -> BaseSettings: ...
+
+
+@implementer(IResolverSimple)
+class CachingResolver:
+    """See the module docstring. Same contract as Scrapy's resolvers:
+    ``from_crawler(crawler, reactor)``, then ``install_on_reactor()``."""
+
+    def __init__(
+        self,
+        reactor: ReactorBase,
+        config: DnsConfig,
+        lookup: Lookup | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reactor = reactor
+        self.config = config
+        self._lookup = lookup if lookup is not None else _threaded_lookup(reactor)
+        self._clock = clock
+        enabled = config.cache_enabled
+        self._positive: TtlLru[str] = TtlLru(
+            config.cache_size if enabled else 0, config.cache_ttl_seconds
+        )
+        # A failure is kept as its reason ("[Errno -2] Name or service not
+        # known"), interned: a few distinct texts shared by all entries.
+        self._negative: TtlLru[str] = TtlLru(
+            config.negative_cache_size if enabled else 0, config.negative_ttl_seconds
+        )
+        # Lookups under way: each name's waiting callers.
+        self._pending: dict[str, list[Deferred[str]]] = {}
+        self._stats: list[StatsCollector] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: _HasSettings, reactor: ReactorBase) -> Self:
+        return cls(reactor, DnsConfig.from_settings(crawler.settings))
+
+    def install_on_reactor(self) -> None:
+        # @implementer declares the interface; mypy does not read zope's declarations.
+        self.reactor.installResolver(cast(IResolverSimple, self))
+        logger.info(
+            "DNS: %s resolved names cached for %.0f s, %s failed names for %.0f s, "
+            "lookups time out after %.1f s",
+            f"{self._positive.size:,}" if self._positive.enabled else "no",
+            self.config.cache_ttl_seconds,
+            f"{self._negative.size:,}" if self._negative.enabled else "no",
+            self.config.negative_ttl_seconds,
+            self.config.timeout_seconds,
+        )
+
+    # -- stats ---------------------------------------------------------------------
+
+    def attach_stats(self, stats: StatsCollector) -> None:
+        """Count this resolver's ``dns/*`` stats in ``stats`` from now on."""
+        if all(s is not stats for s in self._stats):
+            self._stats.append(stats)
+
+    def detach_stats(self, stats: StatsCollector) -> None:
+        self._stats = [s for s in self._stats if s is not stats]
+
+    def _inc(self, key: str) -> None:
+        for stats in self._stats:
+            stats.inc_value(key)
+
+    # -- for the DNS middleware ------------------------------------------------------
+
+    def failure_reason(self, name: str) -> str | None:
+        """Why the last lookup of ``name`` failed, while that failure is cached
+        (e.g. ``"[Errno -2] Name or service not known"``); None otherwise."""
+        return self._negative.get(_key(name), self._clock())
+
+    # -- IResolverSimple -------------------------------------------------------------
+
+    def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
+        # ``timeout`` is Twisted's per-call retry schedule; DNS_TIMEOUT rules
+        # instead, as in Scrapy's resolver.
+        if _is_ip_literal(name):
+            return defer.succeed(name)
+        key = _key(name)
+        now = self._clock()
+        address = self._positive.get(key, now)
+        if address is not None:
+            self._inc("dns/cache_hits")
+            return defer.succeed(address)
+        reason = self._negative.get(key, now)
+        if reason is not None:
+            self._inc("dns/negative_hits")
+            return defer.fail(DNSLookupError(f"address {name!r} not found: {reason} (cached)"))
+        waiter: Deferred[str] = Deferred()
+        waiters = self._pending.get(key)
+        if waiters is not None:
+            self._inc("dns/coalesced")
+            waiters.append(waiter)
+            return waiter
+        self._pending[key] = [waiter]
+        self._inc("dns/lookups")
+        try:
+            lookup = self._lookup(name, self.config.timeout_seconds)
+        except Exception:  # a lookup function must not raise, but never leave waiters hanging
+            lookup = defer.fail()
+        lookup.addCallbacks(
+            self._resolved, self._failed, callbackArgs=(key,), errbackArgs=(key, name)
+        )
+        return waiter
+
+    def _resolved(self, address: str, key: str) -> None:
+        self._negative.discard(key)
+        self._positive.put(key, address, self._clock())
+        for waiter in self._pending.pop(key, []):
+            if not waiter.called:  # a caller may have cancelled it
+                waiter.callback(address)
+
+    def _failed(self, failure: Failure, key: str, name: str) -> None:
+        self._inc("dns/failures")
+        if failure.check(DNSLookupError):
+            self._positive.discard(key)
+            self._negative.put(key, _reason(failure, name), self._clock())
+        for waiter in self._pending.pop(key, []):
+            if not waiter.called:
+                waiter.errback(failure)
+
+
+def _threaded_lookup(reactor: ReactorBase) -> Lookup:
+    """The system's resolver in the reactor's thread pool, as Scrapy's default."""
+    threaded = ThreadedResolver(reactor)
+
+    def lookup(name: str, timeout_seconds: float) -> Deferred[str]:
+        # Typed Sequence[int]; Twisted sums it, so a float works (as in Scrapy).
+        return threaded.getHostByName(name, (timeout_seconds,))  # type: ignore[arg-type]
+
+    return lookup
+
+
+def is_temporary(reason: str) -> bool:
+    """Whether a failure ``reason`` says the resolver got no answer (EAI_AGAIN:
+    its servers failed, e.g. SERVFAIL, or were unreachable; or DNS_TIMEOUT ran
+    out), rather than an answer that the name has no address (EAI_NONAME,
+    EAI_NODATA)."""
+    return reason.startswith(_EAI_AGAIN) or reason.startswith(_TIMEOUT)
+
+
+def _key(name: str) -> str:
+    return name.lower().rstrip(".")
+
+
+def _reason(failure: Failure, name: str) -> str:
+    """Why a lookup failed, without the name: ThreadedResolver raises
+    ``DNSLookupError("address 'NAME' not found: REASON")``."""
+    args = failure.value.args if isinstance(failure.value, DNSLookupError) else ()
+    if args and all(isinstance(a, str) for a in args):
+        detail = " ".join(args)  # its str() adds "DNS lookup failed: " and "."
+    else:
+        detail = failure.getErrorMessage()
+    return sys.intern(detail.removeprefix(f"address {name!r} not found: "))
+
+
+def _is_ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True

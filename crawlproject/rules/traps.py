@@ -1,0 +1,181 @@
+"""Spider-trap guards: pure functions of a canonical URL, no Redis, no engine.
+
+Two shapes of trap make a site's URL space unbounded:
+
+* **Repeating path segments**, ``/a/b/a/b/a/b/...``: a relative link (``b/``,
+  ``../a/b/``) resolved against a page that the server answers at any depth.
+  ``repeated_path_segments`` spots them; ``PathRepeatsRule`` plugs it into the
+  URL rules (crawlproject/rules/url_rules.py, stat ``rules/path_repeats``,
+  setting ``CRAWL_MAX_PATH_REPEATS``).
+* **One path pattern, endless parameter values**: a calendar's "next month"
+  (``/cal?month=2026-11``, ``2026-12``, ...) or a session id the canonicalizer
+  does not know (``/list?s=<random>``) give unboundedly many URLs of one shape.
+  ``url_pattern`` gives that shape an 8-byte key, so the frontier can cap how
+  many distinct URLs one host queues per pattern (its counters live in Redis).
+
+``OncePerKey`` remembers, bounded, which keys (hosts) were seen, so each guard
+logs once per host rather than once per URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter, OrderedDict
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from crawlproject.rules.url_rules import ParsedUrl
+
+logger = logging.getLogger(__name__)
+
+MAX_BLOCK_SEGMENTS = 3  # the longest block of segments repeat detection looks for
+PATTERN_BYTES = 8
+LOGGED_HOSTS = 10_000  # hosts a guard remembers having logged (per process)
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def repeated_path_segments(path: str, max_repeats: int) -> bool:
+    """True when ``path`` looks like a relative-link trap.
+
+    ``max_repeats`` (>= 1) is how many times a block may *repeat*, i.e. occur
+    again right after itself; it is a trap when either:
+
+    1. a block of 1 to 3 consecutive segments occurs more than
+       ``max_repeats + 1`` times in a row; or
+    2. one segment occurs more than ``max_repeats + 2`` times anywhere in the
+       path (a relative navigation menu on a page served at any depth:
+       ``/news/about/sport/news/about/...`` need not repeat back to back).
+
+    Empty segments (``//``) are ignored; segments compare case-sensitively, as
+    paths do. With ``max_repeats=2`` (the default of ``CRAWL_MAX_PATH_REPEATS``)::
+
+        /x/x/x/                    False  (x repeats twice)
+        /x/x/x/x                   True   (three times)
+        /a/b/a/b/a/b/page.html     False  (a/b occurs 3 times in a row)
+        /a/b/a/b/a/b/a/b/          True   (4 times)
+        /a/b/c/a/b/c/a/b/c/a/b/c/  True   (a/b/c, 4 times)
+        /2024/01/01/news/          False
+        /a/b/c/a/ and /tiles/0/0/0/0.png   False
+        /a/1/a/2/a/3/a/4/          False  (a occurs 4 times: the limit)
+        /a/1/a/2/a/3/a/4/a/        True   (5 times)
+
+    Cost: one pass per block length plus a count, O(segments x 3); no regex.
+    """
+    if max_repeats < 1:
+        raise ValueError("max_repeats must be >= 1")
+    segments = [s for s in path.split("/") if s]
+    # A block of k segments occurring n times in a row is a run of
+    # (n - 1) * k positions i with segments[i] == segments[i - k].
+    for k in range(1, MAX_BLOCK_SEGMENTS + 1):
+        needed = (max_repeats + 1) * k
+        if len(segments) < needed + k:
+            break  # longer blocks need even more segments
+        run = 0
+        for i in range(k, len(segments)):
+            if segments[i] == segments[i - k]:
+                run += 1
+                if run >= needed:
+                    return True
+            else:
+                run = 0
+    if len(segments) > max_repeats + 2:
+        _, most = Counter(segments).most_common(1)[0]
+        return most > max_repeats + 2
+    return False
+
+
+def url_shape(canonical_url: str) -> str | None:
+    """The shape of a URL with a query string (None without one).
+
+    The path (no scheme, no host: the frontier counts per host) with every run
+    of ASCII digits turned into ``0``, then ``?`` and the query's parameter
+    names, sorted and de-duplicated, values dropped::
+
+        http://h/cal/2026/11?day=3&view=week   ->  /cal/0/0?day&view
+        http://h/cal/2027/01?view=month&day=9  ->  /cal/0/0?day&view
+
+    Digits inside ``%XX`` escapes count as digits too; that only merges shapes.
+    """
+    parts = urlsplit(canonical_url)
+    if not parts.query:
+        return None
+    names = {pair.split("=", 1)[0] for pair in parts.query.split("&") if pair}
+    return _DIGITS.sub("0", parts.path or "/") + "?" + "&".join(sorted(names))
+
+
+def url_pattern(canonical_url: str) -> bytes | None:
+    """An 8-byte key (BLAKE2b) of ``url_shape``; None for a URL without a query.
+
+    Why per pattern: a calendar (``/events?month=2026-11``, each page linking
+    the next month) or a session id in a parameter the canonicalizer does not
+    strip (``/list?s=8f3a...``, new on every visit) gives unboundedly many
+    distinct URLs of one shape, which the seen test cannot stop; counting
+    distinct URLs per (host, pattern) and refusing those past a cap can.
+    URLs without a query get no pattern: their growth is in the path, bounded
+    by the crawl depth and ``repeated_path_segments``.
+    """
+    shape = url_shape(canonical_url)
+    if shape is None:
+        return None
+    return hashlib.blake2b(
+        shape.encode("utf-8", "surrogatepass"), digest_size=PATTERN_BYTES
+    ).digest()
+
+
+class OncePerKey:
+    """``first(key)`` is True the first time a key is seen, then False.
+
+    Bounded: it remembers the ``size`` most recently seen keys (LRU), so a key
+    forgotten after ``size`` others can be "first" again; a whole-web crawl's
+    memory stays bounded (about 100 bytes per key plus the key itself).
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("OncePerKey size must be >= 1")
+        self.size = size
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def first(self, key: str) -> bool:
+        if key in self._seen:
+            self._seen.move_to_end(key)
+            return False
+        self._seen[key] = None
+        if len(self._seen) > self.size:
+            self._seen.popitem(last=False)
+        return True
+
+
+class PathRepeatsRule:
+    """A URL rule (crawlproject/rules/url_rules.py): refuses ``path_repeats``.
+
+    Logs the first refused URL of each host at INFO (per process).
+    """
+
+    reason = "path_repeats"
+
+    def __init__(self, max_repeats: int, logged_hosts: int = LOGGED_HOSTS) -> None:
+        if max_repeats < 1:
+            raise ValueError("max_repeats must be >= 1")
+        self.max_repeats = max_repeats
+        self._logged = OncePerKey(logged_hosts)
+
+    def check(self, url: ParsedUrl) -> str | None:
+        if not repeated_path_segments(url.path, self.max_repeats):
+            return None
+        if self._logged.first(url.host):
+            logger.info(
+                "%s: URL path repeats its segments (a spider trap?); such URLs of this "
+                "host are not queued (stat rules/%s), e.g. %s",
+                url.host,
+                self.reason,
+                url.url,
+            )
+        return self.reason

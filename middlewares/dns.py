@@ -1,0 +1,214 @@
+"""Set aside the queue of a host whose name does not resolve.
+
+A downloader middleware. A fetch that failed for good with a DNS error (Scrapy
+2.19 raises ``CannotResolveHostError``; older handlers raised Twisted's
+``DNSLookupError``) is counted (``dns/lookup_failed``). When the last
+``CRAWL_DNS_PARK_AFTER`` fetches of one host (politeness key) all failed so, the
+host's queued URLs move to the frontier's parked list, the same way a
+duplicate-trap host is set aside (``middlewares/dedupe.py``): kept, flagged so
+that URLs found later go there too, listed by ``crawlproject parked`` and put
+back by ``crawlproject parked --requeue``. Any response from the host resets
+its count. Stats ``dns/parked_hosts``, ``dns/parked_urls``; one WARNING per host.
+
+Only answers count: a name that does not exist (NXDOMAIN) or has no address.
+A lookup that got no answer (the resolver's servers failed or timed out:
+EAI_AGAIN, ``DNS_TIMEOUT``) says nothing sure about the host, and parking is
+fleet-wide and stays until an operator requeues: such failures are counted
+apart (``dns/lookup_failed_temporary``) and never park, so an outage of one
+worker's resolver cannot set aside every host it meets. The reason comes from
+the resolver's negative cache (``CachingResolver.failure_reason``); with
+another resolver every DNS failure counts.
+
+Its order sits below Scrapy's RetryMiddleware (550): exceptions travel from high
+to low order and a retry stops them, so this sees a failure only once the
+retries gave up. robots.txt fetches pass through it too, so with robots.txt on
+a dead host is usually parked on its robots.txt failures
+(``CRAWL_ROBOTS_DEFER_RETRIES`` apart), before any of its pages is tried.
+
+It also attaches the crawler's stats to the DNS resolver
+(``crawlproject.dns.resolver.CachingResolver``) when the engine starts, since
+Scrapy builds the resolver before the crawler exists.
+
+Without the frontier as scheduler it only counts (nothing to park in).
+State per process is bounded: only hosts with a current failure streak are
+tracked, at most ``TRACKED_HOSTS_MAX``, least recently failed dropped first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING, TypeVar
+
+from redis.exceptions import RedisError
+from scrapy import Request, signals
+from scrapy.exceptions import CannotResolveHostError
+from scrapy.http import Response
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import load_object
+from scrapy.utils.reactor import is_reactor_installed
+from twisted.internet.error import DNSLookupError
+
+from crawlproject.dns.resolver import CachingResolver, DnsConfig, is_temporary
+from crawlproject.frontier.scheduler import frontier_of, is_frontier
+from crawlproject.frontier.urls import InvalidURL
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DNS_ERRORS = (CannotResolveHostError, DNSLookupError)
+# Hosts with a failure streak, hosts parked here, and the politeness keys of
+# origins, each remembered per worker up to this many; about 200 bytes each.
+TRACKED_HOSTS_MAX = 10_000
+
+
+class DnsFailureMiddleware:
+    def __init__(
+        self, crawler: Crawler, config: DnsConfig, stats: StatsCollector, park: bool
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.stats = stats
+        self.park = park
+        self._streaks: OrderedDict[str, int] = OrderedDict()  # host -> failures in a row
+        self._parked: OrderedDict[str, None] = OrderedDict()  # parked by this worker
+        self._keys: OrderedDict[str, str] = OrderedDict()  # origin -> politeness key
+        self._resolver: CachingResolver | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DnsFailureMiddleware:
+        config = DnsConfig.from_settings(crawler.settings)
+        on_frontier = is_frontier(load_object(crawler.settings["SCHEDULER"]))
+        if config.park_after and not on_frontier:
+            logger.info("DNS: hosts are not parked: SCHEDULER is not the crawlproject frontier")
+        assert crawler.stats is not None
+        middleware = cls(
+            crawler, config, crawler.stats, park=bool(config.park_after) and on_frontier
+        )
+        crawler.signals.connect(middleware._attach_resolver_stats, signals.engine_started)
+        crawler.signals.connect(middleware._detach_resolver_stats, signals.engine_stopped)
+        return middleware
+
+    # -- downloader middleware -----------------------------------------------------------
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if self._streaks or self._parked:  # hosts resolve again: forget their failures
+            host = self._host(request)
+            if host is not None:
+                self._streaks.pop(host, None)
+                self._parked.pop(host, None)
+        return response
+
+    async def process_exception(self, request: Request, exception: Exception) -> None:
+        if not isinstance(exception, DNS_ERRORS):
+            return None
+        self.stats.inc_value("dns/lookup_failed")
+        if self._temporary(request):
+            # No answer (the resolver's servers failed or timed out) says
+            # nothing sure about the host: not counted, so an outage of this
+            # worker's resolver parks no host of the fleet.
+            self.stats.inc_value("dns/lookup_failed_temporary")
+            return None
+        if not self.park:
+            return None
+        host = self._host(request)
+        if host is None or host in self._parked:
+            return None
+        streak = self._streaks.pop(host, 0) + 1
+        if streak < self.config.park_after:
+            _remember(self._streaks, host, streak)
+            return None
+        await self._park(host, streak)
+        return None
+
+    # -- parking ----------------------------------------------------------------------------
+
+    async def _park(self, host: str, streak: int) -> None:
+        frontier = frontier_of(self.crawler).frontier
+        if frontier is None:  # the frontier did not open: nothing to park in
+            return
+        _remember(self._parked, host, None)  # before the await: one park per host
+        try:
+            parked = await frontier.park_host(host)
+        except RedisError as exc:
+            self._parked.pop(host, None)
+            _remember(self._streaks, host, streak)  # the next failure tries again
+            self.stats.inc_value("dns/park_errors")
+            logger.warning("Could not park %s after %d DNS failures: %s", host, streak, exc)
+            return
+        self.stats.inc_value("dns/parked_hosts")
+        self.stats.inc_value("dns/parked_urls", parked)
+        logger.warning(
+            "%s: %d fetches in a row failed with a DNS error: host parked, "
+            "%d queued URL(s) set aside (crawlproject parked --requeue puts them back)",
+            host,
+            streak,
+            parked,
+        )
+
+    def _host(self, request: Request) -> str | None:
+        """The frontier's politeness key of ``request``; None when not parking.
+
+        A key depends on the URL's scheme and host[:port] alone, so it is kept
+        per origin: a response costs a dict lookup, not a canonicalization."""
+        if not self.park:
+            return None
+        parts = urlparse_cached(request)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        key = self._keys.get(origin)
+        if key is None:
+            try:
+                key = frontier_of(self.crawler).politeness_key(request.url)
+            except InvalidURL:
+                return None
+        _remember(self._keys, origin, key)
+        return key
+
+    def _temporary(self, request: Request) -> bool:
+        """Whether the resolver says the last lookup of the request's host got
+        no answer. Unknown (another resolver, or the failure not cached): False."""
+        if self._resolver is None:
+            return False
+        hostname = urlparse_cached(request).hostname
+        reason = self._resolver.failure_reason(hostname) if hostname else None
+        return reason is not None and is_temporary(reason)
+
+    # -- the resolver ----------------------------------------------------------------------
+
+    def _attach_resolver_stats(self) -> None:
+        resolver = _installed_resolver()
+        if isinstance(resolver, CachingResolver):
+            resolver.attach_stats(self.stats)
+            self._resolver = resolver
+        else:
+            logger.info(
+                "DNS: the resolver is %s, not crawlproject.dns.resolver.CachingResolver: "
+                "failed lookups are not cached (set TWISTED_DNS_RESOLVER)",
+                type(resolver).__name__,
+            )
+
+    def _detach_resolver_stats(self) -> None:
+        if self._resolver is not None:
+            self._resolver.detach_stats(self.stats)
+            self._resolver = None
+
+
+def _installed_resolver() -> object:
+    if not is_reactor_installed():  # never install one as a side effect
+        return None
+    from twisted.internet import reactor
+
+    return getattr(reactor, "resolver", None)
+
+
+def _remember(table: OrderedDict[str, T], key: str, value: T) -> None:
+    """Sets ``key`` as the most recent entry of a table of at most TRACKED_HOSTS_MAX."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > TRACKED_HOSTS_MAX:
+        table.popitem(last=False)
