@@ -19,6 +19,12 @@ one Redis fast enough to test it:
   fingerprint, RequestCodec.encode) and per page (decode). Python-bound; shows
   what one worker process can push.
 
+Systems: ``ours`` (the default depth policy: each link scored by its depth),
+``ours-aopic`` (CRAWL_PRIORITY_POLICY=aopic: claims return the page's credit
+share, each link brings share / links; repeated links credit queued URLs),
+``scrapy-redis``. ``--systems ours,ours-aopic --modes frontier`` compares the
+two policies (target: AOPIC within 20 % of depth).
+
 Baseline, same run and same Redis: scrapy-redis 0.9.1 as its Scheduler drives it
 (sync client, pickle): ``PriorityQueue.pop`` per page; per link
 ``RFPDupeFilter.request_seen`` then ``PriorityQueue.push`` if new. In ``frontier``
@@ -42,7 +48,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -62,6 +68,7 @@ from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.priority import DepthPriority
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -127,11 +134,15 @@ class Links:
             req = self.request(k)
             canonical = self.canon.canonicalize(req.url)
             fp = self.canon.fingerprint(canonical, req.method, req.body)
-            return NewEntry(host_key(canonical), fp, req.dont_filter, self.codec.encode(req, None))
+            return NewEntry(
+                host_key(canonical), fp, req.dont_filter, self.codec.encode(req, None),
+                score=DepthPriority().value(req),
+            )  # fmt: skip
         host = self.space.host(k)
         url = self.space.url(k, host)  # already canonical (checked in verify)
         data = fill_probe(self._template, url, 1 + k % 5, host)
-        return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
+        fp = self.canon.fingerprint(url)
+        return NewEntry("http://" + host, fp, False, data, score=float(1 + k % 5))
 
     def theirs(self, k: int) -> tuple[str, bytes]:
         """(RFPDupeFilter.request_fingerprint, PriorityQueue._encode_request) of link k."""
@@ -184,16 +195,26 @@ def pool_size(cfg: Config, real: bool) -> int:
 # -- drivers (one per process) -------------------------------------------------------
 
 
-def _frontier(r: AsyncRedis, cfg: Config) -> RedisFrontier:
+POLICY_MODES = {"ours": "score", "ours-aopic": "credit"}  # system -> frontier priority mode
+
+
+def _frontier(r: AsyncRedis, cfg: Config, system: str = "ours") -> RedisFrontier:
     # CRAWL_HOST_DELAY=0 -> default_delay_ms=0; one slot per host.
-    return RedisFrontier(r, CrawlKeys(CRAWL, cfg.shards), cfg.bucket_bits, 0, 1, 30_000)
+    return RedisFrontier(
+        r, CrawlKeys(CRAWL, cfg.shards), cfg.bucket_bits, 0, 1, 30_000,
+        priority_mode=POLICY_MODES[system],
+    )  # fmt: skip
 
 
-async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str, Any]:
+async def drive_ours(
+    cfg: Config, ns: int, real: bool, barrier: Barrier, system: str = "ours"
+) -> dict[str, Any]:
+    """``ours``: the depth policy (each link's score is its depth); ``ours-aopic``:
+    AOPIC (each link gets its page's credit share / links)."""
     links, pick = Links(UrlSpace(cfg.hosts, ns), real), Picker(cfg.seen_fraction, ns)
     entry = pooled(links.ours, pool_size(cfg, real))
     r = AsyncRedis.from_url(cfg.url)
-    f = _frontier(r, cfg)
+    f = _frontier(r, cfg, system)
     await f.prepare()
     worker = f"bench-{ns}"
     ops: dict[str, float] = defaultdict(float)
@@ -203,9 +224,11 @@ async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict
     deadline, limit = t0 + cfg.duration, cfg.max_pages
     while pages < limit and time.monotonic() < deadline:
         a = time.perf_counter()
-        items = []
+        items, shares = [], []
         for shard in range(cfg.shards):  # like FrontierScheduler._claim_some
-            items += (await f.claim(shard, cfg.claim_n, worker)).items
+            batch = await f.claim(shard, cfg.claim_n, worker)
+            items += batch.items
+            shares += batch.shares or [None] * len(batch.items)
         if not items:
             empty += 1
             await asyncio.sleep(0.001)
@@ -217,7 +240,12 @@ async def drive_ours(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict
         if real:  # the scheduler decodes each claimed request
             for _, data in items:
                 links.codec.decode(data, None)
-        entries = [entry(pick()) for _ in range(cfg.links * len(items))]
+        # Each link's number: AOPIC, the page's share / links; depth, its depth.
+        entries = [
+            replace(e, score=e.score if share is None else share / cfg.links)
+            for share in shares
+            for e in (entry(pick()) for _ in range(cfg.links))
+        ]
         d = time.perf_counter()
         hits += (await f.add(entries)).seen_hits
         e = time.perf_counter()
@@ -300,8 +328,8 @@ def drive_theirs(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str
 
 def driver(system: str, mode: str, cfg: Config, ns: int, barrier: Barrier, out: Any) -> None:
     real = mode == "worker"
-    if system == "ours":
-        out.put(asyncio.run(drive_ours(cfg, ns, real, barrier)))
+    if system in POLICY_MODES:
+        out.put(asyncio.run(drive_ours(cfg, ns, real, barrier, system)))
     else:
         out.put(drive_theirs(cfg, ns, real, barrier))
 
@@ -314,13 +342,14 @@ def seed(server: RedisServer, system: str, cfg: Config) -> None:
     server.client.flushall()
     links = Links(UrlSpace(cfg.hosts, 0), False)
     ids = range(cfg.hosts * cfg.seeds_per_host)
-    if system == "ours":
+    if system in POLICY_MODES:
 
         async def go() -> None:
             r = AsyncRedis.from_url(cfg.url)
-            f = _frontier(r, cfg)
+            f = _frontier(r, cfg, system)
             await f.prepare()
-            await f.add([links.ours(k) for k in ids])
+            seed_score = 1.0 if POLICY_MODES[system] == "credit" else 0.0  # a seed's credit
+            await f.add([replace(links.ours(k), score=seed_score) for k in ids])
             await r.aclose()
 
         asyncio.run(go())
@@ -452,6 +481,16 @@ def main() -> None:
         )
         if r["system"] == "ours" and base:
             r["ratio_vs_scrapy_redis"] = round(r["pages_per_s"] / base["pages_per_s"], 2)
+        depth = next(
+            (
+                b
+                for b in rows
+                if b["system"] == "ours" and (b["mode"], b["procs"]) == (r["mode"], r["procs"])
+            ),
+            None,
+        )
+        if r["system"] == "ours-aopic" and depth:
+            r["ratio_aopic_vs_depth"] = round(r["pages_per_s"] / depth["pages_per_s"], 3)
     report(rows, cfg, info)
     RESULTS.mkdir(exist_ok=True)
     result = {
@@ -491,6 +530,12 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
     print("scrapy-redis does less per page: no politeness, no leases, no acks; one round trip")
     print("per link. frontier mode: payloads templated (checked = real bytes); worker mode: the")
     print(f"full per-link Python path. Target: >= {TARGET_PAGES_S:,} pages/s on one Redis.")
+    for r in rows:
+        if "ratio_aopic_vs_depth" in r:
+            print(
+                f"  AOPIC / depth policy, {r['mode']} x{r['procs']}: "
+                f"{r['ratio_aopic_vs_depth']:.3f} (target >= 0.80)"
+            )
     for r in rows:
         if r["ms_per_1k_pages"]:
             parts = ", ".join(f"{k} {v:.0f}" for k, v in r["ms_per_1k_pages"].items())

@@ -89,10 +89,10 @@ CRAWL_IDLE_POLL_SECONDS = 0.5
 # How often buffered link-adds and acknowledgements are written to Redis.
 CRAWL_FLUSH_INTERVAL_SECONDS = 0.02
 
-# Crawl order. Each host queue is ordered by priority (first-in first-out among
-# equals), and among hosts that may be fetched now the one holding the best URL
+# Crawl order. Each host queue has 32 priority bands (first-in first-out within
+# a band), and among hosts that may be fetched now the one holding the best URL
 # goes first; politeness is never traded for it. Fixed for the life of a crawl.
-#   "depth": breadth-first: score = depth - Request.priority (lower first);
+#   "depth": breadth-first: band = depth - Request.priority (0..31, lower first);
 #   "aopic": AOPIC (Abiteboul, Preda, Cobena 2003): seeds start with equal
 #     credit; a fetched page pays CRAWL_AOPIC_TAX of its credit to the lambda
 #     page and shares the rest equally among its links (new or still queued);

@@ -33,9 +33,15 @@ CONCURRENT_ITEMS = 16
 # order), the downloader middleware too, so each sees the final outcome.
 SPIDER_MIDDLEWARES = {
     "middlewares.frontier_ack.FrontierAckSpiderMiddleware": 10,
+    # AOPIC (CRAWL_PRIORITY_POLICY = "aopic"): shares a page's credit among the
+    # links that remain after every other spider middleware.
+    "middlewares.aopic.AopicCreditMiddleware": 20,
     # Judges each page against the fleet's duplicate index before its links
     # leave (CRAWL_DEDUPE_*); the pipeline below drops what it marks.
     "middlewares.dedupe.DedupeSpiderMiddleware": 500,
+    # Path-ascending discovery (CRAWL_PATH_ASCENDING): above DepthMiddleware
+    # (900), so its requests get depth, Referer, dedupe and ack like links.
+    "middlewares.path_ascending.PathAscendingSpiderMiddleware": 950,
 }
 ITEM_PIPELINES = {"pipelines.dedupe.DedupePipeline": 100}
 # robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
@@ -45,7 +51,14 @@ DOWNLOADER_MIDDLEWARES = {
     "middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10,
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
+    # Parks the queue of a host whose name does not exist (CRAWL_DNS_PARK_AFTER).
+    # Below RetryMiddleware (550): exceptions pass from high to low order and a
+    # retry stops them, so it sees a failure only once retries gave up.
+    "middlewares.dns.DnsFailureMiddleware": 540,
 }
+# DNS: a large expiring cache that also remembers failures (CRAWL_DNS_*);
+# Scrapy's keeps 10,000 names for ever and forgets failures.
+TWISTED_DNS_RESOLVER = "crawlproject.dns.resolver.CachingResolver"
 ROBOTSTXT_OBEY = False
 
 # Nothing that can run code is exposed by default.

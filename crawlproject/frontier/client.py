@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -24,6 +24,9 @@ SEEN_FP_BYTES = 6  # stored per URL; the bucket number carries the other bits
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
 PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
+NO_PATTERN = bytes(8)
+QUEUE_LAYOUT = "bands1"  # host queues in priority bands (keys.py); older crawls had one list
+PRIORITY_MODES = ("score", "credit")
 
 
 class FrontierMismatch(RuntimeError):
@@ -52,7 +55,28 @@ class NewEntry:
     pkey: str  # politeness key
     fingerprint: bytes  # 8 bytes, see UrlCanonicalizer.fingerprint
     dont_filter: bool
-    data: bytes  # encoded request
+    data: bytes  # encoded request; empty for a credit-only entry
+    # Priority score (lower first), or in credit mode the AOPIC credit it brings.
+    score: float = 0.0
+    pattern: bytes = NO_PATTERN  # URL shape key (rules/traps.py), for the per-shape cap
+    credit_only: bool = False  # a link seen before: only its credit goes in
+
+    def packed(self) -> bytes:
+        """One add.lua argument: fingerprint, kind, pattern, key, number, request."""
+        kind = b"c" if self.credit_only else b"1" if self.dont_filter else b"0"
+        number = repr(float(self.score)).encode()
+        return b"".join(
+            (
+                self.fingerprint,
+                kind,
+                self.pattern,
+                self.pkey.encode(),
+                b"\t",
+                number,
+                b"\t",
+                self.data,
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +85,8 @@ class ClaimBatch:
     now_ms: int  # Redis clock
     next_ready_ms: int | None  # earliest ready time left in the shard
     items: list[tuple[Lease, bytes]]
+    # Credit mode (AOPIC): per item, the credit its page passes on to its links.
+    shares: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +121,12 @@ class AdaptiveDelay:
 class AddResult:
     added: int
     seen_hits: int
+    host_capped: int = 0  # refused: the host reached its URL cap
+    pattern_capped: int = 0  # refused: the URL's shape reached its cap on the host
+    credited: int = 0  # queued URLs raised by AOPIC credit
+    # Hosts that hit a cap for the first time in the crawl (reported once, fleet-wide).
+    newly_capped: list[str] = field(default_factory=list)
+    newly_pattern_capped: list[str] = field(default_factory=list)
 
 
 def _load_lua(name: str, prelude: bool = True) -> str:
@@ -115,7 +147,15 @@ class RedisFrontier:
         default_concurrency: int,
         lease_ms: int,
         adaptive: AdaptiveDelay | None = None,
+        priority_mode: str = "score",
+        aopic_tax: float = 0.1,
+        host_url_cap: int = 0,
+        pattern_url_cap: int = 0,
     ) -> None:
+        if priority_mode not in PRIORITY_MODES:
+            raise ValueError(
+                f"priority mode must be one of {PRIORITY_MODES}, not {priority_mode!r}"
+            )
         self.redis = redis
         self.keys = keys
         self.seen_bucket_bits = seen_bucket_bits
@@ -123,6 +163,10 @@ class RedisFrontier:
         self.default_concurrency = default_concurrency
         self.lease_ms = lease_ms
         self.adaptive = adaptive or AdaptiveDelay()
+        self.priority_mode = priority_mode
+        self.aopic_tax = aopic_tax
+        self.host_url_cap = host_url_cap
+        self.pattern_url_cap = pattern_url_cap
         # Shard -> its ``done`` counter as of this client's last ack there.
         self.done_seen: dict[int, int] = {}
         self._scripts: dict[str, AsyncScript] = {
@@ -148,7 +192,16 @@ class RedisFrontier:
         fields = {
             "shards": str(self.keys.shards),
             "seen_bucket_bits": str(self.seen_bucket_bits),
+            # Scores of the two modes mean different things: never mixed in a crawl.
+            "priority_mode": self.priority_mode,
+            "queue_layout": QUEUE_LAYOUT,
         }
+        before = await self.redis.hgetall(self.keys.meta)
+        if b"shards" in before and b"queue_layout" not in before:
+            raise FrontierMismatch(
+                f"crawl {self.keys.crawl!r} was created by an older version (one list per "
+                "host queue); use another crawl name"
+            )
         await self.redis.hsetnx(self.keys.meta, "created", str(int(time.time())))
         for name, value in fields.items():
             await self.redis.hsetnx(self.keys.meta, name, value)
@@ -160,6 +213,9 @@ class RedisFrontier:
                     f"crawl {self.keys.crawl!r} was created with {name}={have}; this worker "
                     f"has {value}. Use the same settings, or another crawl name."
                 )
+        # The scripts read the mode from each shard (it is in their hash slot).
+        for prefix in self.keys.shard_prefixes:
+            await self.redis.set(prefix + "mode", self.priority_mode)
 
     def seen_slot(self, fingerprint: bytes) -> tuple[str, bytes]:
         """(bucket, stored bytes) of a URL fingerprint."""
@@ -199,23 +255,30 @@ class RedisFrontier:
     async def add(self, entries: Iterable[NewEntry]) -> AddResult:
         by_shard: dict[int, list[bytes]] = defaultdict(list)
         for e in entries:
-            # One argument per URL (see add.lua): 8-byte fingerprint, flag, key, request.
-            by_shard[self.keys.shard_of(e.pkey)].append(
-                b"".join(
-                    (e.fingerprint, b"1" if e.dont_filter else b"0", e.pkey.encode(), b"\t", e.data)
-                )
-            )
+            by_shard[self.keys.shard_of(e.pkey)].append(e.packed())
         calls: list[tuple[int, list[Any]]] = []
-        head = [self.default_delay_ms, self.default_concurrency, self.seen_bucket_bits]
+        head = [
+            self.default_delay_ms,
+            self.default_concurrency,
+            self.seen_bucket_bits,
+            self.host_url_cap,
+            self.pattern_url_cap,
+        ]
         for shard, packed in by_shard.items():
             for start in range(0, len(packed), ADD_CHUNK):
                 calls.append((shard, [*head, *packed[start : start + ADD_CHUNK]]))
-        added = hits = 0
-        if calls:
-            for a, h in await self._pipelined("add", calls):
-                added += a
-                hits += h
-        return AddResult(added, hits)
+        totals = [0, 0, 0, 0, 0]
+        capped: list[str] = []
+        pcapped: list[str] = []
+        for out in await self._pipelined("add", calls) if calls else []:
+            for i in range(5):
+                totals[i] += int(out[i])
+            capped += _lines(out[5])
+            pcapped += _lines(out[6])
+        added, hits, host_capped, pattern_capped, credited = totals
+        return AddResult(
+            added, hits, host_capped, pattern_capped, credited, capped, pcapped
+        )  # fmt: skip
 
     # -- URLs out ------------------------------------------------------------------
 
@@ -228,10 +291,16 @@ class RedisFrontier:
             self.default_delay_ms,
             self.default_concurrency,
             worker,
+            self.aopic_tax,
         )
         now_ms, next_ready = int(out[0]), int(out[1])
-        items = [(Lease(shard, int(out[i])), out[i + 1]) for i in range(2, len(out), 2)]
-        return ClaimBatch(shard, now_ms, None if next_ready < 0 else next_ready, items)
+        items = [(Lease(shard, int(out[i])), out[i + 1]) for i in range(2, len(out), 3)]
+        shares = (
+            [float(out[i + 2]) for i in range(2, len(out), 3)]
+            if self.priority_mode == "credit"
+            else []
+        )
+        return ClaimBatch(shard, now_ms, None if next_ready < 0 else next_ready, items, shares)
 
     async def release(self, releases: Sequence[Release]) -> int:
         """Frees the host slots of leases whose fetch is over; requeues those asked."""
@@ -385,6 +454,11 @@ def _group(leases: Sequence[Lease]) -> dict[int, list[int]]:
     for lease in leases:
         by_shard[lease.shard].append(lease.id)
     return by_shard
+
+
+def _lines(value: bytes | str) -> list[str]:
+    text = _text(value)
+    return text.split("\n") if text else []
 
 
 def _text(value: bytes | str) -> str:

@@ -43,6 +43,12 @@ class FrontierConfig:
     adaptive_delay_max_seconds: float
     backoff_http_codes: frozenset[int]
     backoff_max_seconds: float
+    priority_policy: str
+    aopic_tax: float
+    aopic_seed_credit: float
+    max_depth: int
+    max_pages_per_host: int
+    max_urls_per_pattern: int
 
     @property
     def host_delay_ms(self) -> int:
@@ -113,6 +119,18 @@ class FrontierConfig:
             backoff_max_seconds=settings.getfloat(
                 "CRAWL_BACKOFF_MAX_SECONDS", d.CRAWL_BACKOFF_MAX_SECONDS
             ),
+            priority_policy=settings.get("CRAWL_PRIORITY_POLICY", d.CRAWL_PRIORITY_POLICY),
+            aopic_tax=settings.getfloat("CRAWL_AOPIC_TAX", d.CRAWL_AOPIC_TAX),
+            aopic_seed_credit=settings.getfloat(
+                "CRAWL_AOPIC_SEED_CREDIT", d.CRAWL_AOPIC_SEED_CREDIT
+            ),
+            max_depth=settings.getint("CRAWL_MAX_DEPTH", d.CRAWL_MAX_DEPTH),
+            max_pages_per_host=settings.getint(
+                "CRAWL_MAX_PAGES_PER_HOST", d.CRAWL_MAX_PAGES_PER_HOST
+            ),
+            max_urls_per_pattern=settings.getint(
+                "CRAWL_MAX_URLS_PER_PATTERN", d.CRAWL_MAX_URLS_PER_PATTERN
+            ),
         )
         config.validate(settings)
         return config
@@ -132,6 +150,15 @@ class FrontierConfig:
             raise ConfigError("CRAWL_ADAPTIVE_DELAY_FACTOR and _MAX_SECONDS must be >= 0")
         if self.backoff_max_seconds < 1:
             raise ConfigError("CRAWL_BACKOFF_MAX_SECONDS must be >= 1")
+        if not 0 <= self.aopic_tax < 1:
+            raise ConfigError("CRAWL_AOPIC_TAX must be within [0, 1)")
+        if self.aopic_seed_credit <= 0:
+            raise ConfigError("CRAWL_AOPIC_SEED_CREDIT must be > 0")
+        for name in ("max_depth", "max_pages_per_host", "max_urls_per_pattern"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"CRAWL_{name.upper()} must be >= 0 (0: no limit)")
+        if not self.priority_policy:
+            raise ConfigError("CRAWL_PRIORITY_POLICY must be 'depth', 'aopic' or a class path")
         if self.idle_close_seconds < 0:
             raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
         for host, o in self.host_overrides.items():

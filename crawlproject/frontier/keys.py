@@ -7,29 +7,54 @@ keys of one host share one Redis Cluster slot and no script crosses slots.
 
 Per shard, prefix ``cp:{C/s}:``
 
-``ready``          ZSET  politeness key -> earliest fetch time (ms, Redis clock).
-                         A key is present iff its queue is non-empty and it
-                         has a free slot (Mercator's back-queue heap).
-``q:<pkey>``       LIST  encoded requests (compact JSON) of one politeness key, FIFO.
+``ready``          ZSET  politeness key -> earliest fetch time (ms, Redis clock):
+                         hosts with queued URLs and a free slot that must
+                         still wait (Mercator's back-queue heap).
+``due``            ZSET  politeness key -> band * 2^40 + seq: hosts whose time has
+                         come (claim moves them from ``ready``), best band first,
+                         first due first within a band (seq from ``qseq``). A host
+                         is in ``ready`` or ``due`` (or neither) iff its queue is
+                         non-empty and it has a free slot.
+``q:<pkey>:<band>`` LIST one priority band (0..31, 0 first) of the host's queue,
+                         FIFO (Mercator's front queues, per host). Entries: the
+                         request (compact JSON) in score mode; in credit mode
+                         (AOPIC) the URL's 8-byte fingerprint, its body in ``b:``.
+``b:<pkey>``       HASH  credit mode: fingerprint -> band byte . k . "\\t" . request;
+                         the URL's credit is k + L. A credited URL that reaches a
+                         better band is pushed there again; the entry left in
+                         the old band is stale (band byte differs) and skipped.
+``mode``           STRING ``score`` or ``credit`` (CRAWL_PRIORITY_POLICY's mode), set by
+                         every worker, read by the scripts; fixed per crawl.
+``qseq``           STRING due-order counter.
 ``h:<pkey>``       HASH  ``inflight`` (slots taken), ``next`` (ms); the host's
                          own ``delay`` (ms) / ``conc`` when configured; ``rdelay``
                          (ms, its robots.txt Crawl-delay); ``pen`` (ms, the
                          429/503 backoff penalty, halved by each normal answer);
-                         ``parked`` (set aside as a trap: new URLs go to ``parked``).
-``lease``          HASH  lease id -> ``state \\t worker \\t pkey \\t request``;
-                         state ``f`` = fetching (holds the slot), ``p`` =
-                         processing (slot freed, links not yet stored).
-``leases``         ZSET  lease id -> expiry (ms). Live workers renew; expired
-                         leases are reclaimed: URL back to its queue head.
+                         ``parked`` (set aside as a trap: new URLs go to ``parked``);
+                         ``qb`` (32 chars '0'/'1': its non-empty bands); ``urls``
+                         (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST);
+                         ``capped`` / ``pcapped`` (a cap was reported for it).
+``pp:<pkey>``      HASH  URL shape (8 bytes, rules/traps.py) -> URLs queued of
+                         that shape (with CRAWL_MAX_URLS_PER_PATTERN).
+``aopic``          HASH  credit mode: ``L``, the lambda offset (a queued URL's
+                         credit is its k + L), and ``cash``, lambda credit not yet
+                         spread (claim raises L by cash / queued: O(1)).
+``lease``          HASH  lease id -> ``state \\t worker \\t pkey \\t band \\t item``
+                         (item: the queue entry, in credit mode with its k and
+                         request), so it goes back to its band; state ``f`` =
+                         fetching (holds the slot), ``p`` = processing (slot
+                         freed, links not yet stored).
 ``seq``            STRING lease id counter.
 ``seen:<bucket>``  STRING seen-URL fingerprints, 6 bytes each, packed back to
                          back; bucket = top ``CRAWL_SEEN_BUCKET_BITS`` bits.
 ``dead``           LIST  stored requests that could not be decoded.
-``parked``         LIST  ``host \t request`` set aside by a trap rule (e.g. a host
-                         serving a run of duplicate pages); kept for an operator.
+``parked``         LIST  ``host \t band \t item`` set aside by a trap
+                         rule (e.g. a host serving a run of duplicate pages, or
+                         one that does not resolve); kept for an operator.
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
-                         ``reclaimed``, ``deferred``, ``parked``, ``unparked`` (totals).
+                         ``reclaimed``, ``deferred``, ``parked``, ``unparked``,
+                         ``host_capped``, ``pattern_capped`` (totals).
 ``r:<origin>``     HASH  robots.txt of ``scheme://host[:port]`` (in the shard of
                          the origin's politeness key), shared by the fleet:
                          ``k`` kind (ok | unavailable | unreachable), ``s`` HTTP
@@ -43,7 +68,8 @@ Per shard, prefix ``cp:{C/s}:``
 
 Per crawl, prefix ``cp:{C}:``
 
-``meta``           HASH  ``shards``, ``seen_bucket_bits`` (fixed at creation), ``created``.
+``meta``           HASH  ``shards``, ``seen_bucket_bits``, ``priority_mode`` (score |
+                         credit), ``queue_layout`` (fixed at creation), ``created``.
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
 

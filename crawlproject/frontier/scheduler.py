@@ -52,7 +52,15 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
-from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier, Release
+from crawlproject.frontier.client import (
+    NO_PATTERN,
+    AddResult,
+    FrontierMismatch,
+    Lease,
+    NewEntry,
+    RedisFrontier,
+    Release,
+)
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.embedded import (
@@ -62,6 +70,13 @@ from crawlproject.frontier.embedded import (
 )
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.politeness import retry_after_seconds
+from crawlproject.frontier.priority import (
+    CREDIT_META_KEY,
+    CREDIT_MODE,
+    SHARE_META_KEY,
+    PriorityPolicy,
+    build_policy,
+)
 from crawlproject.frontier.urls import (
     InvalidURL,
     UrlCanonicalizer,
@@ -69,6 +84,7 @@ from crawlproject.frontier.urls import (
     host_key,
 )
 from crawlproject.frontier.wake import wake_engine
+from crawlproject.rules.traps import OncePerKey, url_pattern
 from crawlproject.rules.url_rules import UrlRules
 
 if TYPE_CHECKING:
@@ -86,6 +102,7 @@ REDIS_RETRY_MAX_SECONDS = 5.0
 MAINTENANCE_MAX_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
 CONNECT_ATTEMPTS = 3  # at start: 1 s, then 2 s between attempts
+TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
 # done: finished here; moved: a redirect or retry took the URL over; dead: undecodable.
 ACK_MODES = ("done", "moved", "dead")
 
@@ -111,11 +128,15 @@ class FrontierScheduler(BaseScheduler):
         config: FrontierConfig,
         stats: StatsCollector,
         rules: UrlRules,
+        policy: PriorityPolicy,
     ) -> None:
         self.crawler = crawler
         self.config = config
         self.stats = stats
         self.rules = rules
+        self.policy = policy
+        self._credit_mode = policy.mode == CREDIT_MODE
+        self._trap_logged = OncePerKey(TRAP_LOG_HOSTS)
         self.worker_id = uuid.uuid4().hex[:12]
         self.canonicalizer = UrlCanonicalizer(config.session_params)
         self.codec = RequestCodec(config.request_classes)
@@ -155,11 +176,13 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         assert crawler.stats is not None
+        config = FrontierConfig.from_settings(crawler.settings)
         return cls(
             crawler=crawler,
-            config=FrontierConfig.from_settings(crawler.settings),
+            config=config,
             stats=crawler.stats,
             rules=UrlRules.from_settings(crawler.settings),
+            policy=build_policy(crawler, config.priority_policy),
         )
 
     # -- lifecycle ----------------------------------------------------------------
@@ -212,6 +235,10 @@ class FrontierScheduler(BaseScheduler):
             default_concurrency=self.config.host_concurrency,
             lease_ms=self.config.lease_ms,
             adaptive=self.config.adaptive,
+            priority_mode=self.policy.mode,
+            aopic_tax=self.config.aopic_tax,
+            host_url_cap=self.config.max_pages_per_host,
+            pattern_url_cap=self.config.max_urls_per_pattern,
         )
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
             try:
@@ -341,11 +368,26 @@ class FrontierScheduler(BaseScheduler):
             logger.debug("Not queued (rule %s): %s", refused, request.url)
             self._hand_over(token, parent)
             return False
+        depth = request.meta.get("depth", 0)
+        if self.config.max_depth and isinstance(depth, int) and depth > self.config.max_depth:
+            self.stats.inc_value("trap/max_depth")
+            self._log_trap("max_depth", canonical)
+            self._hand_over(token, parent)
+            return False
+        pkey = self._pkey(canonical)
+        value = self.policy.value(request)
+        for key in (CREDIT_META_KEY, SHARE_META_KEY):  # in the entry's number, not stored
+            request.meta.pop(key, None)
         fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
         if parent is None and not request.dont_filter and fingerprint in self._recent:
             # Sent to the frontier already (added, or found seen there): most
             # links repeat, and this spares their encoding and a Redis lookup.
+            # AOPIC still owes the URL its credit: a credit-only entry.
             self.stats.inc_value("frontier/seen_hits_local")
+            if self._credit_mode and value > 0:
+                self._outbox.append(
+                    NewEntry(pkey, fingerprint, False, b"", score=value, credit_only=True)
+                )
             return False
         self._recent.add(fingerprint)
         bypass_seen = request.dont_filter
@@ -370,16 +412,32 @@ class FrontierScheduler(BaseScheduler):
                 self._new_scope.add(root)
         self._outbox.append(
             NewEntry(
-                pkey=self._pkey(canonical),
+                pkey=pkey,
                 fingerprint=fingerprint,
                 dont_filter=bypass_seen,
                 data=data,
+                score=value,
+                pattern=url_pattern(canonical) or NO_PATTERN,
             )
         )
         self._hand_over(token, parent)
         if len(self._outbox) >= OUTBOX_FLUSH_ENTRIES:
             self._write_event.set()
         return True
+
+    def give_credit(self, request: Request, credit: float) -> None:
+        """AOPIC: adds ``credit`` to ``request``'s URL if it is queued, else to
+        the lambda cash (a page with no links gives its credit to all)."""
+        if not self._credit_mode or credit <= 0:
+            return
+        try:
+            canonical = self.canonicalizer.canonicalize(request.url)
+        except InvalidURL:
+            return
+        fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
+        self._outbox.append(
+            NewEntry(self._pkey(canonical), fingerprint, False, b"", score=credit, credit_only=True)
+        )
 
     def _hand_over(self, token: str | None, parent: _Held | None) -> None:
         """The old lease of a redirect or retry is done once the new request is
@@ -389,6 +447,11 @@ class FrontierScheduler(BaseScheduler):
         del self._held[token]
         self._acks.append(("moved", parent.lease))
         self.stats.inc_value("frontier/continuations")
+
+    def _log_trap(self, guard: str, url: str) -> None:
+        host = urlsplit(url).netloc
+        if self._trap_logged.first(f"{guard} {host}"):
+            logger.info("Trap guard %s: not queueing some URLs of %s (e.g. %s)", guard, host, url)
 
     def _canonical_or_none(self, url: str) -> str | None:
         try:
@@ -582,12 +645,12 @@ class FrontierScheduler(BaseScheduler):
                 ahead = max(0.0, (batch.next_ready_ms - batch.now_ms) / 1000)
                 self._shard_next_ready[shard] = loop.time() + ahead
                 wait = min(wait, ahead)
-            for lease, data in batch.items:
-                got += self._accept_claim(lease, data)
+            for i, (lease, data) in enumerate(batch.items):
+                got += self._accept_claim(lease, data, batch.shares[i] if batch.shares else None)
         self._next_shard = (self._next_shard + 1) % shards
         return got, wait
 
-    def _accept_claim(self, lease: Lease, data: bytes) -> int:
+    def _accept_claim(self, lease: Lease, data: bytes, share: float | None) -> int:
         try:
             request = self.codec.decode(data, self._spider)
         except RequestDecodeError as exc:
@@ -597,6 +660,8 @@ class FrontierScheduler(BaseScheduler):
             self._write_event.set()
             return 0
         request.meta[LEASE_META_KEY] = lease.token
+        if share is not None:
+            request.meta[SHARE_META_KEY] = share
         self._held[lease.token] = _Held(
             lease, LeaseState.FETCHING, request.url, request.dont_filter
         )
@@ -667,6 +732,7 @@ class FrontierScheduler(BaseScheduler):
                 result = await self.frontier.add(entries)
                 self.stats.inc_value("frontier/enqueued", result.added)
                 self.stats.inc_value("frontier/seen_hits", result.seen_hits)
+                self._count_caps(result)
                 if result.added:
                     self._shard_next_ready.clear()  # new URLs may be ready now
                     self._claim_not_before = 0.0
@@ -686,6 +752,23 @@ class FrontierScheduler(BaseScheduler):
             # Whatever was not written is kept, in order, for the next attempt.
             self._outbox[:0] = entries
             self._acks[:0] = acks
+
+    def _count_caps(self, result: AddResult) -> None:
+        for stat, count, hosts, what in (
+            ("trap/host_cap", result.host_capped, result.newly_capped, "CRAWL_MAX_PAGES_PER_HOST"),
+            (
+                "trap/pattern_cap",
+                result.pattern_capped,
+                result.newly_pattern_capped,
+                "CRAWL_MAX_URLS_PER_PATTERN",
+            ),
+        ):
+            if count:
+                self.stats.inc_value(stat, count)
+            for host in hosts:  # reported once per crawl by the frontier, fleet-wide
+                logger.info("Trap guard: %s reached %s; further URLs are not queued", host, what)
+        if result.credited:
+            self.stats.inc_value("frontier/credited", result.credited)
 
     # -- maintenance loop ---------------------------------------------------------------
 

@@ -6,13 +6,157 @@ local P = ARGV[1]
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- A host's queue is BANDS priority bands (Mercator's front queues, per host):
+-- LISTs `q:<host>:<band>`, band 0 first, FIFO within a band; h:<host> `qb`
+-- is a string of BANDS '0'/'1' marking the non-empty ones. The crawl's mode
+-- (`mode` key: score | credit) says what a list entry is:
+--   score:  the request itself;
+--   credit: (AOPIC) the URL's 8-byte fingerprint; its body is in `b:<host>`,
+--           fingerprint -> band byte .. k .. "\t" .. request, where the URL's
+--           credit is k + L (L: the shard's lambda offset, `aopic` hash). A
+--           credited URL moves to a better band by a second entry; the old one
+--           is stale (its band no longer matches the body's) and skipped.
+-- Functions below take and return an "item": the request (score mode) or
+-- fingerprint .. k .. "\t" .. request (credit mode), so scripts need not care.
+local BANDS = 32
+local NO_BANDS = string.rep('0', BANDS)
+local CREDIT = redis.call('GET', P .. 'mode') == 'credit'
+
+local function set_band(h_qb, band, on)
+  local qb = h_qb or NO_BANDS
+  return string.sub(qb, 1, band) .. (on and '1' or '0') .. string.sub(qb, band + 2)
+end
+
+-- Puts an item in band `band` of the host (at the head if `front`). Returns
+-- true if the host had nothing queued before, and its new band string. `qb`:
+-- the host's band string if the caller has it (false: none), else nil.
+local function queue_push(host, band, item, front, qb)
+  local hk = P .. 'h:' .. host
+  if qb == nil then qb = redis.call('HGET', hk, 'qb') end
+  qb = qb or NO_BANDS
+  local was_empty = not string.find(qb, '1', 1, true)
+  local entry = item
+  if CREDIT then
+    local fp = string.sub(item, 1, 8)
+    redis.call('HSET', P .. 'b:' .. host, fp, string.char(band) .. string.sub(item, 9))
+    entry = fp
+  end
+  redis.call(front and 'LPUSH' or 'RPUSH', P .. 'q:' .. host .. ':' .. band, entry)
+  if string.sub(qb, band + 1, band + 1) ~= '1' then
+    qb = set_band(qb, band, true)
+    redis.call('HSET', hk, 'qb', qb)
+  end
+  return was_empty, qb
+end
+
+-- The host's best item: band, item, and the band string left (false: empty);
+-- or nil. Clears bands it empties. `qb`: as for queue_push.
+local function queue_pop(host, qb)
+  local hk = P .. 'h:' .. host
+  if qb == nil then qb = redis.call('HGET', hk, 'qb') end
+  if not qb then return nil end
+  local band0 = string.find(qb, '1', 1, true)
+  while band0 do
+    local band = band0 - 1
+    local key = P .. 'q:' .. host .. ':' .. band
+    local entry = redis.call('LPOP', key)
+    local item
+    if entry and CREDIT then
+      local v = redis.call('HGET', P .. 'b:' .. host, entry)
+      if v and string.byte(v, 1) == band then
+        redis.call('HDEL', P .. 'b:' .. host, entry)
+        item = entry .. string.sub(v, 2)
+      end  -- else a stale entry (moved to a better band, or claimed): skipped
+    else
+      item = entry
+    end
+    if not entry or redis.call('LLEN', key) == 0 then
+      qb = set_band(qb, band, false)
+      if string.find(qb, '1', 1, true) then
+        redis.call('HSET', hk, 'qb', qb)
+      else
+        redis.call('HDEL', hk, 'qb')
+        qb = false
+      end
+    end
+    if item then return band, item, qb end
+    if not qb then return nil end
+    band0 = string.find(qb, '1', 1, true)
+  end
+  return nil
+end
+
+local function best_band(host)
+  local qb = redis.call('HGET', P .. 'h:' .. host, 'qb')
+  local i = qb and string.find(qb, '1', 1, true)
+  return i and i - 1
+end
+
+-- The request inside an item.
+local function item_request(item)
+  if not CREDIT then return item end
+  return string.sub(item, string.find(item, '\t', 9, true) + 1)
+end
+
+-- Band of a score (score mode: rounded, clamped) or of a credit (credit mode:
+-- half-octave steps, credit 1 in band 8: 2^4 and more in band 0).
+local function band_of(x)
+  local b
+  if CREDIT then
+    if x <= 0 then return BANDS - 1 end
+    b = 8 - math.floor(2 * math.log(x) / math.log(2) + 0.5)
+  else
+    b = math.floor(x + 0.5)
+  end
+  if b < 0 then return 0 end
+  if b >= BANDS then return BANDS - 1 end
+  return b
+end
+
+-- A host with queued URLs and a free slot is in `ready` (scored by the time it
+-- may be fetched) until that time passes; claim then moves it to `due`,
+-- scored band * SEQ_SPAN + seq (seq from `qseq`), so the best band goes first
+-- and, within a band, the first due. Its band there is always its best band.
+local SEQ_SPAN = 2 ^ 40  -- seq wraps after 2^40 due entries: only FIFO order suffers
+
+local function due_score(band, seq)
+  return band * SEQ_SPAN + seq % SEQ_SPAN
+end
+
+local function in_due(host)
+  return redis.call('ZSCORE', P .. 'due', host)
+end
+
+-- A better URL reached a due host: it moves up, keeping its seq.
+local function raise_due(host, band)
+  local sc = tonumber(in_due(host))
+  if sc and band < math.floor(sc / SEQ_SPAN) then
+    redis.call('ZADD', P .. 'due', 'XX', due_score(band, sc), host)
+  end
+end
+
+local function leave_due(host)
+  redis.call('ZREM', P .. 'due', host)
+end
+
+-- Claimable from `nxt` (ms): a due host stays due unless it must now wait.
+local function schedule(host, nxt)
+  if nxt > NOW then
+    leave_due(host)
+  elseif in_due(host) then
+    return
+  end
+  redis.call('ZADD', P .. 'ready', nxt, host)
+end
+
 -- A host enters `ready` when it has queued URLs and a free slot; its score is
 -- the earliest time it may be fetched again.
 local function make_ready(host, ddelay, dconc)
-  local h = redis.call('HMGET', P .. 'h:' .. host, 'inflight', 'next', 'conc')
+  local h = redis.call('HMGET', P .. 'h:' .. host, 'inflight', 'next', 'conc', 'qb')
+  if not h[4] then return end
   local inflight = tonumber(h[1]) or 0
   local conc = tonumber(h[3]) or dconc
-  if inflight < conc and redis.call('LLEN', P .. 'q:' .. host) > 0 then
+  if inflight < conc and not in_due(host) then
     local nxt = tonumber(h[2]) or 0
     if nxt < NOW then nxt = NOW end
     redis.call('ZADD', P .. 'ready', 'NX', nxt, host)
@@ -77,14 +221,26 @@ local function release_slot(host, ddelay, dconc, age, r)
     nxt = prev
   end
   redis.call('HSET', hk, 'inflight', inflight, 'next', nxt)
-  if inflight < conc and redis.call('LLEN', P .. 'q:' .. host) > 0 then
-    redis.call('ZADD', P .. 'ready', nxt, host)
-  end
+  if inflight < conc and best_band(host) then schedule(host, nxt) end
 end
 
--- A lease record is "<state>\t<worker>\t<host>\t<request json>"; state f =
--- fetching (holds the host slot), p = processing (slot released, not yet acked).
+-- A lease record is "<state>\t<worker>\t<host>\t<band>\t<item>", so the URL
+-- goes back to its band; state f = fetching (holds the host slot), p =
+-- processing (slot released, not yet acked).
+local function lease_record(state, worker, host, band, item)
+  return state .. '\t' .. worker .. '\t' .. host .. '\t' .. band .. '\t' .. item
+end
+
 local function parse_lease(v)
-  local state, worker, host, req = string.match(v, '^(%a)\t([^\t]*)\t([^\t]*)\t(.*)$')
-  return state, worker, host, req
+  local state, worker, host, band, item = string.match(v, '^(%a)\t([^\t]*)\t([^\t]*)\t(%d+)\t(.*)$')
+  return state, worker, host, tonumber(band), item
+end
+
+-- Back to the head of its band. Returns 0 (and drops this copy) if the URL is
+-- queued again already (credit mode: a dont_filter copy of it).
+local function requeue(host, band, item)
+  if CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1 then return 0 end
+  queue_push(host, band, item, true)
+  raise_due(host, band)
+  return 1
 end

@@ -4,7 +4,7 @@
 --   (not counted as done: ``done`` counts finished URLs for max_pages).
 -- mode "dead": like done, but the stored request goes to the `dead` list
 --   (it could not be decoded); nothing is lost silently.
--- mode "return": put the URL back at the head of its host queue (a worker
+-- mode "return": put the URL back at the head of its band (a worker
 --   that stops hands back what it has not finished).
 -- A lease still in state f also frees its host slot.
 -- Returns {acked, missing, done}: missing leases were already reclaimed; done is
@@ -19,14 +19,13 @@ for i = 5, #ARGV do
   if not v then
     missing = missing + 1
   else
-    local state, worker, host, req = parse_lease(v)
+    local state, worker, host, band, item = parse_lease(v)
     redis.call('HDEL', P .. 'lease', id)
     redis.call('ZREM', P .. 'leases', id)
     if mode == 'return' then
-      redis.call('LPUSH', P .. 'q:' .. host, req)
-      returned = returned + 1
+      returned = returned + requeue(host, band, item)
     elseif mode == 'dead' then
-      redis.call('RPUSH', P .. 'dead', req)
+      redis.call('RPUSH', P .. 'dead', item_request(item))
     end
     if state == 'f' then
       release_slot(host, ddelay, dconc)

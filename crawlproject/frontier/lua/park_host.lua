@@ -1,21 +1,24 @@
 -- park_host(P, host, max_n)
--- Sets a host aside (a trap: e.g. a run of duplicate pages): up to max_n of
--- its queued URLs move to the shard's `parked` list, as "host \t request", kept
--- for an operator to inspect or requeue, and the host is flagged so that URLs
--- added later go there too (add.lua). The host leaves `ready` once its queue
+-- Sets a host aside (a trap: e.g. a run of duplicate pages, or a host that
+-- does not resolve): up to max_n of its queued URLs move to the shard's
+-- `parked` list, as "host \t band \t item" (see the prelude), kept for an
+-- operator to inspect or requeue, and the host is flagged so that URLs added
+-- later go there too (add.lua). The host leaves `ready`/`due` once its queue
 -- is empty. Returns the number parked (call again while it is max_n).
 local host = ARGV[2]
 local max_n = tonumber(ARGV[3])
 redis.call('HSET', P .. 'h:' .. host, 'parked', 1)
-local q = P .. 'q:' .. host
 local n = 0
 while n < max_n do
-  local req = redis.call('LPOP', q)
-  if not req then break end
-  redis.call('RPUSH', P .. 'parked', host .. '\t' .. req)
+  local band, item = queue_pop(host)
+  if not item then break end
+  redis.call('RPUSH', P .. 'parked', host .. '\t' .. band .. '\t' .. item)
   n = n + 1
 end
-if redis.call('LLEN', q) == 0 then redis.call('ZREM', P .. 'ready', host) end
+if not best_band(host) then
+  redis.call('ZREM', P .. 'ready', host)
+  leave_due(host)
+end
 if n > 0 then
   redis.call('HINCRBY', P .. 'n', 'queued', -n)
   redis.call('HINCRBY', P .. 'n', 'parked', n)

@@ -5,14 +5,14 @@
 -- after that (see release_slot for fetch_ms, hold_ms and the adaptive terms).
 -- flags: 1 = throttled (429/503); 2 = requeue: the URL itself was not
 -- fetched (its slot served robots.txt, or robots.txt is unreachable) and goes
--- back to the head of its queue, lease forgotten; 4 = no contact: the host was
+-- back to the head of its band, lease forgotten; 4 = no contact: the host was
 -- not contacted with this slot (e.g. robots.txt forbade the URL).
 -- Otherwise the lease stays, in state p, until acknowledged.
 -- Returns the number of slots released.
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
 local tune = {factor = tonumber(ARGV[4]), amax = tonumber(ARGV[5]), bmax = tonumber(ARGV[6])}
-local released, requeued = 0, 0
+local released, requeued, pushed = 0, 0, 0
 for i = 7, #ARGV - 4, 5 do
   local id = ARGV[i]
   local flags = tonumber(ARGV[i + 4]) or 0
@@ -22,15 +22,15 @@ for i = 7, #ARGV - 4, 5 do
   local hold = math.min(math.max(tonumber(ARGV[i + 3]) or 0, 0), tune.bmax)
   local v = redis.call('HGET', P .. 'lease', id)
   if v then
-    local state, worker, host, req = parse_lease(v)
-    local requeue = flags % 4 >= 2
-    if requeue then
+    local state, worker, host, band, item = parse_lease(v)
+    local back = flags % 4 >= 2
+    if back then
       redis.call('HDEL', P .. 'lease', id)
       redis.call('ZREM', P .. 'leases', id)
-      redis.call('LPUSH', P .. 'q:' .. host, req)
+      pushed = pushed + requeue(host, band, item)
       requeued = requeued + 1
     elseif state == 'f' then
-      redis.call('HSET', P .. 'lease', id, 'p\t' .. worker .. '\t' .. host .. '\t' .. req)
+      redis.call('HSET', P .. 'lease', id, 'p' .. string.sub(v, 2))
     end
     if state == 'f' then
       release_slot(host, ddelay, dconc, age, {
@@ -39,7 +39,7 @@ for i = 7, #ARGV - 4, 5 do
         nocontact = flags % 8 >= 4,
       })
       released = released + 1
-    elseif requeue then
+    elseif back then
       make_ready(host, ddelay, dconc)
     end
   end
@@ -47,7 +47,7 @@ end
 if released > 0 then redis.call('HINCRBY', P .. 'n', 'releases', released) end
 if requeued > 0 then
   redis.call('HINCRBY', P .. 'n', 'leased', -requeued)
-  redis.call('HINCRBY', P .. 'n', 'queued', requeued)
+  redis.call('HINCRBY', P .. 'n', 'queued', pushed)
   redis.call('HINCRBY', P .. 'n', 'deferred', requeued)
 end
 return released

@@ -1,25 +1,25 @@
 -- unpark(P, default_delay_ms, default_conc, max_n)
--- Puts up to max_n parked URLs (see park_host) back at the tail of their host
--- queues, and clears the hosts' parked flag, so an operator can undo a trap
--- verdict (`crawlproject parked --requeue`). Returns the number requeued
--- (call again while it is max_n).
+-- Puts up to max_n parked URLs (see park_host) back in their host queues, in
+-- their bands, and clears the hosts' parked flag, so an operator can undo a
+-- trap verdict (`crawlproject parked --requeue`). Returns the number
+-- requeued (call again while it is max_n).
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
 local max_n = tonumber(ARGV[4])
-local n = 0
+local n, pushed = 0, 0
 while n < max_n do
   local entry = redis.call('LPOP', P .. 'parked')
   if not entry then break end
-  local tab = string.find(entry, '\t', 1, true)
-  local host = string.sub(entry, 1, tab - 1)
+  local host, band, item = string.match(entry, '^([^\t]*)\t(%d+)\t(.*)$')
   redis.call('HDEL', P .. 'h:' .. host, 'parked')
-  if redis.call('RPUSH', P .. 'q:' .. host, string.sub(entry, tab + 1)) == 1 then
-    make_ready(host, ddelay, dconc)
+  if not (CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1) then
+    if queue_push(host, tonumber(band), item) then make_ready(host, ddelay, dconc) else raise_due(host, tonumber(band)) end
+    pushed = pushed + 1
   end
   n = n + 1
 end
-if n > 0 then
-  redis.call('HINCRBY', P .. 'n', 'queued', n)
-  redis.call('HINCRBY', P .. 'n', 'unparked', n)
+if pushed > 0 then
+  redis.call('HINCRBY', P .. 'n', 'queued', pushed)
+  redis.call('HINCRBY', P .. 'n', 'unparked', pushed)
 end
 return n

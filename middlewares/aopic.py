@@ -1,0 +1,76 @@
+"""AOPIC credit sharing: a fetched page's credit goes, in equal parts, to its links.
+
+The frontier hands a claimed URL out with the credit it may pass on (its
+credit less the lambda tax; ``crawl_credit_share`` in ``Request.meta``). This
+middleware waits for the whole output of the page's callback, counts the
+requests in it (the links, after every middleware closer to the spider has
+dropped what it drops) and gives each ``share / n`` (``crawl_credit``); the
+frontier adds that to a link's credit whether it is new or already queued.
+Items pass through at once. Only with a credit-mode ``CRAWL_PRIORITY_POLICY``
+(``aopic``); otherwise NotConfigured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+from scrapy.statscollectors import StatsCollector
+
+from crawlproject import default_settings as d
+from crawlproject.frontier.priority import (
+    CREDIT_META_KEY,
+    CREDIT_MODE,
+    SHARE_META_KEY,
+    policy_class,
+)
+from crawlproject.frontier.scheduler import FrontierScheduler, frontier_of, require_frontier
+
+
+class AopicCreditMiddleware:
+    def __init__(self, crawler: Crawler, stats: StatsCollector) -> None:
+        self.crawler = crawler
+        self.stats = stats
+
+    @property
+    def frontier(self) -> FrontierScheduler:
+        return frontier_of(self.crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> AopicCreditMiddleware:
+        name = crawler.settings.get("CRAWL_PRIORITY_POLICY", d.CRAWL_PRIORITY_POLICY)
+        if getattr(policy_class(name), "mode", None) != CREDIT_MODE:
+            raise NotConfigured(f"CRAWL_PRIORITY_POLICY={name!r} does not use credit")
+        require_frontier(crawler)
+        assert crawler.stats is not None
+        return cls(crawler=crawler, stats=crawler.stats)
+
+    async def process_spider_output(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        share = response.meta.get(SHARE_META_KEY)
+        if not isinstance(share, (int, float)):
+            async for item in result:
+                yield item
+            return
+        links: list[Request] = []
+        async for item in result:
+            if isinstance(item, Request):
+                links.append(item)
+            else:
+                yield item
+        if not links:
+            # AOPIC's dangling page: its credit goes to the lambda page, so the
+            # crawl's total credit is kept.
+            self.stats.inc_value("aopic/pages_without_links")
+            if response.request is not None:
+                self.frontier.give_credit(response.request, float(share))
+            return
+        each = float(share) / len(links)
+        for request in links:
+            request.meta[CREDIT_META_KEY] = each
+            yield request

@@ -1,0 +1,334 @@
+"""Crawl order in the frontier's Lua scripts (priority queues, due hosts, AOPIC,
+per-host caps) against a real redis-server; no HTTP, no Scrapy engine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from redis.asyncio import Redis
+from scrapy import Request
+
+from crawlproject.frontier.client import (
+    NO_PATTERN,
+    FrontierMismatch,
+    Lease,
+    NewEntry,
+    RedisFrontier,
+    Release,
+)
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.rules.traps import url_pattern
+
+CANON = UrlCanonicalizer([])
+CODEC = RequestCodec(["scrapy.http.request.Request"])
+
+MakeFrontier = Callable[..., Awaitable[RedisFrontier]]
+
+
+@pytest.fixture
+async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
+    clients: list[Redis] = []
+
+    async def make(
+        crawl: str = "p", delay_ms: int = 0, mode: str = "score", host_cap: int = 0,
+        pattern_cap: int = 0, tax: float = 0.1,
+    ) -> RedisFrontier:  # fmt: skip
+        redis = Redis.from_url(redis_url)
+        clients.append(redis)
+        frontier = RedisFrontier(
+            redis, CrawlKeys(crawl, 1), 12, delay_ms, 1, 10_000, priority_mode=mode,
+            aopic_tax=tax, host_url_cap=host_cap, pattern_url_cap=pattern_cap,
+        )  # fmt: skip
+        await frontier.prepare()
+        return frontier
+
+    yield make
+    for c in clients:
+        await c.aclose()
+
+
+def entry(
+    url: str, score: float = 0.0, dont_filter: bool = False, credit_only: bool = False
+) -> NewEntry:
+    canonical = CANON.canonicalize(url)
+    return NewEntry(
+        pkey=host_key(canonical),
+        fingerprint=CANON.fingerprint(canonical),
+        dont_filter=dont_filter,
+        data=b"" if credit_only else CODEC.encode(Request(url, dont_filter=dont_filter), None),
+        score=score,
+        pattern=url_pattern(canonical) or NO_PATTERN,
+        credit_only=credit_only,
+    )
+
+
+async def claim_one(f: RedisFrontier) -> tuple[Lease, str, float | None] | None:
+    batch = await f.claim(0, 1, "w")
+    if not batch.items:
+        return None
+    lease, data = batch.items[0]
+    return lease, CODEC.decode(data, None).url, batch.shares[0] if batch.shares else None
+
+
+async def drain(f: RedisFrontier) -> list[str]:
+    """Claims one URL at a time (ack at once) until nothing is left."""
+    order = []
+    while got := await claim_one(f):
+        order.append(got[1])
+        await f.ack([got[0]])
+    return order
+
+
+async def test_host_queue_is_ordered_by_band_and_fifo_among_equals(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier()
+    await f.add(
+        [
+            entry("http://a.test/deep", 3),
+            entry("http://a.test/first-1", 1),
+            entry("http://a.test/zero", 0),
+            entry("http://a.test/first-2", 1),
+        ]
+    )
+    await f.add([entry("http://a.test/first-3", 1), entry("http://a.test/minus", -2)])
+    # Scores are bands 0..31: -2 is clamped into band 0, after the URL already there.
+    assert await drain(f) == [
+        "http://a.test/zero",
+        "http://a.test/minus",
+        "http://a.test/first-1",
+        "http://a.test/first-2",
+        "http://a.test/first-3",
+        "http://a.test/deep",
+    ]
+
+
+async def test_due_host_with_the_best_url_goes_first_without_breaking_politeness(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(delay_ms=300)
+    await f.add([entry("http://a.test/1", 5), entry("http://a.test/2", 5)])
+    await f.add([entry("http://b.test/1", 1), entry("http://b.test/2", 9)])
+    await f.add([entry("http://c.test/1", 3)])
+    first = [await claim_one(f) for _ in range(3)]
+    assert [g[1] for g in first if g] == ["http://b.test/1", "http://c.test/1", "http://a.test/1"]
+    # Every host's slot is taken or its delay runs: b's best (9) and a's (5)
+    # wait, however good they are.
+    assert await claim_one(f) is None
+    await f.release([Release(g[0], 0) for g in first if g])
+    assert await claim_one(f) is None  # the delay runs from the release
+    await asyncio.sleep(0.35)
+    # Both due again: a's 5 beats b's 9.
+    got = [await claim_one(f) for _ in range(2)]
+    assert [g[1] for g in got if g] == ["http://a.test/2", "http://b.test/2"]
+
+
+async def test_a_better_url_raises_a_waiting_due_host(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier()
+    await f.add([entry("http://a.test/1", 5), entry("http://b.test/1", 2)])
+    got = await claim_one(f)  # promotes both hosts to due; b goes
+    assert got and got[1] == "http://b.test/1"
+    await f.add([entry("http://c.test/1", 1), entry("http://a.test/urgent", 0)])
+    assert [(await claim_one(f) or (0, ""))[1] for _ in range(2)] == [
+        "http://a.test/urgent",
+        "http://c.test/1",
+    ]
+
+
+async def test_equal_best_scores_go_first_due_first(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier()
+    for host in ("z", "m", "a"):  # due times 20 ms apart, reverse name order
+        await f.add([entry(f"http://{host}.test/1", 1)])
+        await asyncio.sleep(0.02)
+    assert await drain(f) == ["http://z.test/1", "http://m.test/1", "http://a.test/1"]
+
+
+async def test_requeue_and_reclaim_keep_priority_and_place(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier()
+    await f.add([entry(f"http://a.test/{i}", 1) for i in range(3)])
+    got = await claim_one(f)
+    assert got and got[1] == "http://a.test/0"
+    await f.release([Release(got[0], 0, requeue=True)])  # e.g. its slot fetched robots.txt
+    assert await drain(f) == ["http://a.test/0", "http://a.test/1", "http://a.test/2"]
+    counters = await f.counters()
+    assert (counters["queued"], counters["leased"]) == (0, 0)
+
+
+async def test_dont_filter_copies_of_a_queued_url_are_kept(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier()
+    await f.add([entry("http://a.test/x", 1)])
+    r = await f.add([entry("http://a.test/x", 1, dont_filter=True)])
+    assert (r.added, r.seen_hits) == (1, 0)
+    assert await drain(f) == ["http://a.test/x", "http://a.test/x"]
+    assert (await f.counters())["queued"] == 0
+
+
+async def test_host_cap_counts_and_reports_a_host_once(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(host_cap=3)
+    r = await f.add([entry(f"http://big.test/{i}") for i in range(5)] + [entry("http://s.test/")])
+    assert (r.added, r.host_capped, r.newly_capped) == (4, 2, ["http://big.test"])
+    r = await f.add([entry("http://big.test/5"), entry("http://big.test/6")])
+    assert (r.added, r.host_capped, r.newly_capped) == (0, 2, [])
+    r = await f.add([entry("http://big.test/0", dont_filter=True)])  # a retry is not a new URL
+    assert r.added == 1
+    assert (await f.counters())["host_capped"] == 4
+
+
+async def test_pattern_cap_bounds_one_url_shape_per_host(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(pattern_cap=3)
+    calendar = [entry(f"http://cal.test/calendar?month=2026-{m:02d}") for m in range(1, 9)]
+    r = await f.add(calendar)
+    assert (r.added, r.pattern_capped, r.newly_pattern_capped) == (3, 5, ["http://cal.test"])
+    # Other shapes of the host, and paths without a query, are not limited by it.
+    r = await f.add(
+        [entry(f"http://cal.test/event?id={i}&view=full") for i in range(3)]
+        + [entry(f"http://cal.test/page/{i}") for i in range(6)]
+    )
+    assert (r.added, r.pattern_capped, r.newly_pattern_capped) == (9, 0, [])
+
+
+async def test_a_crawl_keeps_its_priority_mode(make_frontier: MakeFrontier) -> None:
+    await make_frontier(crawl="m1", mode="score")
+    with pytest.raises(FrontierMismatch, match="priority_mode"):
+        await make_frontier(crawl="m1", mode="credit")
+
+
+# -- AOPIC --------------------------------------------------------------------------
+
+
+async def test_aopic_credit_tax_and_lambda(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(mode="credit", tax=0.1)
+    await f.add([entry("http://a.test/", 1.0), entry("http://b.test/", 1.0)])
+    got = await claim_one(f)
+    assert got is not None
+    lease, url, share = got
+    assert url == "http://a.test/" and share == pytest.approx(0.9)  # 10 % to lambda
+    # The page's share goes to its links: one new, one queued already (b's seed).
+    r = await f.add(
+        [entry("http://a.test/x", 0.45), entry("http://b.test/", 0.45, credit_only=True)]
+    )
+    assert (r.added, r.credited) == (1, 1)
+    await f.ack([lease])
+    # b's seed now holds 1.45 plus an even part of the lambda cash (0.1 over 2 queued).
+    got = await claim_one(f)
+    assert got and got[1] == "http://b.test/" and got[2] == pytest.approx((1.45 + 0.05) * 0.9)
+    got2 = await claim_one(f)
+    assert got2 and got2[1] == "http://a.test/x"
+    # 0.45, + 0.05 from the first lambda, + b's tax 0.15 spread over the 1 queued URL.
+    assert got2[2] == pytest.approx((0.45 + 0.05 + 0.15) * 0.9)
+    # Nothing is queued to spread a/x's tax over: it waits in the lambda cash,
+    # and so does credit for a URL no longer queued (not lost).
+    await f.add([entry("http://b.test/", 0.3, credit_only=True)])
+    cash = float(await f.redis.hget(f.keys.shard_prefixes[0] + "aopic", "cash") or 0)
+    assert cash == pytest.approx(0.1 * 0.65 + 0.3)
+
+
+class SyntheticWeb:
+    """A link graph for a frontier-only crawl: 30 hosts of 20 pages (page k
+    links to k+1 and k+2; each home also links to one page of host pop.test
+    that nothing else links to), and a bot trap whose every page links to 5
+    freshly minted URLs."""
+
+    HOSTS = 30
+    PAGES = 20
+    POPULAR = "http://pop.test/deep/popular"
+
+    def __init__(self) -> None:
+        self.minted = 0
+
+    def seeds(self) -> list[str]:
+        hosts = [f"http://h{i}.test" for i in range(self.HOSTS)] + ["http://pop.test"]
+        return [f"{h}/0" for h in hosts] + ["http://trap.test/"]
+
+    def links(self, url: str) -> list[str]:
+        if url.startswith("http://trap.test/"):
+            self.minted += 5
+            return [f"http://trap.test/m/{self.minted - i}" for i in range(5)]
+        if url == self.POPULAR:
+            return []
+        base, _, page = url.rpartition("/")
+        k = int(page)
+        out = [f"{base}/{j}" for j in (k + 1, k + 2) if j < self.PAGES]
+        if k == 0 and not base.endswith("pop.test"):
+            out.append(self.POPULAR)
+        return out
+
+    def pages(self) -> int:
+        return (self.HOSTS + 1) * self.PAGES + 1  # + the popular page
+
+
+async def simulated_crawl(f: RedisFrontier, claims: int) -> list[str]:
+    """Claims one URL at a time, 'fetches' it from the graph, adds its links
+    (each with the page's share / n in credit mode; depth score otherwise)."""
+    web = SyntheticWeb()
+    depth = {u: 0 for u in web.seeds()}
+    await f.add([entry(u, 1.0 if f.priority_mode == "credit" else 0) for u in web.seeds()])
+    order: list[str] = []
+    for _ in range(claims):
+        got = await claim_one(f)
+        if got is None:
+            break
+        lease, url, share = got
+        order.append(url)
+        links = web.links(url)
+        for link in links:
+            depth.setdefault(link, depth[url] + 1)
+        entries = [
+            entry(link, share / len(links) if share is not None else depth[link]) for link in links
+        ]
+        if entries:
+            await f.add(entries)
+        await f.ack([lease])
+    return order
+
+
+async def test_aopic_starves_a_minted_url_trap_and_raises_a_popular_page(
+    make_frontier: MakeFrontier,
+) -> None:
+    pages = SyntheticWeb().pages()
+    claims = pages + pages // 10
+    by_policy = {}
+    for mode in ("credit", "score"):
+        f = await make_frontier(crawl=f"sim-{mode}", mode=mode)
+        by_policy[mode] = await simulated_crawl(f, claims)
+    aopic, depth = by_policy["credit"], by_policy["score"]
+
+    # The page linked from every host comes within the first 10 % of claims.
+    assert aopic.index(SyntheticWeb.POPULAR) < claims // 10
+
+    def trap(order: list[str]) -> int:
+        return sum(u.startswith("http://trap.test/") for u in order)
+
+    # Breadth-first spends most of its claims in the trap (5^d URLs at depth d)...
+    assert trap(depth) > claims // 2
+    # ... AOPIC fetches every other page first, with a handful of trap pages
+    # among them (its credit shrinks fivefold per hop); only when nothing else
+    # is left does the trap get claims (the frontier never idles).
+    normal = [i for i, u in enumerate(aopic) if not u.startswith("http://trap.test/")]
+    assert len(normal) == len(set(aopic[i] for i in normal)) == pages
+    assert trap(aopic[: normal[-1]]) <= pages // 50
+
+
+async def test_aopic_credit_moves_a_queued_url_up_and_park_keeps_each_url_once(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(mode="credit")
+    await f.add([entry(f"http://a.test/{i}", 0.01) for i in range(3)])
+    # Enough credit for /2 to reach a better band: a second entry there; the
+    # one left in the old band is stale.
+    r = await f.add([entry("http://a.test/2", 0.5, credit_only=True)])
+    assert r.credited == 1
+    assert await f.park_host("http://a.test") == 3
+    assert await f.parked_by_host() == {"http://a.test": 3}
+    assert await f.unpark_all() == 3
+    got = await claim_one(f)
+    assert got is not None and got[1] == "http://a.test/2"
+    assert got[2] == pytest.approx(0.51 * 0.9)
+    await f.release([Release(got[0], 0, requeue=True)])  # back with its band and credit
+    assert await drain(f) == ["http://a.test/2", "http://a.test/0", "http://a.test/1"]
+    counters = await f.counters()
+    assert (counters["queued"], counters["leased"], counters["claims"]) == (0, 0, 4)
