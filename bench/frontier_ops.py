@@ -240,12 +240,15 @@ async def drive_ours(
         if real:  # the scheduler decodes each claimed request
             for _, data in items:
                 links.codec.decode(data, None)
-        # Each link's number: AOPIC, the page's share / links; depth, its depth.
-        entries = [
-            replace(e, score=e.score if share is None else share / cfg.links)
-            for share in shares
-            for e in (entry(pick()) for _ in range(cfg.links))
-        ]
+        # Each link's number: depth, its depth (pooled); AOPIC, its page's share / links.
+        if any(share is not None for share in shares):
+            entries = [
+                NewEntry(e.pkey, e.fingerprint, e.dont_filter, e.data, (share or 0.0) / cfg.links)
+                for share in shares
+                for e in (entry(pick()) for _ in range(cfg.links))
+            ]
+        else:
+            entries = [entry(pick()) for _ in range(cfg.links * len(items))]
         d = time.perf_counter()
         hits += (await f.add(entries)).seen_hits
         e = time.perf_counter()

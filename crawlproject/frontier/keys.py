@@ -18,11 +18,14 @@ Per shard, prefix ``cp:{C/s}:``
 ``q:<pkey>:<band>`` LIST one priority band (0..31, 0 first) of the host's queue,
                          FIFO (Mercator's front queues, per host). Entries: the
                          request (compact JSON) in score mode; in credit mode
-                         (AOPIC) the URL's 8-byte fingerprint, its body in ``b:``.
-``b:<pkey>``       HASH  credit mode: fingerprint -> band byte . k . "\\t" . request;
-                         the URL's credit is k + L. A credited URL that reaches a
-                         better band is pushed there again; the entry left in
-                         the old band is stale (band byte differs) and skipped.
+                         (AOPIC) the URL's 8-byte fingerprint.
+``c:<pkey>``       HASH  credit mode: fingerprint -> credit received from links
+                         (present iff the URL is queued); its band is
+                         band_of(credit). Credit that lifts a URL to a better
+                         band pushes a second entry there; the entry left in the
+                         old band no longer matches and is skipped as stale.
+``b:<pkey>``       HASH  credit mode: fingerprint -> ``L at enqueue \\t request``; the
+                         URL's credit at claim is credit + L - L at enqueue.
 ``mode``           STRING ``score`` or ``credit`` (CRAWL_PRIORITY_POLICY's mode), set by
                          every worker, read by the scripts; fixed per crawl.
 ``qseq``           STRING due-order counter.
@@ -36,12 +39,13 @@ Per shard, prefix ``cp:{C/s}:``
                          ``capped`` / ``pcapped`` (a cap was reported for it).
 ``pp:<pkey>``      HASH  URL shape (8 bytes, rules/traps.py) -> URLs queued of
                          that shape (with CRAWL_MAX_URLS_PER_PATTERN).
-``aopic``          HASH  credit mode: ``L``, the lambda offset (a queued URL's
-                         credit is its k + L), and ``cash``, lambda credit not yet
-                         spread (claim raises L by cash / queued: O(1)).
+``aopic``          HASH  credit mode: ``L``, the lambda offset (every queued URL
+                         has gained L - L at its enqueue from the lambda page),
+                         and ``cash``, lambda credit not yet spread (claim raises
+                         L by cash / queued: O(1)).
 ``lease``          HASH  lease id -> ``state \\t worker \\t pkey \\t band \\t item``
-                         (item: the queue entry, in credit mode with its k and
-                         request), so it goes back to its band; state ``f`` =
+                         (item: the request; in credit mode fingerprint, credit,
+                         L at enqueue and request), so it goes back to its band; state ``f`` =
                          fetching (holds the slot), ``p`` = processing (slot
                          freed, links not yet stored).
 ``seq``            STRING lease id counter.

@@ -27,8 +27,9 @@ one of two modes:
     fetched page passed to its links); the frontier adds it to the URL's credit
     if it is queued already (moving it to a better band when it gets there),
     and at claim time pays a tax into the lambda cash that it spreads over all
-    queued URLs (claim.lua). Bands are half-octaves of credit (credit 1 in band
-    8, 16 and more in band 0). The shares are computed by
+    queued URLs (claim.lua). Bands are half-octaves of the credit received
+    from links (credit 1 in band 8, 16 and more in band 0); the lambda share
+    is paid at claim time and does not move URLs between bands. The shares are computed by
     :class:`middlewares.aopic.AopicCreditMiddleware`.
 
 Scores of the two modes mean different things, so a crawl keeps its mode for

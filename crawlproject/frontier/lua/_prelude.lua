@@ -11,13 +11,15 @@ local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- is a string of BANDS '0'/'1' marking the non-empty ones. The crawl's mode
 -- (`mode` key: score | credit) says what a list entry is:
 --   score:  the request itself;
---   credit: (AOPIC) the URL's 8-byte fingerprint; its body is in `b:<host>`,
---           fingerprint -> band byte .. k .. "\t" .. request, where the URL's
---           credit is k + L (L: the shard's lambda offset, `aopic` hash). A
---           credited URL moves to a better band by a second entry; the old one
---           is stale (its band no longer matches the body's) and skipped.
+--   credit: (AOPIC) the URL's 8-byte fingerprint. `c:<host>` holds its credit
+--           received from links (fingerprint -> c; present iff queued),
+--           `b:<host>` its body (fingerprint -> L at enqueue .. "\t" .. request);
+--           its credit is c + L - L at enqueue (L: the shard's lambda offset).
+--           Its band is band_of(c); credit that lifts it to a better band
+--           pushes a second entry there, and the old one, whose band no longer
+--           matches band_of(c), is skipped as stale.
 -- Functions below take and return an "item": the request (score mode) or
--- fingerprint .. k .. "\t" .. request (credit mode), so scripts need not care.
+-- fingerprint .. c .. "\t" .. L at enqueue .. "\t" .. request (credit mode).
 local BANDS = 32
 local NO_BANDS = string.rep('0', BANDS)
 local CREDIT = redis.call('GET', P .. 'mode') == 'credit'
@@ -27,20 +29,29 @@ local function set_band(h_qb, band, on)
   return string.sub(qb, 1, band) .. (on and '1' or '0') .. string.sub(qb, band + 2)
 end
 
--- Puts an item in band `band` of the host (at the head if `front`). Returns
--- true if the host had nothing queued before, and its new band string. `qb`:
--- the host's band string if the caller has it (false: none), else nil.
-local function queue_push(host, band, item, front, qb)
+-- Band of a score (score mode: rounded, clamped) or of a credit c (credit
+-- mode: half-octave steps, credit 1 in band 8, 16 and more in band 0).
+local function band_of(x)
+  local b
+  if CREDIT then
+    if x <= 0 then return BANDS - 1 end
+    b = 8 - math.floor(2 * math.log(x) / math.log(2) + 0.5)
+  else
+    b = math.floor(x + 0.5)
+  end
+  if b < 0 then return 0 end
+  if b >= BANDS then return BANDS - 1 end
+  return b
+end
+
+-- Appends (or, `front`, prepends) a list entry to band `band` of the host.
+-- Returns true if the host had nothing queued before, and its new band
+-- string. `qb`: the host's band string if the caller has it (false: none).
+local function push_entry(host, band, entry, front, qb)
   local hk = P .. 'h:' .. host
   if qb == nil then qb = redis.call('HGET', hk, 'qb') end
   qb = qb or NO_BANDS
   local was_empty = not string.find(qb, '1', 1, true)
-  local entry = item
-  if CREDIT then
-    local fp = string.sub(item, 1, 8)
-    redis.call('HSET', P .. 'b:' .. host, fp, string.char(band) .. string.sub(item, 9))
-    entry = fp
-  end
   redis.call(front and 'LPUSH' or 'RPUSH', P .. 'q:' .. host .. ':' .. band, entry)
   if string.sub(qb, band + 1, band + 1) ~= '1' then
     qb = set_band(qb, band, true)
@@ -49,8 +60,18 @@ local function queue_push(host, band, item, front, qb)
   return was_empty, qb
 end
 
+-- Queues an item in band `band` (see push_entry for the rest).
+local function queue_push(host, band, item, front, qb)
+  if not CREDIT then return push_entry(host, band, item, front, qb) end
+  local fp = string.sub(item, 1, 8)
+  local tab = string.find(item, '\t', 9, true)
+  redis.call('HSET', P .. 'c:' .. host, fp, string.sub(item, 9, tab - 1))
+  redis.call('HSET', P .. 'b:' .. host, fp, string.sub(item, tab + 1))
+  return push_entry(host, band, fp, front, qb)
+end
+
 -- The host's best item: band, item, and the band string left (false: empty);
--- or nil. Clears bands it empties. `qb`: as for queue_push.
+-- or nil. Clears bands it empties. `qb`: as for push_entry.
 local function queue_pop(host, qb)
   local hk = P .. 'h:' .. host
   if qb == nil then qb = redis.call('HGET', hk, 'qb') end
@@ -62,10 +83,11 @@ local function queue_pop(host, qb)
     local entry = redis.call('LPOP', key)
     local item
     if entry and CREDIT then
-      local v = redis.call('HGET', P .. 'b:' .. host, entry)
-      if v and string.byte(v, 1) == band then
+      local c = redis.call('HGET', P .. 'c:' .. host, entry)
+      if c and band_of(tonumber(c)) == band then
+        item = entry .. c .. '\t' .. (redis.call('HGET', P .. 'b:' .. host, entry) or '0\t')
+        redis.call('HDEL', P .. 'c:' .. host, entry)
         redis.call('HDEL', P .. 'b:' .. host, entry)
-        item = entry .. string.sub(v, 2)
       end  -- else a stale entry (moved to a better band, or claimed): skipped
     else
       item = entry
@@ -95,22 +117,8 @@ end
 -- The request inside an item.
 local function item_request(item)
   if not CREDIT then return item end
-  return string.sub(item, string.find(item, '\t', 9, true) + 1)
-end
-
--- Band of a score (score mode: rounded, clamped) or of a credit (credit mode:
--- half-octave steps, credit 1 in band 8: 2^4 and more in band 0).
-local function band_of(x)
-  local b
-  if CREDIT then
-    if x <= 0 then return BANDS - 1 end
-    b = 8 - math.floor(2 * math.log(x) / math.log(2) + 0.5)
-  else
-    b = math.floor(x + 0.5)
-  end
-  if b < 0 then return 0 end
-  if b >= BANDS then return BANDS - 1 end
-  return b
+  local tab = string.find(item, '\t', 9, true)
+  return string.sub(item, string.find(item, '\t', tab + 1, true) + 1)
 end
 
 -- A host with queued URLs and a free slot is in `ready` (scored by the time it
@@ -239,7 +247,7 @@ end
 -- Back to the head of its band. Returns 0 (and drops this copy) if the URL is
 -- queued again already (credit mode: a dont_filter copy of it).
 local function requeue(host, band, item)
-  if CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1 then return 0 end
+  if CREDIT and redis.call('HEXISTS', P .. 'c:' .. host, string.sub(item, 1, 8)) == 1 then return 0 end
   queue_push(host, band, item, true)
   raise_due(host, band)
   return 1

@@ -27,6 +27,11 @@ local cash = 0
 local new_capped, new_pcapped = {}, {}
 local L = 0
 if CREDIT then L = tonumber(redis.call('HGET', P .. 'aopic', 'L')) or 0 end
+local MIN_CREDIT = 1e-12  -- a queued URL's credit is positive (its band is defined)
+local function credit_item(fp, credit, req)
+  return fp .. string.format('%.17g', math.max(credit, MIN_CREDIT)) .. '\t'
+    .. string.format('%.17g', L) .. '\t' .. req
+end
 local seq0 = tonumber(redis.call('GET', P .. 'qseq')) or 0
 local seq = seq0
 -- Per host, read once per call: links of one page share few hosts.
@@ -44,11 +49,15 @@ end
 -- Queues an item; a host that had nothing queued may become ready, and a due
 -- host whose best band improves moves up in `due` (its score there is always
 -- its best band).
-local function push(host, band, item)
+local function push(host, band, item, entry_only)
   local st = host_state(host)
   local best = st.qb and string.find(st.qb, '1', 1, true)
   local was_empty
-  was_empty, st.qb = queue_push(host, band, item, false, st.qb)
+  if entry_only then
+    was_empty, st.qb = push_entry(host, band, item, false, st.qb)
+  else
+    was_empty, st.qb = queue_push(host, band, item, false, st.qb)
+  end
   if was_empty then
     make_ready(host, ddelay, dconc)
   elseif best and band < best - 1 then
@@ -76,24 +85,22 @@ local function contains(s, fp)
   end
 end
 
--- AOPIC credit for a known URL: raises it if queued, else feeds the lambda.
+-- AOPIC credit for a known URL: raises it if queued, else feeds the lambda
+-- cash; a URL whose band improves gets an entry in the better band. One call
+-- for a queued URL: HINCRBYFLOAT creates the field of one that is not, and a
+-- queued URL's credit is never below MIN_CREDIT, so c == credit tells them
+-- apart (the field is then deleted again).
 local function give_credit(host, fp, credit)
   if credit <= 0 then return end
-  local bk = P .. 'b:' .. host
-  local v = redis.call('HGET', bk, fp)
-  if not v then
+  local ck = P .. 'c:' .. host
+  local c = tonumber(redis.call('HINCRBYFLOAT', ck, fp, credit))
+  if c - credit < MIN_CREDIT / 2 then
+    redis.call('HDEL', ck, fp)
     cash = cash + credit
     return
   end
-  local tab = string.find(v, '\t', 2, true)
-  local k = tonumber(string.sub(v, 2, tab - 1)) + credit
-  local band, old = band_of(k + L), string.byte(v, 1)
-  local rest = string.format('%.17g', k) .. string.sub(v, tab)
-  if band < old then  -- a second entry in the better band; the old one goes stale
-    push(host, band, fp .. rest)
-  else
-    redis.call('HSET', bk, fp, string.char(old) .. rest)
-  end
+  local band = band_of(c)
+  if band < band_of(c - credit) then push(host, band, fp, true) end
   credited = credited + 1
 end
 
@@ -126,8 +133,8 @@ for i = 7, #ARGV do
       give_credit(host, fp, number)
     elseif host_state(host).parked then
       local item = string.sub(e, tab2 + 1)
-      if CREDIT then item = fp .. string.format('%.17g', number - L) .. '\t' .. item end
-      redis.call('RPUSH', P .. 'parked', host .. '\t' .. band_of(number) .. '\t' .. item)
+      if CREDIT then item = credit_item(fp, number, item) end
+      redis.call('RPUSH', P .. 'parked', host .. '\t' .. band_of(math.max(number, MIN_CREDIT)) .. '\t' .. item)
       parked = parked + 1
     elseif kind == '0' and host_cap > 0 and redis.call('HINCRBY', hk, 'urls', 1) > host_cap then
       capped = capped + 1
@@ -145,11 +152,12 @@ for i = 7, #ARGV do
         -- A URL not seen before cannot be queued; a dont_filter one may be:
         -- its second copy gets a key of its own (FF FF FF .. seq), which no
         -- 8-byte URL fingerprint is expected to take.
-        if kind == '1' and redis.call('HEXISTS', P .. 'b:' .. host, fp) == 1 then
+        if kind == '1' and redis.call('HEXISTS', P .. 'c:' .. host, fp) == 1 then
           seq = seq + 1
           fp = '\255\255\255' .. seq_bytes(seq)
         end
-        item = fp .. string.format('%.17g', number - L) .. '\t' .. item
+        band = band_of(math.max(number, MIN_CREDIT))
+        item = credit_item(fp, number, item)
       end
       -- Only a queue that was empty can change the host's readiness: a
       -- non-empty one is in `ready`/`due` or waits for a slot to be released.

@@ -1,7 +1,8 @@
 -- claim(P, max_n, lease_ms, default_delay_ms, default_conc, worker, tax)
 -- Hands out up to max_n URLs, one per due host, best band first, each under a
 -- lease. First, hosts whose time has come move from `ready` to `due`.
--- Credit mode (AOPIC): a URL's credit is its k + L; claiming it pays `tax` of
+-- Credit mode (AOPIC): a URL's credit is c + L - L at enqueue (see the
+-- prelude); claiming it pays `tax` of
 -- the credit to the lambda cash and hands the rest to the worker, which shares
 -- it out over the page's links. The lambda cash is spread evenly over all
 -- queued URLs by raising L by cash / queued: O(1), whatever the queue size.
@@ -67,9 +68,11 @@ for _, host in ipairs(redis.call('ZRANGE', P .. 'due', 0, 2 * max_n + 7)) do
     out[#out + 1] = id
     if CREDIT then
       local tab = string.find(item, '\t', 9, true)
-      local credit = math.max(tonumber(string.sub(item, 9, tab - 1)) + L, 0)
+      local tab2 = string.find(item, '\t', tab + 1, true)
+      local lenq = tonumber(string.sub(item, tab + 1, tab2 - 1)) or L
+      local credit = math.max(tonumber(string.sub(item, 9, tab - 1)) + L - lenq, 0)
       cash = cash + credit * tax
-      out[#out + 1] = string.sub(item, tab + 1)
+      out[#out + 1] = string.sub(item, tab2 + 1)
       out[#out + 1] = string.format('%.17g', credit * (1 - tax))
     else
       out[#out + 1] = item
