@@ -10,7 +10,8 @@ meta={"depth": d, "crawl_scope": "127.0.3.7:8080"}) encoded by RequestCodec.
 Then, exactly (``MEMORY USAGE key SAMPLES 0``, summed over a SCAN):
 
 * seen bytes/URL   = the ``seen:*`` strings / N (also with other bucket bits)
-* queued bytes/URL = the ``q:*`` lists + ``h:*`` hashes + ``ready`` zsets / N
+* queued bytes/URL = the ``q:*`` band lists + ``h:*`` hashes + ``ready``/``due``
+  zsets (+ ``c:*``/``b:*`` hashes with ``--policy aopic``) / N
 * and ``INFO memory used_memory`` after - before, / N (includes the keyspace table)
 
 Baseline, same run after FLUSHALL: scrapy-redis 0.9.1 RFPDupeFilter (SADD of the
@@ -144,21 +145,38 @@ class Urls:
             assert self.theirs(k) == (df.request_fingerprint(req), queue._encode_request(req)), k
 
 
+# Keys of queued URLs: band lists, host hashes, ready/due sets; AOPIC's credits and bodies.
+QUEUE_KINDS = ("q", "h", "ready", "due", "c", "b")
+
+
 def _shard_kind(key: str) -> str:
     """cp:{mem/0}:seen:123 -> seen; cp:{mem}:meta -> meta."""
     return key.split("}:", 1)[1].split(":", 1)[0]
 
 
+def with_priority(e: NewEntry, k: int, policy: str) -> NewEntry:
+    """The entry's number as the scheduler sets it: depth policy, the URL's depth
+    (its band); AOPIC, the credit a link brings (a page's 0.9 shared by 20 links)."""
+    score = 0.9 / 20 if policy == "aopic" else float(1 + k % 5)
+    return NewEntry(e.pkey, e.fingerprint, e.dont_filter, e.data, score)
+
+
 async def load_ours(
-    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool
+    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool, policy: str
 ) -> float:
     """Adds URLs 0..n-1 through RedisFrontier.add; returns seconds spent in add."""
     r = AsyncRedis.from_url(srv.url)
-    f = RedisFrontier(r, CrawlKeys(CRAWL, ds.CRAWL_FRONTIER_SHARDS), bits, 0, 1, 30_000)
+    mode = "credit" if policy == "aopic" else "score"
+    f = RedisFrontier(
+        r, CrawlKeys(CRAWL, ds.CRAWL_FRONTIER_SHARDS), bits, 0, 1, 30_000, priority_mode=mode
+    )
     await f.prepare()
     spent = added = 0.0
     for start in range(0, n, batch):
-        entries = [urls.ours(k, tiny) for k in range(start, min(start + batch, n))]
+        entries = [
+            with_priority(urls.ours(k, tiny), k, policy)
+            for k in range(start, min(start + batch, n))
+        ]
         t = time.perf_counter()
         res = await f.add(entries)
         spent += time.perf_counter() - t
@@ -184,18 +202,20 @@ def load_theirs(srv: RedisServer, urls: Urls, n: int, batch: int) -> float:
 
 
 def measure_ours(
-    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool
-) -> dict[str, Any]:
+    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool,
+    policy: str = "depth",
+) -> dict[str, Any]:  # fmt: skip
     srv.client.flushall()
     before = srv.used_memory()
     t = time.perf_counter()
-    add_s = asyncio.run(load_ours(srv, urls, n, bits, batch, tiny))
+    add_s = asyncio.run(load_ours(srv, urls, n, bits, batch, tiny, policy))
     wall = time.perf_counter() - t
     used = srv.used_memory() - before
     kinds = srv.usage_by_kind("cp:*", _shard_kind)
     per = {k: round(v[1] / n, 2) for k, v in kinds.items()}
-    queued = sum(kinds.get(k, [0, 0])[1] for k in ("q", "h", "ready"))
+    queued = sum(kinds.get(k, [0, 0])[1] for k in QUEUE_KINDS)
     return {
+        "policy": policy,
         "bucket_bits": bits,
         "tiny_payloads": tiny,
         "urls": n,
@@ -265,6 +285,8 @@ def main() -> None:
         step = f"{n:,} URLs over {a.hosts:,} hosts"
         print(f"ours, {bits} bucket bits: {step} ...", flush=True)
         ours = measure_ours(srv, urls, n, bits, a.batch, tiny=False)
+        print(f"ours, AOPIC policy: {step} ...", flush=True)
+        aopic = measure_ours(srv, urls, n, bits, a.batch, tiny=False, policy="aopic")
         print(f"scrapy-redis: {step} ...", flush=True)
         theirs = measure_theirs(srv, urls, n, a.batch)
         variants = [ours]
@@ -289,6 +311,7 @@ def main() -> None:
         },
         "target_seen_bytes_per_url": TARGET_SEEN_BYTES,
         "ours": ours,
+        "ours_aopic": aopic,
         "scrapy_redis": theirs,
         "seen_by_bucket_bits": [
             {k: v[k] for k in ("bucket_bits", "seen_keys", "seen_bytes", "seen_bytes_per_url")}
@@ -321,12 +344,18 @@ def report(res: dict[str, Any]) -> None:
             f"seen set ({c['seen_bucket_bits']} bucket bits / RFPDupeFilter SET)",
             "seen_bytes_per_url",
         ),
-        ("queued (q:* + h:* + ready / PriorityQueue ZSET)", "queued_bytes_per_url"),
+        ("queued (q:* h:* ready due / PriorityQueue ZSET)", "queued_bytes_per_url"),
         ("INFO used_memory delta, all keys", "used_memory_per_url"),
     ]
     for label, key in rows:
         r = res["ratios_ours_over_scrapy_redis"][key]
         print(f"{label:44} {o[key]:>8.2f} {t[key]:>13.2f} {r:>12.3f}")
+    a = res["ours_aopic"]
+    print(
+        f"AOPIC policy (band lists of fingerprints + c:/b: hashes): queued "
+        f"{a['queued_bytes_per_url']:.2f} B/URL, used_memory {a['used_memory_per_url']:.2f} B/URL, "
+        f"add {a['add_urls_per_s']:,} URLs/s"
+    )
     print(
         f"target: <= {TARGET_SEEN_BYTES} bytes per seen URL -> "
         f"{'met' if o['seen_bytes_per_url'] <= TARGET_SEEN_BYTES else 'NOT met'}"

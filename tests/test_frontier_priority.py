@@ -268,10 +268,17 @@ async def simulated_crawl(f: RedisFrontier, claims: int) -> list[str]:
     depth = {u: 0 for u in web.seeds()}
     await f.add([entry(u, 1.0 if f.priority_mode == "credit" else 0) for u in web.seeds()])
     order: list[str] = []
-    for _ in range(claims):
+    empty = 0
+    while len(order) < claims:
         got = await claim_one(f)
         if got is None:
-            break
+            # A claim can come back empty when its first candidates held only
+            # stale entries (they leave `due`); the worker simply claims again.
+            empty += 1
+            if empty > 10:
+                break
+            continue
+        empty = 0
         lease, url, share = got
         order.append(url)
         links = web.links(url)
