@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from redis.asyncio import Redis  # noqa: E402
+
+from crawlproject.frontier.client import RedisFrontier  # noqa: E402
+from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.testweb import TestWeb  # noqa: E402
 
@@ -57,3 +61,28 @@ def testweb_factory() -> Iterator[Callable[..., TestWeb]]:
     yield make
     for web in webs:
         web.stop()
+
+
+MakeFrontier = Callable[..., Awaitable[RedisFrontier]]
+
+
+@pytest.fixture
+async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
+    """RedisFrontier clients of a fresh crawl on the test's Redis (prepared);
+    keyword options beyond the layout go to RedisFrontier."""
+    clients: list[Redis] = []
+
+    async def make(
+        crawl: str = "t", shards: int = 2, delay_ms: int = 200, conc: int = 1,
+        lease_ms: int = 1000, bits: int = 12, **options: Any,
+    ) -> RedisFrontier:  # fmt: skip
+        redis = Redis.from_url(redis_url)
+        clients.append(redis)
+        keys = CrawlKeys(crawl, shards)
+        frontier = RedisFrontier(redis, keys, bits, delay_ms, conc, lease_ms, **options)
+        await frontier.prepare()
+        return frontier
+
+    yield make
+    for c in clients:
+        await c.aclose()

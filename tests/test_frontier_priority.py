@@ -4,10 +4,8 @@ per-host caps) against a real redis-server; no HTTP, no Scrapy engine."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from redis.asyncio import Redis
 from scrapy import Request
 
 from crawlproject.frontier.client import (
@@ -19,36 +17,28 @@ from crawlproject.frontier.client import (
     Release,
 )
 from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.rules.traps import url_pattern
+from tests.conftest import MakeFrontier
 
 CANON = UrlCanonicalizer([])
 CODEC = RequestCodec(["scrapy.http.request.Request"])
 
-MakeFrontier = Callable[..., Awaitable[RedisFrontier]]
-
 
 @pytest.fixture
-async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
-    clients: list[Redis] = []
+def make(make_frontier: MakeFrontier) -> MakeFrontier:
+    """One shard, no delay by default; ``mode``, caps and tax as RedisFrontier options."""
 
-    async def make(
+    async def build(
         crawl: str = "p", delay_ms: int = 0, mode: str = "score", host_cap: int = 0,
         pattern_cap: int = 0, tax: float = 0.1,
     ) -> RedisFrontier:  # fmt: skip
-        redis = Redis.from_url(redis_url)
-        clients.append(redis)
-        frontier = RedisFrontier(
-            redis, CrawlKeys(crawl, 1), 12, delay_ms, 1, 10_000, priority_mode=mode,
+        return await make_frontier(
+            crawl=crawl, shards=1, delay_ms=delay_ms, lease_ms=10_000, priority_mode=mode,
             aopic_tax=tax, host_url_cap=host_cap, pattern_url_cap=pattern_cap,
         )  # fmt: skip
-        await frontier.prepare()
-        return frontier
 
-    yield make
-    for c in clients:
-        await c.aclose()
+    return build
 
 
 def entry(
@@ -84,9 +74,9 @@ async def drain(f: RedisFrontier) -> list[str]:
 
 
 async def test_host_queue_is_ordered_by_band_and_fifo_among_equals(
-    make_frontier: MakeFrontier,
+    make: MakeFrontier,
 ) -> None:
-    f = await make_frontier()
+    f = await make()
     await f.add(
         [
             entry("http://a.test/deep", 3),
@@ -108,9 +98,9 @@ async def test_host_queue_is_ordered_by_band_and_fifo_among_equals(
 
 
 async def test_due_host_with_the_best_url_goes_first_without_breaking_politeness(
-    make_frontier: MakeFrontier,
+    make: MakeFrontier,
 ) -> None:
-    f = await make_frontier(delay_ms=300)
+    f = await make(delay_ms=300)
     await f.add([entry("http://a.test/1", 5), entry("http://a.test/2", 5)])
     await f.add([entry("http://b.test/1", 1), entry("http://b.test/2", 9)])
     await f.add([entry("http://c.test/1", 3)])
@@ -127,8 +117,8 @@ async def test_due_host_with_the_best_url_goes_first_without_breaking_politeness
     assert [g[1] for g in got if g] == ["http://a.test/2", "http://b.test/2"]
 
 
-async def test_a_better_url_raises_a_waiting_due_host(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier()
+async def test_a_better_url_raises_a_waiting_due_host(make: MakeFrontier) -> None:
+    f = await make()
     await f.add([entry("http://a.test/1", 5), entry("http://b.test/1", 2)])
     got = await claim_one(f)  # promotes both hosts to due; b goes
     assert got and got[1] == "http://b.test/1"
@@ -139,16 +129,16 @@ async def test_a_better_url_raises_a_waiting_due_host(make_frontier: MakeFrontie
     ]
 
 
-async def test_equal_best_scores_go_first_due_first(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier()
+async def test_equal_best_scores_go_first_due_first(make: MakeFrontier) -> None:
+    f = await make()
     for host in ("z", "m", "a"):  # due times 20 ms apart, reverse name order
         await f.add([entry(f"http://{host}.test/1", 1)])
         await asyncio.sleep(0.02)
     assert await drain(f) == ["http://z.test/1", "http://m.test/1", "http://a.test/1"]
 
 
-async def test_requeue_and_reclaim_keep_priority_and_place(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier()
+async def test_requeue_and_reclaim_keep_priority_and_place(make: MakeFrontier) -> None:
+    f = await make()
     await f.add([entry(f"http://a.test/{i}", 1) for i in range(3)])
     got = await claim_one(f)
     assert got and got[1] == "http://a.test/0"
@@ -158,8 +148,8 @@ async def test_requeue_and_reclaim_keep_priority_and_place(make_frontier: MakeFr
     assert (counters["queued"], counters["leased"]) == (0, 0)
 
 
-async def test_dont_filter_copies_of_a_queued_url_are_kept(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier()
+async def test_dont_filter_copies_of_a_queued_url_are_kept(make: MakeFrontier) -> None:
+    f = await make()
     await f.add([entry("http://a.test/x", 1)])
     r = await f.add([entry("http://a.test/x", 1, dont_filter=True)])
     assert (r.added, r.seen_hits) == (1, 0)
@@ -167,8 +157,8 @@ async def test_dont_filter_copies_of_a_queued_url_are_kept(make_frontier: MakeFr
     assert (await f.counters())["queued"] == 0
 
 
-async def test_host_cap_counts_and_reports_a_host_once(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier(host_cap=3)
+async def test_host_cap_counts_and_reports_a_host_once(make: MakeFrontier) -> None:
+    f = await make(host_cap=3)
     r = await f.add([entry(f"http://big.test/{i}") for i in range(5)] + [entry("http://s.test/")])
     assert (r.added, r.host_capped, r.newly_capped) == (4, 2, ["http://big.test"])
     r = await f.add([entry("http://big.test/5"), entry("http://big.test/6")])
@@ -178,8 +168,8 @@ async def test_host_cap_counts_and_reports_a_host_once(make_frontier: MakeFronti
     assert (await f.counters())["host_capped"] == 4
 
 
-async def test_pattern_cap_bounds_one_url_shape_per_host(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier(pattern_cap=3)
+async def test_pattern_cap_bounds_one_url_shape_per_host(make: MakeFrontier) -> None:
+    f = await make(pattern_cap=3)
     calendar = [entry(f"http://cal.test/calendar?month=2026-{m:02d}") for m in range(1, 9)]
     r = await f.add(calendar)
     assert (r.added, r.pattern_capped, r.newly_pattern_capped) == (3, 5, ["http://cal.test"])
@@ -191,17 +181,17 @@ async def test_pattern_cap_bounds_one_url_shape_per_host(make_frontier: MakeFron
     assert (r.added, r.pattern_capped, r.newly_pattern_capped) == (9, 0, [])
 
 
-async def test_a_crawl_keeps_its_priority_mode(make_frontier: MakeFrontier) -> None:
-    await make_frontier(crawl="m1", mode="score")
+async def test_a_crawl_keeps_its_priority_mode(make: MakeFrontier) -> None:
+    await make(crawl="m1", mode="score")
     with pytest.raises(FrontierMismatch, match="priority_mode"):
-        await make_frontier(crawl="m1", mode="credit")
+        await make(crawl="m1", mode="credit")
 
 
 # -- AOPIC --------------------------------------------------------------------------
 
 
-async def test_aopic_credit_tax_and_lambda(make_frontier: MakeFrontier) -> None:
-    f = await make_frontier(mode="credit", tax=0.1)
+async def test_aopic_credit_tax_and_lambda(make: MakeFrontier) -> None:
+    f = await make(mode="credit", tax=0.1)
     await f.add([entry("http://a.test/", 1.0), entry("http://b.test/", 1.0)])
     got = await claim_one(f)
     assert got is not None
@@ -294,13 +284,13 @@ async def simulated_crawl(f: RedisFrontier, claims: int) -> list[str]:
 
 
 async def test_aopic_starves_a_minted_url_trap_and_raises_a_popular_page(
-    make_frontier: MakeFrontier,
+    make: MakeFrontier,
 ) -> None:
     pages = SyntheticWeb().pages()
     claims = pages + pages // 10
     by_policy = {}
     for mode in ("credit", "score"):
-        f = await make_frontier(crawl=f"sim-{mode}", mode=mode)
+        f = await make(crawl=f"sim-{mode}", mode=mode)
         by_policy[mode] = await simulated_crawl(f, claims)
     aopic, depth = by_policy["credit"], by_policy["score"]
 
@@ -321,9 +311,9 @@ async def test_aopic_starves_a_minted_url_trap_and_raises_a_popular_page(
 
 
 async def test_aopic_credit_moves_a_queued_url_up_and_park_keeps_each_url_once(
-    make_frontier: MakeFrontier,
+    make: MakeFrontier,
 ) -> None:
-    f = await make_frontier(mode="credit")
+    f = await make(mode="credit")
     await f.add([entry(f"http://a.test/{i}", 0.01) for i in range(3)])
     # Enough credit for /2 to reach a better band: a second entry there; the
     # one left in the old band is stale.

@@ -4,40 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from redis.asyncio import Redis
 from scrapy import Request
 
 from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from tests.conftest import MakeFrontier
 
 CANON = UrlCanonicalizer(["sid"])
 CODEC = RequestCodec(["scrapy.http.request.Request"])
-
-MakeFrontier = Callable[..., Awaitable[RedisFrontier]]
-
-
-@pytest.fixture
-async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
-    clients: list[Redis] = []
-
-    async def make(
-        crawl: str = "t", shards: int = 2, delay_ms: int = 200, conc: int = 1, lease_ms: int = 1000,
-        bits: int = 12,
-    ) -> RedisFrontier:  # fmt: skip
-        redis = Redis.from_url(redis_url)
-        clients.append(redis)
-        frontier = RedisFrontier(redis, CrawlKeys(crawl, shards), bits, delay_ms, conc, lease_ms)
-        await frontier.prepare()
-        return frontier
-
-    yield make
-    for c in clients:
-        await c.aclose()
 
 
 def entry(url: str, dont_filter: bool = False) -> NewEntry:
