@@ -21,7 +21,6 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.priority import (
     CREDIT_META_KEY,
     CREDIT_MODE,
@@ -29,6 +28,7 @@ from crawlproject.frontier.priority import (
     policy_class,
 )
 from crawlproject.frontier.scheduler import FrontierScheduler, frontier_of, require_frontier
+from crawlproject.setting_values import crawl_setting
 
 
 class AopicCreditMiddleware:
@@ -42,7 +42,7 @@ class AopicCreditMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AopicCreditMiddleware:
-        name = crawler.settings.get("CRAWL_PRIORITY_POLICY", d.CRAWL_PRIORITY_POLICY)
+        name = crawl_setting(crawler.settings, "CRAWL_PRIORITY_POLICY")
         if getattr(policy_class(name), "mode", None) != CREDIT_MODE:
             raise NotConfigured(f"CRAWL_PRIORITY_POLICY={name!r} does not use credit")
         require_frontier(crawler)

@@ -36,10 +36,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.rules.traps import OncePerKey
+from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -59,7 +59,7 @@ class PathAscendingConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> PathAscendingConfig:
-        config = cls(enabled=settings.getbool("CRAWL_PATH_ASCENDING", d.CRAWL_PATH_ASCENDING))
+        config = cls(enabled=crawl_setting(settings, "CRAWL_PATH_ASCENDING"))
         config.validate()
         return config
 

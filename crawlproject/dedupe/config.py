@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.config import ConfigError
+from crawlproject.setting_values import crawl_setting
 
 STREAK_ACTIONS = ("park", "off")
 
@@ -26,25 +26,16 @@ class DedupeConfig:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DedupeConfig:
         config = cls(
-            enabled=settings.getbool("CRAWL_DEDUPE_ENABLED", d.CRAWL_DEDUPE_ENABLED),
-            k=settings.getint("CRAWL_SIMHASH_K", d.CRAWL_SIMHASH_K),
+            enabled=crawl_setting(settings, "CRAWL_DEDUPE_ENABLED"),
+            k=crawl_setting(settings, "CRAWL_SIMHASH_K"),
             content_types=tuple(
-                t.strip().lower()
-                for t in settings.getlist(
-                    "CRAWL_DEDUPE_CONTENT_TYPES", d.CRAWL_DEDUPE_CONTENT_TYPES
-                )
+                t.strip().lower() for t in crawl_setting(settings, "CRAWL_DEDUPE_CONTENT_TYPES")
             ),
-            min_text_chars=settings.getint(
-                "CRAWL_DEDUPE_MIN_TEXT_CHARS", d.CRAWL_DEDUPE_MIN_TEXT_CHARS
-            ),
-            follow_duplicate_links=settings.getbool(
-                "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS", d.CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS
-            ),
-            record_originals=settings.getbool(
-                "CRAWL_DEDUPE_RECORD_ORIGINALS", d.CRAWL_DEDUPE_RECORD_ORIGINALS
-            ),
-            streak=settings.getint("CRAWL_DEDUPE_STREAK", d.CRAWL_DEDUPE_STREAK),
-            streak_action=settings.get("CRAWL_DEDUPE_STREAK_ACTION", d.CRAWL_DEDUPE_STREAK_ACTION),
+            min_text_chars=crawl_setting(settings, "CRAWL_DEDUPE_MIN_TEXT_CHARS"),
+            follow_duplicate_links=crawl_setting(settings, "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS"),
+            record_originals=crawl_setting(settings, "CRAWL_DEDUPE_RECORD_ORIGINALS"),
+            streak=crawl_setting(settings, "CRAWL_DEDUPE_STREAK"),
+            streak_action=crawl_setting(settings, "CRAWL_DEDUPE_STREAK_ACTION"),
         )
         config.validate()
         return config

@@ -51,8 +51,8 @@ from twisted.internet.interfaces import IResolverSimple
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.config import ConfigError
+from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -88,18 +88,12 @@ class DnsConfig:
     def from_settings(cls, settings: BaseSettings) -> DnsConfig:
         config = cls(
             cache_enabled=settings.getbool("DNSCACHE_ENABLED", True),
-            cache_size=settings.getint("CRAWL_DNS_CACHE_SIZE", d.CRAWL_DNS_CACHE_SIZE),
-            cache_ttl_seconds=settings.getfloat(
-                "CRAWL_DNS_CACHE_TTL_SECONDS", d.CRAWL_DNS_CACHE_TTL_SECONDS
-            ),
-            negative_cache_size=settings.getint(
-                "CRAWL_DNS_NEGATIVE_CACHE_SIZE", d.CRAWL_DNS_NEGATIVE_CACHE_SIZE
-            ),
-            negative_ttl_seconds=settings.getfloat(
-                "CRAWL_DNS_NEGATIVE_TTL_SECONDS", d.CRAWL_DNS_NEGATIVE_TTL_SECONDS
-            ),
+            cache_size=crawl_setting(settings, "CRAWL_DNS_CACHE_SIZE"),
+            cache_ttl_seconds=crawl_setting(settings, "CRAWL_DNS_CACHE_TTL_SECONDS"),
+            negative_cache_size=crawl_setting(settings, "CRAWL_DNS_NEGATIVE_CACHE_SIZE"),
+            negative_ttl_seconds=crawl_setting(settings, "CRAWL_DNS_NEGATIVE_TTL_SECONDS"),
             timeout_seconds=settings.getfloat("DNS_TIMEOUT", 60.0),
-            park_after=settings.getint("CRAWL_DNS_PARK_AFTER", d.CRAWL_DNS_PARK_AFTER),
+            park_after=crawl_setting(settings, "CRAWL_DNS_PARK_AFTER"),
         )
         config.validate()
         return config

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.client import AdaptiveDelay
+from crawlproject.setting_values import crawl_setting
 
 
 class ConfigError(ValueError):
@@ -82,55 +82,34 @@ class FrontierConfig:
             )
         config = cls(
             redis_url=settings.get("REDIS_URL") or None,
-            data_dir=settings.get("CRAWL_DATA_DIR", d.CRAWL_DATA_DIR),
-            crawl=settings.get("CRAWL_NAME", d.CRAWL_NAME),
-            host_delay_seconds=settings.getfloat("CRAWL_HOST_DELAY", d.CRAWL_HOST_DELAY),
-            host_concurrency=settings.getint("CRAWL_HOST_CONCURRENCY", d.CRAWL_HOST_CONCURRENCY),
+            data_dir=crawl_setting(settings, "CRAWL_DATA_DIR"),
+            crawl=crawl_setting(settings, "CRAWL_NAME"),
+            host_delay_seconds=crawl_setting(settings, "CRAWL_HOST_DELAY"),
+            host_concurrency=crawl_setting(settings, "CRAWL_HOST_CONCURRENCY"),
             host_overrides=overrides,
-            politeness_key=settings.get("CRAWL_POLITENESS_KEY", d.CRAWL_POLITENESS_KEY),
-            lease_seconds=settings.getfloat("CRAWL_LEASE_SECONDS", d.CRAWL_LEASE_SECONDS),
-            idle_close_seconds=settings.getfloat(
-                "CRAWL_IDLE_CLOSE_SECONDS", d.CRAWL_IDLE_CLOSE_SECONDS
-            ),
-            shards=settings.getint("CRAWL_FRONTIER_SHARDS", d.CRAWL_FRONTIER_SHARDS),
-            seen_bucket_bits=settings.getint("CRAWL_SEEN_BUCKET_BITS", d.CRAWL_SEEN_BUCKET_BITS),
-            session_params=tuple(settings.getlist("CRAWL_SESSION_PARAMS", d.CRAWL_SESSION_PARAMS)),
-            request_classes=tuple(
-                settings.getlist("CRAWL_REQUEST_CLASSES", d.CRAWL_REQUEST_CLASSES)
-            ),
-            idle_poll_seconds=settings.getfloat(
-                "CRAWL_IDLE_POLL_SECONDS", d.CRAWL_IDLE_POLL_SECONDS
-            ),
-            flush_interval_seconds=settings.getfloat(
-                "CRAWL_FLUSH_INTERVAL_SECONDS", d.CRAWL_FLUSH_INTERVAL_SECONDS
-            ),
+            politeness_key=crawl_setting(settings, "CRAWL_POLITENESS_KEY"),
+            lease_seconds=crawl_setting(settings, "CRAWL_LEASE_SECONDS"),
+            idle_close_seconds=crawl_setting(settings, "CRAWL_IDLE_CLOSE_SECONDS"),
+            shards=crawl_setting(settings, "CRAWL_FRONTIER_SHARDS"),
+            seen_bucket_bits=crawl_setting(settings, "CRAWL_SEEN_BUCKET_BITS"),
+            session_params=tuple(crawl_setting(settings, "CRAWL_SESSION_PARAMS")),
+            request_classes=tuple(crawl_setting(settings, "CRAWL_REQUEST_CLASSES")),
+            idle_poll_seconds=crawl_setting(settings, "CRAWL_IDLE_POLL_SECONDS"),
+            flush_interval_seconds=crawl_setting(settings, "CRAWL_FLUSH_INTERVAL_SECONDS"),
             max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
-            local_seen_size=settings.getint("CRAWL_LOCAL_SEEN_SIZE", d.CRAWL_LOCAL_SEEN_SIZE),
-            adaptive_delay_factor=settings.getfloat(
-                "CRAWL_ADAPTIVE_DELAY_FACTOR", d.CRAWL_ADAPTIVE_DELAY_FACTOR
-            ),
-            adaptive_delay_max_seconds=settings.getfloat(
-                "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS", d.CRAWL_ADAPTIVE_DELAY_MAX_SECONDS
-            ),
+            local_seen_size=crawl_setting(settings, "CRAWL_LOCAL_SEEN_SIZE"),
+            adaptive_delay_factor=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_FACTOR"),
+            adaptive_delay_max_seconds=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS"),
             backoff_http_codes=frozenset(
-                int(c)
-                for c in settings.getlist("CRAWL_BACKOFF_HTTP_CODES", d.CRAWL_BACKOFF_HTTP_CODES)
+                int(c) for c in crawl_setting(settings, "CRAWL_BACKOFF_HTTP_CODES")
             ),
-            backoff_max_seconds=settings.getfloat(
-                "CRAWL_BACKOFF_MAX_SECONDS", d.CRAWL_BACKOFF_MAX_SECONDS
-            ),
-            priority_policy=settings.get("CRAWL_PRIORITY_POLICY", d.CRAWL_PRIORITY_POLICY),
-            aopic_tax=settings.getfloat("CRAWL_AOPIC_TAX", d.CRAWL_AOPIC_TAX),
-            aopic_seed_credit=settings.getfloat(
-                "CRAWL_AOPIC_SEED_CREDIT", d.CRAWL_AOPIC_SEED_CREDIT
-            ),
-            max_depth=settings.getint("CRAWL_MAX_DEPTH", d.CRAWL_MAX_DEPTH),
-            max_pages_per_host=settings.getint(
-                "CRAWL_MAX_PAGES_PER_HOST", d.CRAWL_MAX_PAGES_PER_HOST
-            ),
-            max_urls_per_pattern=settings.getint(
-                "CRAWL_MAX_URLS_PER_PATTERN", d.CRAWL_MAX_URLS_PER_PATTERN
-            ),
+            backoff_max_seconds=crawl_setting(settings, "CRAWL_BACKOFF_MAX_SECONDS"),
+            priority_policy=crawl_setting(settings, "CRAWL_PRIORITY_POLICY"),
+            aopic_tax=crawl_setting(settings, "CRAWL_AOPIC_TAX"),
+            aopic_seed_credit=crawl_setting(settings, "CRAWL_AOPIC_SEED_CREDIT"),
+            max_depth=crawl_setting(settings, "CRAWL_MAX_DEPTH"),
+            max_pages_per_host=crawl_setting(settings, "CRAWL_MAX_PAGES_PER_HOST"),
+            max_urls_per_pattern=crawl_setting(settings, "CRAWL_MAX_URLS_PER_PATTERN"),
         )
         config.validate(settings)
         return config

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.config import ConfigError
+from crawlproject.setting_values import crawl_setting
 
 logger = logging.getLogger(__name__)
 
@@ -36,33 +36,19 @@ class RobotsConfig:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
         config = cls(
-            obey=settings.getbool("CRAWL_ROBOTS_OBEY", d.CRAWL_ROBOTS_OBEY),
-            user_agent_token=settings.get("CRAWL_ROBOTS_USER_AGENT", d.CRAWL_ROBOTS_USER_AGENT),
-            ttl_seconds=settings.getfloat("CRAWL_ROBOTS_TTL_SECONDS", d.CRAWL_ROBOTS_TTL_SECONDS),
-            max_bytes=settings.getint("CRAWL_ROBOTS_MAX_BYTES", d.CRAWL_ROBOTS_MAX_BYTES),
-            max_redirects=settings.getint(
-                "CRAWL_ROBOTS_MAX_REDIRECTS", d.CRAWL_ROBOTS_MAX_REDIRECTS
-            ),
-            crawl_delay_max_seconds=settings.getfloat(
-                "CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS", d.CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS
-            ),
-            retry_seconds=settings.getfloat(
-                "CRAWL_ROBOTS_RETRY_SECONDS", d.CRAWL_ROBOTS_RETRY_SECONDS
-            ),
-            retry_max_seconds=settings.getfloat(
-                "CRAWL_ROBOTS_RETRY_MAX_SECONDS", d.CRAWL_ROBOTS_RETRY_MAX_SECONDS
-            ),
-            defer_retries=settings.getint(
-                "CRAWL_ROBOTS_DEFER_RETRIES", d.CRAWL_ROBOTS_DEFER_RETRIES
-            ),
-            outage_seconds=settings.getfloat(
-                "CRAWL_ROBOTS_OUTAGE_SECONDS", d.CRAWL_ROBOTS_OUTAGE_SECONDS
-            ),
-            local_cache_size=settings.getint(
-                "CRAWL_ROBOTS_LOCAL_CACHE", d.CRAWL_ROBOTS_LOCAL_CACHE
-            ),
-            sitemaps=settings.getbool("CRAWL_ROBOTS_SITEMAPS", d.CRAWL_ROBOTS_SITEMAPS),
-            sitemap_xml=settings.getbool("CRAWL_ROBOTS_SITEMAP_XML", d.CRAWL_ROBOTS_SITEMAP_XML),
+            obey=crawl_setting(settings, "CRAWL_ROBOTS_OBEY"),
+            user_agent_token=crawl_setting(settings, "CRAWL_ROBOTS_USER_AGENT"),
+            ttl_seconds=crawl_setting(settings, "CRAWL_ROBOTS_TTL_SECONDS"),
+            max_bytes=crawl_setting(settings, "CRAWL_ROBOTS_MAX_BYTES"),
+            max_redirects=crawl_setting(settings, "CRAWL_ROBOTS_MAX_REDIRECTS"),
+            crawl_delay_max_seconds=crawl_setting(settings, "CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS"),
+            retry_seconds=crawl_setting(settings, "CRAWL_ROBOTS_RETRY_SECONDS"),
+            retry_max_seconds=crawl_setting(settings, "CRAWL_ROBOTS_RETRY_MAX_SECONDS"),
+            defer_retries=crawl_setting(settings, "CRAWL_ROBOTS_DEFER_RETRIES"),
+            outage_seconds=crawl_setting(settings, "CRAWL_ROBOTS_OUTAGE_SECONDS"),
+            local_cache_size=crawl_setting(settings, "CRAWL_ROBOTS_LOCAL_CACHE"),
+            sitemaps=crawl_setting(settings, "CRAWL_ROBOTS_SITEMAPS"),
+            sitemap_xml=crawl_setting(settings, "CRAWL_ROBOTS_SITEMAP_XML"),
         )
         config.validate(settings)
         return config

@@ -29,9 +29,9 @@ from urllib.parse import parse_qsl, urlsplit
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
-from crawlproject import default_settings as d
 from crawlproject.frontier.config import ConfigError
 from crawlproject.rules.traps import PathRepeatsRule
+from crawlproject.setting_values import crawl_setting
 
 
 @dataclass(frozen=True)
@@ -194,39 +194,37 @@ class UrlRules:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> UrlRules:
-        deny_hosts = list(settings.getlist("CRAWL_DENY_HOSTS", d.CRAWL_DENY_HOSTS))
-        blocklist = settings.get("CRAWL_DENY_HOSTS_FILE", d.CRAWL_DENY_HOSTS_FILE)
+        deny_hosts = list(crawl_setting(settings, "CRAWL_DENY_HOSTS"))
+        blocklist = crawl_setting(settings, "CRAWL_DENY_HOSTS_FILE")
         if blocklist:
             try:
                 deny_hosts += Path(blocklist).read_text(encoding="utf-8").splitlines()
             except OSError as exc:
                 raise ConfigError(f"CRAWL_DENY_HOSTS_FILE {blocklist!r}: {exc}") from exc
-        max_length = settings.getint("CRAWL_MAX_URL_LENGTH", d.CRAWL_MAX_URL_LENGTH)
-        max_params = settings.getint("CRAWL_MAX_QUERY_PARAMS", d.CRAWL_MAX_QUERY_PARAMS)
-        max_repeats = settings.getint("CRAWL_MAX_PATH_REPEATS", d.CRAWL_MAX_PATH_REPEATS)
+        max_length = crawl_setting(settings, "CRAWL_MAX_URL_LENGTH")
+        max_params = crawl_setting(settings, "CRAWL_MAX_QUERY_PARAMS")
+        max_repeats = crawl_setting(settings, "CRAWL_MAX_PATH_REPEATS")
         if max_length < 0 or max_params < 0 or max_repeats < 0:
             raise ConfigError(
                 "CRAWL_MAX_URL_LENGTH, CRAWL_MAX_QUERY_PARAMS and CRAWL_MAX_PATH_REPEATS"
                 " must be >= 0"
             )
         rules: list[UrlRule] = [
-            SchemeRule(settings.getlist("CRAWL_ALLOWED_SCHEMES", d.CRAWL_ALLOWED_SCHEMES)),
+            SchemeRule(crawl_setting(settings, "CRAWL_ALLOWED_SCHEMES")),
             LimitsRule(max_length, max_params),
             HostRule(
-                HostPatterns(settings.getlist("CRAWL_ALLOW_HOSTS", d.CRAWL_ALLOW_HOSTS)),
+                HostPatterns(crawl_setting(settings, "CRAWL_ALLOW_HOSTS")),
                 HostPatterns(deny_hosts),
             ),
-            PathPrefixRule(
-                settings.getlist("CRAWL_DENY_PATH_PREFIXES", d.CRAWL_DENY_PATH_PREFIXES)
-            ),
-            ExtensionRule(settings.getlist("CRAWL_DENY_EXTENSIONS", d.CRAWL_DENY_EXTENSIONS)),
+            PathPrefixRule(crawl_setting(settings, "CRAWL_DENY_PATH_PREFIXES")),
+            ExtensionRule(crawl_setting(settings, "CRAWL_DENY_EXTENSIONS")),
             *([PathRepeatsRule(max_repeats)] if max_repeats else []),
             RegexRule(
-                settings.getlist("CRAWL_ALLOW_URL_REGEXES", d.CRAWL_ALLOW_URL_REGEXES),
-                settings.getlist("CRAWL_DENY_URL_REGEXES", d.CRAWL_DENY_URL_REGEXES),
+                crawl_setting(settings, "CRAWL_ALLOW_URL_REGEXES"),
+                crawl_setting(settings, "CRAWL_DENY_URL_REGEXES"),
             ),
         ]
-        for path in settings.getlist("CRAWL_URL_RULES", d.CRAWL_URL_RULES):
+        for path in crawl_setting(settings, "CRAWL_URL_RULES"):
             rule_cls = load_object(path)
             factory = getattr(rule_cls, "from_settings", None)
             if factory is None:
