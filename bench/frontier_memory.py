@@ -11,7 +11,7 @@ Then, exactly (``MEMORY USAGE key SAMPLES 0``, summed over a SCAN):
 
 * seen bytes/URL   = the ``seen:*`` strings / N (also with other bucket bits)
 * queued bytes/URL = the ``q:*`` band lists + ``h:*`` hashes + ``ready``/``due``
-  zsets (+ ``c:*``/``b:*`` hashes with ``--policy aopic``) / N
+  zsets (+ the ``b:*`` hashes of the AOPIC run) / N
 * and ``INFO memory used_memory`` after - before, / N (includes the keyspace table)
 
 Baseline, same run after FLUSHALL: scrapy-redis 0.9.1 RFPDupeFilter (SADD of the
@@ -146,7 +146,7 @@ class Urls:
 
 
 # Keys of queued URLs: band lists, host hashes, ready/due sets; AOPIC's credits and bodies.
-QUEUE_KINDS = ("q", "h", "ready", "due", "c", "b")
+QUEUE_KINDS = ("q", "h", "ready", "due", "b")
 
 
 def _shard_kind(key: str) -> str:
@@ -352,7 +352,7 @@ def report(res: dict[str, Any]) -> None:
         print(f"{label:44} {o[key]:>8.2f} {t[key]:>13.2f} {r:>12.3f}")
     a = res["ours_aopic"]
     print(
-        f"AOPIC policy (band lists of fingerprints + c:/b: hashes): queued "
+        f"AOPIC policy (band lists of fingerprints + b: hashes): queued "
         f"{a['queued_bytes_per_url']:.2f} B/URL, used_memory {a['used_memory_per_url']:.2f} B/URL, "
         f"add {a['add_urls_per_s']:,} URLs/s"
     )

@@ -19,13 +19,14 @@ Per shard, prefix ``cp:{C/s}:``
                          FIFO (Mercator's front queues, per host). Entries: the
                          request (compact JSON) in score mode; in credit mode
                          (AOPIC) the URL's 8-byte fingerprint.
-``c:<pkey>``       HASH  credit mode: fingerprint -> credit received from links
-                         (present iff the URL is queued); its band is
-                         band_of(credit). Credit that lifts a URL to a better
-                         band pushes a second entry there; the entry left in the
-                         old band no longer matches and is skipped as stale.
-``b:<pkey>``       HASH  credit mode: fingerprint -> ``L at enqueue \\t request``; the
-                         URL's credit at claim is credit + L - L at enqueue.
+``b:<pkey>``       HASH  credit mode, per queued URL: field fingerprint -> ``L at
+                         enqueue \\t request`` (its credit at claim is c + L - L at
+                         enqueue) and field fingerprint . "+" -> c, the credit
+                         received from links; its band is band_of(c). Credit
+                         that lifts a URL to a better band pushes a second entry
+                         there; the entry left in the old band no longer matches
+                         and is skipped as stale. (One hash: the bodies keep it
+                         in hashtable encoding, where HINCRBYFLOAT is O(1).)
 ``mode``           STRING ``score`` or ``credit`` (CRAWL_PRIORITY_POLICY's mode), set by
                          every worker, read by the scripts; fixed per crawl.
 ``qseq``           STRING due-order counter.

@@ -11,9 +11,11 @@ local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- is a string of BANDS '0'/'1' marking the non-empty ones. The crawl's mode
 -- (`mode` key: score | credit) says what a list entry is:
 --   score:  the request itself;
---   credit: (AOPIC) the URL's 8-byte fingerprint. `c:<host>` holds its credit
---           received from links (fingerprint -> c; present iff queued),
---           `b:<host>` its body (fingerprint -> L at enqueue .. "\t" .. request);
+--   credit: (AOPIC) the URL's 8-byte fingerprint. `b:<host>` holds, while
+--           it is queued, its body (field fingerprint -> L at enqueue .. "\t" ..
+--           request) and its credit received from links (field fingerprint
+--           .. "+" -> c; one hash: the bodies keep it in hashtable encoding,
+--           where each field is O(1), unlike a small hash of credits);
 --           its credit is c + L - L at enqueue (L: the shard's lambda offset).
 --           Its band is band_of(c); credit that lifts it to a better band
 --           pushes a second entry there, and the old one, whose band no longer
@@ -65,8 +67,7 @@ local function queue_push(host, band, item, front, qb)
   if not CREDIT then return push_entry(host, band, item, front, qb) end
   local fp = string.sub(item, 1, 8)
   local tab = string.find(item, '\t', 9, true)
-  redis.call('HSET', P .. 'c:' .. host, fp, string.sub(item, 9, tab - 1))
-  redis.call('HSET', P .. 'b:' .. host, fp, string.sub(item, tab + 1))
+  redis.call('HSET', P .. 'b:' .. host, fp, string.sub(item, tab + 1), fp .. '+', string.sub(item, 9, tab - 1))
   return push_entry(host, band, fp, front, qb)
 end
 
@@ -83,11 +84,10 @@ local function queue_pop(host, qb)
     local entry = redis.call('LPOP', key)
     local item
     if entry and CREDIT then
-      local c = redis.call('HGET', P .. 'c:' .. host, entry)
-      if c and band_of(tonumber(c)) == band then
-        item = entry .. c .. '\t' .. (redis.call('HGET', P .. 'b:' .. host, entry) or '0\t')
-        redis.call('HDEL', P .. 'c:' .. host, entry)
-        redis.call('HDEL', P .. 'b:' .. host, entry)
+      local v = redis.call('HMGET', P .. 'b:' .. host, entry .. '+', entry)
+      if v[1] and band_of(tonumber(v[1])) == band then
+        item = entry .. v[1] .. '\t' .. (v[2] or '0\t')
+        redis.call('HDEL', P .. 'b:' .. host, entry, entry .. '+')
       end  -- else a stale entry (moved to a better band, or claimed): skipped
     else
       item = entry
@@ -247,7 +247,7 @@ end
 -- Back to the head of its band. Returns 0 (and drops this copy) if the URL is
 -- queued again already (credit mode: a dont_filter copy of it).
 local function requeue(host, band, item)
-  if CREDIT and redis.call('HEXISTS', P .. 'c:' .. host, string.sub(item, 1, 8)) == 1 then return 0 end
+  if CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1 then return 0 end
   queue_push(host, band, item, true)
   raise_due(host, band)
   return 1

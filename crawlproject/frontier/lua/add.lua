@@ -92,10 +92,10 @@ end
 -- apart (the field is then deleted again).
 local function give_credit(host, fp, credit)
   if credit <= 0 then return end
-  local ck = P .. 'c:' .. host
-  local c = tonumber(redis.call('HINCRBYFLOAT', ck, fp, credit))
+  local bk = P .. 'b:' .. host
+  local c = tonumber(redis.call('HINCRBYFLOAT', bk, fp .. '+', credit))
   if c - credit < MIN_CREDIT / 2 then
-    redis.call('HDEL', ck, fp)
+    redis.call('HDEL', bk, fp .. '+')
     cash = cash + credit
     return
   end
@@ -152,7 +152,7 @@ for i = 7, #ARGV do
         -- A URL not seen before cannot be queued; a dont_filter one may be:
         -- its second copy gets a key of its own (FF FF FF .. seq), which no
         -- 8-byte URL fingerprint is expected to take.
-        if kind == '1' and redis.call('HEXISTS', P .. 'c:' .. host, fp) == 1 then
+        if kind == '1' and redis.call('HEXISTS', P .. 'b:' .. host, fp) == 1 then
           seq = seq + 1
           fp = '\255\255\255' .. seq_bytes(seq)
         end

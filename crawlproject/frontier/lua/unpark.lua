@@ -12,7 +12,7 @@ while n < max_n do
   if not entry then break end
   local host, band, item = string.match(entry, '^([^\t]*)\t(%d+)\t(.*)$')
   redis.call('HDEL', P .. 'h:' .. host, 'parked')
-  if not (CREDIT and redis.call('HEXISTS', P .. 'c:' .. host, string.sub(item, 1, 8)) == 1) then
+  if not (CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1) then
     if queue_push(host, tonumber(band), item) then make_ready(host, ddelay, dconc) else raise_due(host, tonumber(band)) end
     pushed = pushed + 1
   end
