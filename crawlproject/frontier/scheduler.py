@@ -384,10 +384,7 @@ class FrontierScheduler(BaseScheduler):
             # links repeat, and this spares their encoding and a Redis lookup.
             # AOPIC still owes the URL its credit: a credit-only entry.
             self.stats.inc_value("frontier/seen_hits_local")
-            if self._credit_mode and value > 0:
-                self._outbox.append(
-                    NewEntry(pkey, fingerprint, False, b"", score=value, credit_only=True)
-                )
+            self._send_credit(pkey, fingerprint, value)
             return False
         self._recent.add(fingerprint)
         bypass_seen = request.dont_filter
@@ -410,6 +407,8 @@ class FrontierScheduler(BaseScheduler):
             root = request.meta.get(SCOPE_META_KEY)
             if isinstance(root, str) and root not in self.scope_roots:
                 self._new_scope.add(root)
+        # The shape key is only read by the per-shape cap.
+        shape = url_pattern(canonical) if self.config.max_urls_per_pattern else None
         self._outbox.append(
             NewEntry(
                 pkey=pkey,
@@ -417,7 +416,7 @@ class FrontierScheduler(BaseScheduler):
                 dont_filter=bypass_seen,
                 data=data,
                 score=value,
-                pattern=url_pattern(canonical) or NO_PATTERN,
+                pattern=shape or NO_PATTERN,
             )
         )
         self._hand_over(token, parent)
@@ -428,16 +427,14 @@ class FrontierScheduler(BaseScheduler):
     def give_credit(self, request: Request, credit: float) -> None:
         """AOPIC: adds ``credit`` to ``request``'s URL if it is queued, else to
         the lambda cash (a page with no links gives its credit to all)."""
-        if not self._credit_mode or credit <= 0:
-            return
-        try:
-            canonical = self.canonicalizer.canonicalize(request.url)
-        except InvalidURL:
-            return
-        fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
-        self._outbox.append(
-            NewEntry(self._pkey(canonical), fingerprint, False, b"", score=credit, credit_only=True)
-        )
+        canonical = self._canonical_or_none(request.url)
+        if canonical is not None:
+            fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
+            self._send_credit(self._pkey(canonical), fingerprint, credit)
+
+    def _send_credit(self, pkey: str, fingerprint: bytes, credit: float) -> None:
+        if self._credit_mode and credit > 0:
+            self._outbox.append(NewEntry(pkey, fingerprint, False, b"", credit, credit_only=True))
 
     def _hand_over(self, token: str | None, parent: _Held | None) -> None:
         """The old lease of a redirect or retry is done once the new request is
