@@ -151,6 +151,10 @@ class FrontierScheduler(BaseScheduler):
         self._buffer: deque[Request] = deque()  # claimed, not yet handed out
         self._held: dict[str, _Held] = {}  # every lease this worker holds
         self._outbox: list[NewEntry] = []
+        # AOPIC credit for URLs sent before: fingerprint -> (politeness key,
+        # credit), summed until the next write (navigation links repeat on
+        # every page of a site: one Redis update per URL and write, not per link).
+        self._credits: dict[bytes, tuple[str, float]] = {}
         # (ack mode, lease), sent after the outbox entries queued before them.
         self._acks: list[tuple[str, Lease]] = []
         # (loop time of the response, its release): the host's delay runs from
@@ -433,8 +437,13 @@ class FrontierScheduler(BaseScheduler):
             self._send_credit(self._pkey(canonical), fingerprint, credit)
 
     def _send_credit(self, pkey: str, fingerprint: bytes, credit: float) -> None:
-        if self._credit_mode and credit > 0:
-            self._outbox.append(NewEntry(pkey, fingerprint, False, b"", credit, credit_only=True))
+        if not self._credit_mode or credit <= 0:
+            return
+        pending = self._credits.get(fingerprint)
+        if pending is not None:
+            self.stats.inc_value("frontier/credits_merged")
+            credit += pending[1]
+        self._credits[fingerprint] = (pkey, credit)
 
     def _hand_over(self, token: str | None, parent: _Held | None) -> None:
         """The old lease of a redirect or retry is done once the new request is
@@ -720,6 +729,12 @@ class FrontierScheduler(BaseScheduler):
             roots, self._new_scope = self._new_scope, set()
             await self.frontier.add_scope(roots)
             self.scope_roots = self.scope_roots | roots
+        if self._credits:  # after the URLs of this write, so a new URL gets its credit
+            credits, self._credits = self._credits, {}
+            self._outbox += [
+                NewEntry(pkey, fp, False, b"", credit, credit_only=True)
+                for fp, (pkey, credit) in credits.items()
+            ]
         if not (self._outbox or self._acks):
             return
         entries, self._outbox = self._outbox, []
@@ -857,7 +872,7 @@ class FrontierScheduler(BaseScheduler):
         self._note_done(counters.get("done", 0))
         pending = counters.get("queued", 0) + counters.get("leased", 0)
         pending += counters.get("start_urls", 0)
-        local = bool(self._buffer or self._held or self._outbox or self._acks)
+        local = bool(self._buffer or self._held or self._outbox or self._credits or self._acks)
         now = time.monotonic()
         if not self._finished:
             if pending or local:
