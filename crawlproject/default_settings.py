@@ -217,3 +217,24 @@ CRAWL_DNS_NEGATIVE_TTL_SECONDS = 300.0
 # host: see `crawlproject parked [--requeue]`); a response resets the count.
 # Lookups that got no answer (SERVFAIL, timeouts) never park. 0: never.
 CRAWL_DNS_PARK_AFTER = 3
+
+# Body store (crawlproject/store/backends.py): where WARC files go. (Not yet
+# used by `scrapy crawl web`: the storage pipeline that writes WARC files is
+# being built, issue 6; the store and the WARC writer are ready and tested.)
+# None: the directory <CRAWL_DATA_DIR>/bodies; else file:///abs/dir (or a plain
+# path) or s3://bucket/prefix. S3 takes Scrapy's AWS_* settings (AWS_ENDPOINT_URL
+# for MinIO and other S3-compatible stores, AWS_REGION_NAME, keys, AWS_USE_SSL,
+# AWS_VERIFY) and, for those unset, boto3's usual chain (environment, ~/.aws,
+# instance roles). Never put keys in the URI: it is logged (and refused).
+CRAWL_STORE_URI: str | None = None
+# Files from this size go to S3 as multipart uploads, in parts of this size
+# (S3: 5 MiB to 5 GiB a part, at most 10,000 parts; boto3 grows the part for
+# larger files). 64 MiB parts: a 1 GB WARC file is 16 part PUTs + 2 requests.
+CRAWL_STORE_MULTIPART_THRESHOLD_BYTES = 8 * 1024 * 1024
+CRAWL_STORE_MULTIPART_CHUNK_BYTES = 64 * 1024 * 1024
+# S3 unreachable (connection errors, timeouts, 5xx, throttling) after botocore's
+# own retries (AWS_MAX_ATTEMPTS, 3 by default): retried this many more times,
+# waiting CRAWL_STORE_RETRY_BASE_SECONDS x 2**n (x 0.5-1, at most 60 s), then
+# the caller keeps the file spooled on local disk and tries again later.
+CRAWL_STORE_RETRY_ATTEMPTS = 5
+CRAWL_STORE_RETRY_BASE_SECONDS = 1.0

@@ -1,0 +1,1 @@
+"""Page bodies: WARC files and the stores they go to."""

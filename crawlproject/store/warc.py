@@ -1,0 +1,612 @@
+"""Page bodies on local disk: one worker's rolling WARC files, and their crash recovery.
+
+Each fetched page becomes a ``response`` record followed by its ``request`` record
+(WARC/1.1), each its own gzip member, so a reader seeks straight to one page with
+the (offset, length) a CDX index stores. A file is written as
+``<prefix>-<UTC yyyymmddHHMMSS>-<seq>.warc.gz.open`` and renamed to ``.warc.gz``
+when finished (by size, by age, on :meth:`RollingWarcWriter.close`); only
+finished files go to a store (the uploader learns of them through ``on_finished``).
+
+Decisions a reader of these files should know:
+
+* Bodies are stored decoded, as Scrapy saw them. The header lines that describe
+  the wire form of the body would make readers decode it a second time, so they
+  are renamed the way Common Crawl's WARC files do it: ``Content-Encoding`` and
+  ``Transfer-Encoding`` become ``X-Crawler-Content-Encoding`` and
+  ``X-Crawler-Transfer-Encoding`` (same place, same value), and a
+  ``Content-Length`` that is not the stored body's length becomes
+  ``X-Crawler-Content-Length``, with a correct ``Content-Length`` appended.
+  Every other header line is stored as given, latin-1 encoded (the lossless
+  inverse of decoding raw header bytes as latin-1; characters above U+00FF fall
+  back to UTF-8). warcio's own writer would %-encode non-ASCII header values,
+  so the HTTP block is built here and warcio writes it unchanged: it computes
+  the WARC-Block-Digest, this module the WARC-Payload-Digest (SHA-1 of the body).
+* Durability: ``write_exchange`` returns after the bytes are in the kernel (one
+  unbuffered write), which survives the worker being killed, even with
+  ``kill -9``, but not the machine losing power. fsync per page costs a disk
+  flush per page; the copy that must survive a lost machine is the uploaded
+  one, so by default only a finished file is fsynced (before its rename).
+  ``fsync_each_write=True`` buys power-loss safety per page at that cost.
+* Recovery (:func:`recover_open_files`): every complete gzip member of a file
+  left ``.open`` is kept, the torn tail is cut off. A response whose request
+  record was lost keeps its place: the response is the page. A file left with
+  no record but its warcinfo holds no page and is deleted.
+
+A writer holds an exclusive ``flock`` on its open file, so recovery skips files
+that a live writer (another worker sharing the directory) still writes.
+The writer is not thread-safe: one writer, one thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import io
+import logging
+import os
+import re
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
+from warcio.recordloader import ArcWarcRecord
+from warcio.statusandheaders import (
+    StatusAndHeaders,
+    StatusAndHeadersParser,
+    StatusAndHeadersParserException,
+)
+from warcio.utils import Digester
+from warcio.warcwriter import WARCWriter
+
+logger = logging.getLogger(__name__)
+
+WARC_VERSION = "WARC/1.1"
+WARC_SUFFIX = ".warc.gz"
+OPEN_SUFFIX = ".open"  # appended to WARC_SUFFIX while the file is written
+DEFAULT_MAX_FILE_BYTES = 1_000_000_000
+DEFAULT_MAX_FILE_SECONDS = 3600.0
+SEQ_DIGITS = 5
+CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+
+# Recovery reads the file in chunks and inflates with a cap on the output of one
+# call, so a member of highly compressible data cannot balloon memory.
+RECOVERY_READ_BYTES = 1 << 20
+RECOVERY_INFLATE_MAX_BYTES = 1 << 20
+# The WARC header block of a record fits in this much of its member's inflated start.
+RECORD_HEAD_BYTES = 8192
+
+_RESPONSE_CONTENT_TYPE = "application/http; msgtype=response"
+_REQUEST_CONTENT_TYPE = "application/http; msgtype=request"
+_WIRE_HEADERS = {
+    "content-encoding": "X-Crawler-Content-Encoding",
+    "transfer-encoding": "X-Crawler-Transfer-Encoding",
+}
+_WIRE_LENGTH_HEADER = "X-Crawler-Content-Length"
+_WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([^\r\n]*)", re.IGNORECASE)
+# The record types of a file that carry no page: such a file is not worth keeping.
+_NON_PAGE_TYPES = frozenset({b"warcinfo"})
+
+
+@dataclass(frozen=True, slots=True)
+class WarcLocation:
+    """Where a page's response record is: what a CDX line stores."""
+
+    filename: str  # final name (``.warc.gz``), also while the file is still ``.open``
+    offset: int  # of the response record's gzip member, in bytes
+    length: int  # of that member (compressed bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One response record read back (see :func:`read_payload`)."""
+
+    url: str
+    warc_date: str
+    record_id: str
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]  # as stored: see the module doc for the renamed ones
+    body: bytes
+
+
+class WarcReadError(ValueError):
+    """The byte range does not hold an intact response record."""
+
+
+def payload_digest(data: bytes) -> str:
+    """``sha1:<base32>``: the form of WARC-Payload-Digest (and of CDX digests)."""
+    digester = Digester("sha1")
+    digester.update(data)
+    return str(digester)
+
+
+def warc_date(moment: datetime) -> str:
+    """WARC/1.1 date, always with microseconds; a naive datetime is taken as UTC."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def stored_response_headers(
+    headers: Iterable[tuple[str, str]], body_length: int
+) -> list[tuple[str, str]]:
+    """The response header lines as stored beside a decoded body (module doc)."""
+    stored: list[tuple[str, str]] = []
+    length_wrong = False
+    for name, value in headers:
+        lower = name.lower()
+        if lower in _WIRE_HEADERS:
+            stored.append((_WIRE_HEADERS[lower], value))
+        elif lower == "content-length" and value.strip() != str(body_length):
+            stored.append((_WIRE_LENGTH_HEADER, value))
+            length_wrong = True
+        else:
+            stored.append((name, value))
+    if length_wrong:
+        stored.append(("Content-Length", str(body_length)))
+    return stored
+
+
+def _encode_header_text(text: str) -> bytes:
+    # CR or LF inside a line would end it early and corrupt the whole HTTP block.
+    text = text.replace("\r", " ").replace("\n", " ")
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
+
+
+def _http_head(start_line: str, headers: Iterable[tuple[str, str]]) -> bytes:
+    lines = [_encode_header_text(start_line)]
+    lines.extend(_encode_header_text(f"{name}: {value}") for name, value in headers)
+    lines.append(b"")
+    lines.append(b"")
+    return b"\r\n".join(lines)
+
+
+def _request_target(url: str) -> tuple[str, str]:
+    """(origin-form request target, Host value) of an absolute URL."""
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target = f"{target}?{parts.query}"
+    return target, parts.netloc.rpartition("@")[2]
+
+
+def _software() -> str:
+    try:
+        version = metadata.version("crawlproject")
+    except metadata.PackageNotFoundError:
+        version = "dev"
+    return f"crawlproject/{version} (warcio {metadata.version('warcio')})"
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes a rename durable; some file systems refuse fsync on a directory.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+@dataclass(slots=True)
+class _OpenWarc:
+    path: Path  # the ``.open`` name
+    final_path: Path
+    fd: int  # unbuffered: a returned write is in the kernel, nothing waits in user space
+    size: int
+    opened_at: float  # on the writer's clock
+    warcinfo_id: str
+
+
+class RollingWarcWriter:
+    """One worker's WARC files in ``directory``, named after ``prefix``.
+
+    ``write_exchange`` appends one page and returns its :class:`WarcLocation` once
+    the bytes are on disk (module doc: durability). Before a write, a file that
+    has reached ``max_file_bytes`` or is ``max_file_seconds`` old (on ``clock``)
+    is finished: renamed from ``.open`` to ``.warc.gz``, then ``on_finished`` is
+    called with its path. ``rotate()``, ``rotate_if_due()`` (for an idle timer:
+    age is otherwise checked only at a write) and ``close()`` finish it too, and
+    return the path. An exception from ``on_finished`` is logged, not raised: the
+    file is final on disk by then, and the write that triggered the rotation must
+    not fail for an upload problem; the uploader should also sweep the directory
+    for finished files at start (:func:`finished_files`).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        prefix: str,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_file_seconds: float = DEFAULT_MAX_FILE_SECONDS,
+        warcinfo: dict[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_finished: Callable[[Path], None] | None = None,
+        fsync_each_write: bool = False,
+    ) -> None:
+        if not prefix or "/" in prefix:
+            raise ValueError(f"bad WARC file prefix {prefix!r}")
+        self.directory = directory
+        self.prefix = prefix
+        self.max_file_bytes = max_file_bytes
+        self.max_file_seconds = max_file_seconds
+        self.warcinfo = dict(warcinfo or {})
+        self.clock = clock
+        self.on_finished = on_finished
+        self.fsync_each_write = fsync_each_write
+        self._seq = 0
+        self._file: _OpenWarc | None = None
+        # One reusable buffer: records are serialized here, then written to the
+        # file with one write, so offsets are known and a member is never split
+        # across two writes of ours.
+        self._buffer = io.BytesIO()
+        self._warc = WARCWriter(self._buffer, gzip=True, warc_version=WARC_VERSION)
+
+    @property
+    def open_path(self) -> Path | None:
+        return self._file.path if self._file else None
+
+    def write_exchange(
+        self,
+        url: str,
+        method: str,
+        request_headers: list[tuple[str, str]],
+        request_body: bytes,
+        status: int,
+        reason: str,
+        response_headers: list[tuple[str, str]],
+        body: bytes,
+        fetched_at: datetime,
+        ip_address: str | None = None,
+    ) -> WarcLocation:
+        self.rotate_if_due()
+        current = self._file or self._open_new()
+        self._take_buffer()  # drop what a write that raised half-way left behind
+        date = warc_date(fetched_at)
+        common = [("WARC-Warcinfo-ID", current.warcinfo_id)]
+        if ip_address:
+            common.append(("WARC-IP-Address", ip_address))
+
+        response_id = StatusAndHeadersParser.make_warc_id()
+        head = _http_head(
+            f"HTTP/1.1 {status} {reason}", stored_response_headers(response_headers, len(body))
+        )
+        self._serialize(
+            "response", response_id, url, date, head, body, _RESPONSE_CONTENT_TYPE, common
+        )
+        response_length = self._buffer.tell()
+
+        target, host = _request_target(url)
+        if not any(name.lower() == "host" for name, _ in request_headers):
+            # Scrapy's download handler adds Host on the wire, not to request.headers.
+            request_headers = [("Host", host), *request_headers]
+        head = _http_head(f"{method} {target} HTTP/1.1", request_headers)
+        self._serialize(
+            "request",
+            StatusAndHeadersParser.make_warc_id(),
+            url,
+            date,
+            head,
+            request_body,
+            _REQUEST_CONTENT_TYPE,
+            [*common, ("WARC-Concurrent-To", response_id)],
+        )
+        data = self._take_buffer()
+        offset = current.size
+        self._append(current, data)
+        return WarcLocation(current.final_path.name, offset, response_length)
+
+    def rotate(self) -> Path | None:
+        """Finish the open file now; its final path, or None when none is open."""
+        if self._file is None:
+            return None
+        return self._finish(self._file)
+
+    def rotate_if_due(self) -> Path | None:
+        current = self._file
+        if current is None:
+            return None
+        too_big = current.size >= self.max_file_bytes
+        too_old = self.clock() - current.opened_at >= self.max_file_seconds
+        return self._finish(current) if too_big or too_old else None
+
+    def close(self) -> Path | None:
+        return self.rotate()
+
+    def __enter__(self) -> RollingWarcWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _serialize(
+        self,
+        record_type: str,
+        record_id: str,
+        url: str,
+        date: str,
+        head: bytes,
+        payload: bytes,
+        content_type: str,
+        extra: list[tuple[str, str]],
+    ) -> None:
+        rec_headers = StatusAndHeaders(
+            "",
+            [
+                ("WARC-Type", record_type),
+                ("WARC-Record-ID", record_id),
+                ("WARC-Date", date),
+                ("WARC-Target-URI", url),
+                *extra,
+                # Set here, so warcio does not digest the HTTP head with the payload:
+                # it only parses the head itself, which would %-encode it (module doc).
+                ("WARC-Payload-Digest", payload_digest(payload)),
+            ],
+            protocol=WARC_VERSION,
+        )
+        block = head + payload
+        record = ArcWarcRecord(
+            "warc", record_type, rec_headers, io.BytesIO(block), None, content_type, len(block)
+        )
+        self._warc.write_record(record)  # adds WARC-Block-Digest and Content-Length
+
+    def _take_buffer(self) -> bytes:
+        data = self._buffer.getvalue()
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        return data
+
+    def _append(self, current: _OpenWarc, data: bytes) -> None:
+        try:
+            _write_all(current.fd, data)
+            if self.fsync_each_write:
+                os.fsync(current.fd)
+        except BaseException:
+            # Cut a partial member off, so later pages do not follow garbage.
+            try:
+                os.ftruncate(current.fd, current.size)
+            except OSError:
+                # Leave the file to recover_open_files at the next start.
+                logger.exception("WARC %s: cannot undo a failed write; abandoned", current.path)
+                self._file = None
+                os.close(current.fd)
+            raise
+        current.size += len(data)
+
+    def _open_new(self) -> _OpenWarc:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+        while True:
+            name = f"{self.prefix}-{stamp}-{self._seq:0{SEQ_DIGITS}d}{WARC_SUFFIX}"
+            self._seq += 1
+            final_path = self.directory / name
+            path = final_path.with_name(name + OPEN_SUFFIX)
+            if final_path.exists():  # a previous run's file from the same second
+                continue
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            except FileExistsError:
+                continue
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # freed by the kernel if we die
+            info: dict[str, Any] = {
+                "software": _software(),
+                "format": "WARC File Format 1.1",
+                "conformsTo": CONFORMS_TO,
+                **self.warcinfo,
+            }
+            record = self._warc.create_warcinfo_record(name, info)
+            warcinfo_id = record.rec_headers.get_header("WARC-Record-ID")
+            self._warc.write_record(record)
+            data = self._take_buffer()
+            _write_all(fd, data)
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        self._file = _OpenWarc(path, final_path, fd, len(data), self.clock(), warcinfo_id)
+        logger.debug("WARC %s opened", path)
+        return self._file
+
+    def _finish(self, current: _OpenWarc) -> Path:
+        self._file = None
+        try:
+            os.fsync(current.fd)
+            # Renamed while still locked: recovery in another process must not
+            # take the file between our close and our rename.
+            os.replace(current.path, current.final_path)
+        finally:
+            os.close(current.fd)
+        _fsync_directory(self.directory)
+        logger.info("WARC %s finished (%d bytes)", current.final_path, current.size)
+        if self.on_finished is not None:
+            try:
+                self.on_finished(current.final_path)
+            except Exception:
+                logger.exception("WARC %s: on_finished failed", current.final_path)
+        return current.final_path
+
+
+def finished_files(directory: Path, prefix: str | None = None) -> list[Path]:
+    """Finished WARC files in ``directory`` (of one writer's ``prefix``), oldest name first."""
+    return sorted(
+        path
+        for path in directory.glob(f"*{WARC_SUFFIX}")
+        if prefix is None or path.name.startswith(f"{prefix}-")
+    )
+
+
+def recover_open_files(directory: Path, prefix: str | None = None) -> list[Path]:
+    """Finish the ``.open`` files a killed writer left (module doc: recovery).
+
+    Keeps each file's complete gzip members, cuts the rest, renames it to
+    ``.warc.gz`` and returns the renamed paths; deletes a file without a page.
+    Skips files a live writer holds. Run it before a new writer starts writing.
+    """
+    if not directory.is_dir():
+        return []
+    recovered: list[Path] = []
+    for path in sorted(directory.glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")):
+        if prefix is not None and not path.name.startswith(f"{prefix}-"):
+            continue
+        final_path = _recover_one(path)
+        if final_path is not None:
+            recovered.append(final_path)
+    if recovered:
+        _fsync_directory(directory)
+    return recovered
+
+
+def _recover_one(path: Path) -> Path | None:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:  # finished meanwhile by its writer
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.debug("WARC %s is being written; not recovered", path)
+            return None
+        try:
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                return None  # renamed and replaced between our open and our lock
+        except FileNotFoundError:
+            return None
+        with open(fd, "rb", closefd=False) as stream:
+            good_bytes, record_types = _complete_members(stream)
+        size = os.fstat(fd).st_size
+        if not any(kind not in _NON_PAGE_TYPES for kind in record_types):
+            path.unlink()
+            logger.warning("WARC %s held no page (%d bytes); deleted", path, size)
+            return None
+        if good_bytes < size:
+            os.ftruncate(fd, good_bytes)
+            logger.warning(
+                "WARC %s: cut a torn tail of %d bytes after %d records",
+                path,
+                size - good_bytes,
+                len(record_types),
+            )
+        os.fsync(fd)
+        final_path = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
+        os.replace(path, final_path)
+        logger.info("WARC %s recovered: %d records", final_path, len(record_types))
+        return final_path
+    finally:
+        os.close(fd)
+
+
+def _complete_members(stream: io.BufferedReader) -> tuple[int, list[bytes]]:
+    """(end offset of the last complete gzip member before the first bad byte,
+    WARC-Type of each complete member). A member is complete when it inflates
+    to its end and its trailer's CRC-32 and length check out."""
+    good_end = 0
+    position = 0  # input consumed so far, in bytes
+    kinds: list[bytes] = []
+    inflater = zlib.decompressobj(wbits=31)
+    head = b""
+    while data := stream.read(RECOVERY_READ_BYTES):
+        while True:
+            try:
+                out = inflater.decompress(data, RECOVERY_INFLATE_MAX_BYTES)
+            except zlib.error:  # not gzip, or a trailer that does not check out
+                return good_end, kinds
+            if len(head) < RECORD_HEAD_BYTES:
+                head += out[: RECORD_HEAD_BYTES - len(head)]
+            if inflater.eof:
+                rest = inflater.unused_data
+                position += len(data) - len(rest)
+                good_end = position
+                match = _WARC_TYPE_RE.search(head)
+                kinds.append(match.group(1).strip().lower() if match else b"")
+                inflater = zlib.decompressobj(wbits=31)
+                head = b""
+                data = rest
+                if not data:
+                    break
+                continue
+            tail = inflater.unconsumed_tail
+            position += len(data) - len(tail)
+            data = tail
+            # No input left and output not capped: the member goes on in the next chunk.
+            # (Capped output with no input left may still hold inflated bytes: go on.)
+            if not data and len(out) < RECOVERY_INFLATE_MAX_BYTES:
+                break
+    return good_end, kinds
+
+
+def read_payload(path: Path, offset: int, length: int) -> StoredResponse:
+    """Read the response record at ``offset`` (the gzip member of ``length`` bytes
+    a :class:`WarcLocation` names) and check its body against its payload digest."""
+    with open(path, "rb") as stream:
+        stream.seek(offset)
+        member = stream.read(length)
+    if len(member) != length:
+        raise WarcReadError(f"{path}: {length} bytes at {offset} run past the end")
+    records = ArchiveIterator(io.BytesIO(member), no_record_parse=True)
+    try:
+        record = next(iter(records))
+        block = record.raw_stream.read()
+    except (
+        StopIteration,
+        EOFError,
+        OSError,  # zlib.error is not one; warcio turns a bad member into the others
+        ValueError,
+        ArchiveLoadFailed,
+        StatusAndHeadersParserException,
+    ) as exc:
+        raise WarcReadError(f"{path}: no record at {offset}: {exc}") from exc
+    finally:
+        records.close()
+    if record.rec_type != "response":
+        raise WarcReadError(f"{path}: record at {offset} is a {record.rec_type!r}")
+    head, separator, body = block.partition(b"\r\n\r\n")
+    if not separator:
+        raise WarcReadError(f"{path}: record at {offset} has no HTTP header end")
+    expected = record.rec_headers.get_header("WARC-Payload-Digest")
+    if expected and payload_digest(body) != expected:
+        raise WarcReadError(f"{path}: record at {offset} fails its payload digest")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    _version, _, status_and_reason = status_line.partition(" ")
+    status, _, reason = status_and_reason.partition(" ")
+    headers = []
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers.append((name, value.lstrip(" \t")))
+    return StoredResponse(
+        url=record.rec_headers.get_header("WARC-Target-URI"),
+        warc_date=record.rec_headers.get_header("WARC-Date"),
+        record_id=record.rec_headers.get_header("WARC-Record-ID"),
+        status=int(status),
+        reason=reason,
+        headers=headers,
+        body=body,
+    )
