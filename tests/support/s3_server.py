@@ -17,7 +17,6 @@ import http.client
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from tests.support.redis_server import free_port
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,6 @@ def find_moto_server() -> str:
     if found := shutil.which("moto_server"):
         return found
     raise RuntimeError("moto_server not found: pip install 'moto[server]'")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _answers(port: int) -> bool:
@@ -87,7 +82,7 @@ class MotoServer:
     def start(self, timeout: float = 20.0) -> MotoServer:
         # A port picked by bind(0) can be taken before moto binds it: retry.
         for _ in range(5):
-            if self._launch(self.port or _free_port(), timeout):
+            if self._launch(self.port or free_port(), timeout):
                 log.info("moto_server on port %d", self.port)
                 return self
             if self.port:  # a restart keeps its port: nothing else to try
