@@ -218,9 +218,7 @@ CRAWL_DNS_NEGATIVE_TTL_SECONDS = 300.0
 # Lookups that got no answer (SERVFAIL, timeouts) never park. 0: never.
 CRAWL_DNS_PARK_AFTER = 3
 
-# Body store (crawlproject/store/backends.py): where WARC files go. (Not yet
-# used by `scrapy crawl web`: the storage pipeline that writes WARC files is
-# being built, issue 6; the store and the WARC writer are ready and tested.)
+# Body store (crawlproject/store/backends.py): where WARC files go.
 # None: the directory <CRAWL_DATA_DIR>/bodies; else file:///abs/dir (or a plain
 # path) or s3://bucket/prefix. S3 takes Scrapy's AWS_* settings (AWS_ENDPOINT_URL
 # for MinIO and other S3-compatible stores, AWS_REGION_NAME, keys, AWS_USE_SSL,
@@ -238,3 +236,18 @@ CRAWL_STORE_MULTIPART_CHUNK_BYTES = 64 * 1024 * 1024
 # the caller keeps the file spooled on local disk and tries again later.
 CRAWL_STORE_RETRY_ATTEMPTS = 5
 CRAWL_STORE_RETRY_BASE_SECONDS = 1.0
+
+# Page bodies as WARC (pipelines/store.py). Each page kept after the duplicate
+# filter whose content type is listed becomes a response record (with its
+# request record) in this worker's rolling WARC file, written under
+# CRAWL_DATA_DIR/spool/<crawl>/ and moved to CRAWL_STORE_URI (key
+# <crawl>/warc/<file>) when the file is finished: at CRAWL_STORE_ROTATE_BYTES,
+# after CRAWL_STORE_ROTATE_SECONDS, or when the worker stops. The item gets
+# the record's place (warc_file, warc_offset, warc_length) and payload_digest.
+CRAWL_STORE_ENABLED = True
+CRAWL_STORE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml", "text/plain"]
+CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
+CRAWL_STORE_ROTATE_SECONDS = 3600.0
+# A stopping worker waits this long for its files to reach the store; what is
+# left stays spooled and the next worker started on this machine uploads it.
+CRAWL_STORE_CLOSE_TIMEOUT_SECONDS = 30.0

@@ -43,7 +43,11 @@ SPIDER_MIDDLEWARES = {
     # (900), so its requests get depth, Referer, dedupe and ack like links.
     "middlewares.path_ascending.PathAscendingSpiderMiddleware": 950,
 }
-ITEM_PIPELINES = {"pipelines.dedupe.DedupePipeline": 100}
+ITEM_PIPELINES = {
+    "pipelines.dedupe.DedupePipeline": 100,
+    # Page bodies as WARC (CRAWL_STORE_*), after the duplicate filter.
+    "pipelines.store.WarcStorePipeline": 200,
+}
 # robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
 # Scrapy's, which fetches outside the scheduler (outside the fleet's
 # politeness) and caches per process without expiry; ROBOTSTXT_OBEY stays off.

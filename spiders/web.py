@@ -40,6 +40,8 @@ from twisted.python.failure import Failure
 
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.frontier.urls import registered_domain
+from crawlproject.setting_values import crawl_setting
+from crawlproject.store.config import RESPONSE_ITEM_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,11 @@ class WebSpider(Spider):
             self.seed_urls += [u.strip() for u in lines if u.strip() and not u.startswith("#")]
         self.seed_roots = {r for u in self.seed_urls if (r := self.scope_root(u))}
         self.link_extractor = LinkExtractor(unique=True)
+
+    @cached_property
+    def store_bodies(self) -> bool:
+        """Page bodies go to the WARC storage pipeline (CRAWL_STORE_ENABLED)."""
+        return bool(crawl_setting(self.settings, "CRAWL_STORE_ENABLED"))
 
     def scope_root(self, url: str) -> str | None:
         """What a URL must share with a seed to be in scope (None: unparsable)."""
@@ -128,7 +135,7 @@ class WebSpider(Spider):
     def parse(self, response: Response) -> Iterator[Any]:
         depth = response.meta.get("depth", 0)
         is_text = isinstance(response, TextResponse)
-        yield {
+        item: dict[str, Any] = {
             "url": response.url,
             "status": response.status,
             "depth": depth,
@@ -136,6 +143,9 @@ class WebSpider(Spider):
             "length": len(response.body),
             "title": (response.css("title::text").get() or "").strip() if is_text else None,
         }
+        if self.store_bodies:  # the storage pipeline takes it out again
+            item[RESPONSE_ITEM_KEY] = response
+        yield item
         if not isinstance(response, TextResponse) or (
             self.max_depth is not None and depth >= self.max_depth
         ):

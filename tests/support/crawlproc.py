@@ -46,7 +46,10 @@ def start_worker(
     root = Path(cwd_repo_root).resolve()
     cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"crawl={crawl}",
            "-a", "seeds=" + ",".join(seeds), "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
-    for name, value in (extra_settings or {}).items():
+    settings = dict(extra_settings or {})
+    # Local crawl data (WARC spool and bodies) beside the log, not in the checkout.
+    settings.setdefault("CRAWL_DATA_DIR", str(Path(log_path).resolve().parent / "crawl-data"))
+    for name, value in settings.items():
         cmd += ["-s", f"{name}={setting_value(value)}"]
     cmd += list(extra_args)
     pythonpath = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]

@@ -1,0 +1,50 @@
+"""Settings of the WARC storage pipeline (``CRAWL_STORE_*``), read once and checked.
+
+Where files go (``CRAWL_STORE_URI``, ``AWS_*``) is :class:`~crawlproject.store.
+backends.StoreConfig`; this is what is written and when.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scrapy.settings import BaseSettings
+
+from crawlproject.frontier.config import ConfigError
+from crawlproject.setting_values import crawl_setting
+
+# Item key under which the spider hands the page's Response to the storage
+# pipeline, which removes it (feeds never see it).
+RESPONSE_ITEM_KEY = "crawl_response"
+
+
+@dataclass(frozen=True)
+class WarcStoreConfig:
+    enabled: bool
+    content_types: frozenset[str]
+    rotate_bytes: int
+    rotate_seconds: float
+    close_timeout_seconds: float
+    data_dir: Path
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> WarcStoreConfig:
+        config = cls(
+            enabled=crawl_setting(settings, "CRAWL_STORE_ENABLED"),
+            content_types=frozenset(
+                t.strip().lower() for t in crawl_setting(settings, "CRAWL_STORE_CONTENT_TYPES")
+            ),
+            rotate_bytes=crawl_setting(settings, "CRAWL_STORE_ROTATE_BYTES"),
+            rotate_seconds=crawl_setting(settings, "CRAWL_STORE_ROTATE_SECONDS"),
+            close_timeout_seconds=crawl_setting(settings, "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS"),
+            data_dir=Path(crawl_setting(settings, "CRAWL_DATA_DIR")),
+        )
+        if config.rotate_bytes < 1 or config.rotate_seconds <= 0:
+            raise ConfigError("CRAWL_STORE_ROTATE_BYTES and _SECONDS must be > 0")
+        if config.close_timeout_seconds < 0:
+            raise ConfigError("CRAWL_STORE_CLOSE_TIMEOUT_SECONDS must be >= 0")
+        return config
+
+    def spool_dir(self, crawl: str) -> Path:
+        return self.data_dir / "spool" / crawl

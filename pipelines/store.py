@@ -1,0 +1,184 @@
+"""Store each kept page's body as WARC, and say where in its item.
+
+The spider hands the page's Response over in the item (``crawl_response``,
+see crawlproject/store/config.py); this pipeline takes it out, so feeds never
+see it, and for a content type it stores (``CRAWL_STORE_CONTENT_TYPES``) writes
+a response record and its request record to the worker's rolling WARC file
+(crawlproject/store/warc.py) in the local spool. Finished files go to the body
+store (``CRAWL_STORE_URI``: a local directory by default, or S3) through one
+uploader thread (crawlproject/store/uploader.py), which keeps them spooled
+while the store is unreachable and picks up files a killed worker left.
+
+Runs after the duplicate filter (pipelines/dedupe.py at 100), so copies are
+not stored. The item gains ``fetched_at``, ``final_url``, ``payload_digest``,
+and for a stored page ``warc_file`` (its key in the store), ``warc_offset`` and
+``warc_length`` (the response record's gzip member, as a CDX index has them).
+WARC writes (gzip) run in a thread of their own, never on the reactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+
+from crawlproject.frontier.scheduler import frontier_of, is_frontier
+from crawlproject.store.backends import StoreConfig, open_store
+from crawlproject.store.config import RESPONSE_ITEM_KEY, WarcStoreConfig
+from crawlproject.store.uploader import SpoolUploader
+from crawlproject.store.warc import RollingWarcWriter, WarcLocation, payload_digest
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+
+class WarcStorePipeline:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: WarcStoreConfig,
+        store_config: StoreConfig,
+        stats: StatsCollector,
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.store_config = store_config
+        self.stats = stats
+        self._writer: RollingWarcWriter | None = None
+        self._uploader: SpoolUploader | None = None
+        self._key_prefix = ""
+        # One thread: the writer is not thread-safe, and records stay in order.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WarcStorePipeline:
+        config = WarcStoreConfig.from_settings(crawler.settings)
+        if not config.enabled:
+            raise NotConfigured("CRAWL_STORE_ENABLED is off")
+        assert crawler.stats is not None
+        return cls(
+            crawler=crawler,
+            config=config,
+            store_config=StoreConfig.from_settings(crawler.settings),
+            stats=crawler.stats,
+        )
+
+    async def open_spider(self) -> None:
+        spider = self.crawler.spider
+        crawl = str(getattr(spider, "crawl_name", None) or self.crawler.settings["CRAWL_NAME"])
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        worker = frontier_of(self.crawler).worker_id if is_frontier(scheduler) else "local"
+        spool = self.config.spool_dir(crawl)
+        self._key_prefix = f"{crawl}/warc/"
+        store = open_store(self.store_config)
+        self._uploader = SpoolUploader(
+            store, spool, self._key_prefix, on_uploaded=self._on_uploaded
+        )
+        loop = asyncio.get_running_loop()
+        # Start-up recovery reads leftover files: disk I/O, off the reactor.
+        await loop.run_in_executor(self._executor, spool.mkdir, 0o777, True, True)
+        await loop.run_in_executor(self._executor, self._uploader.start)
+        self._writer = RollingWarcWriter(
+            spool,
+            prefix=f"{crawl}-{worker}",
+            max_file_bytes=self.config.rotate_bytes,
+            max_file_seconds=self.config.rotate_seconds,
+            warcinfo={"operator-crawl": crawl, "isPartOf": crawl},
+            on_finished=self._uploader.submit,
+        )
+        logger.info("Storing page bodies as WARC: spool %s, store %s", spool, store.uri)
+
+    def _on_uploaded(self, path: Any, key: str, size: int) -> None:
+        # Uploader thread: stats are a dict of counters; an increment is atomic enough.
+        self.stats.inc_value("store/files_uploaded")
+        self.stats.inc_value("store/bytes_uploaded", size)
+
+    async def process_item(self, item: Any) -> Any:
+        adapter = ItemAdapter(item)
+        response = adapter.get(RESPONSE_ITEM_KEY)
+        if RESPONSE_ITEM_KEY in adapter:
+            del adapter[RESPONSE_ITEM_KEY]
+        if not isinstance(response, Response) or self._writer is None:
+            return item
+        fetched_at = datetime.now(UTC)
+        adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
+        adapter["final_url"] = response.url
+        adapter["payload_digest"] = payload_digest(response.body)
+        content_type = _content_type(response)
+        if content_type not in self.config.content_types:
+            self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
+            return item
+        loop = asyncio.get_running_loop()
+        location = await loop.run_in_executor(self._executor, self._write, response, fetched_at)
+        adapter["warc_file"] = self._key_prefix + location.filename
+        adapter["warc_offset"] = location.offset
+        adapter["warc_length"] = location.length
+        self.stats.inc_value("store/pages")
+        self.stats.inc_value("store/bytes", len(response.body))
+        return item
+
+    def _write(self, response: Response, fetched_at: datetime) -> WarcLocation:
+        assert self._writer is not None
+        request = response.request
+        ip = response.ip_address
+        return self._writer.write_exchange(
+            url=response.url,
+            method=request.method if request is not None else "GET",
+            request_headers=_headers(request.headers) if request is not None else [],
+            request_body=request.body if request is not None else b"",
+            status=response.status,
+            reason=_reason(response.status),
+            response_headers=_headers(response.headers),
+            body=response.body,
+            fetched_at=fetched_at,
+            ip_address=str(ip) if ip is not None else None,
+        )
+
+    async def close_spider(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._writer is not None:
+            # Finishes the open file; on_finished hands it to the uploader.
+            await loop.run_in_executor(self._executor, self._writer.close)
+        if self._uploader is not None:
+            left = await loop.run_in_executor(
+                self._executor, self._uploader.close, self.config.close_timeout_seconds
+            )
+            if left:
+                logger.warning(
+                    "%d WARC file(s) not yet in the store stay spooled; the next worker "
+                    "started here uploads them",
+                    left,
+                )
+            self.stats.set_value("store/files_spooled_at_close", left)
+        self._executor.shutdown(wait=True)
+
+
+def _content_type(response: Response) -> str:
+    raw = response.headers.get("Content-Type") or b""
+    return raw.decode("latin-1").split(";", 1)[0].strip().lower()
+
+
+def _headers(headers: Any) -> list[tuple[str, str]]:
+    """Scrapy's Headers (bytes, several values per name) as WARC header lines."""
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, values in headers.items()
+        for value in values
+    ]
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""

@@ -1,0 +1,114 @@
+"""Page bodies stored as WARC through real crawls: local disk (the default) and S3
+(a real moto_server over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from crawlproject.store.warc import read_payload
+from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from tests.support.redis_server import RedisServer
+from tests.support.s3_server import TEST_REGION, MotoServer
+from tests.support.testweb import TestWeb
+
+FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
+BUCKET = "crawl-bodies"
+
+
+def crawl(
+    redis: RedisServer, name: str, web: TestWeb, tmp_path: Path, **settings: object
+) -> tuple[dict[str, int], list[dict[str, object]]]:
+    out = tmp_path / f"{name}.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis.url, name, web.seeds, {**FAST, **settings}, tmp_path / f"{name}.log",
+        extra_args=["-O", str(out)],
+    )  # fmt: skip
+    wait_all([proc], timeout=120)
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    return stats_of(proc.log_path), items
+
+
+def sent_bodies(web: TestWeb) -> dict[str, bytes]:
+    """What the test web serves for each of its pages (the graph is fixed)."""
+    bodies = {}
+    for h in range(1, web.hosts + 1):
+        for k in range(web.page_count(h)):
+            bodies[web.base_url(h) + web.path_of(k).lstrip("/")] = web.render(h, k)
+    return bodies
+
+
+def test_pages_are_stored_as_warc_on_local_disk(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=3, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0)
+    data = tmp_path / "data"
+    stats, items = crawl(
+        redis_server, "warc", web, tmp_path, CRAWL_DATA_DIR=str(data), CRAWL_DEDUPE_ENABLED=False
+    )
+    bodies = sent_bodies(web)
+    assert {i["url"] for i in items} == set(bodies) == web.expected_urls
+    store_root = data / "bodies"
+    for item in items:
+        assert "crawl_response" not in item  # the pipeline took the Response out
+        assert item["payload_digest"] and item["fetched_at"]
+        stored = read_payload(
+            store_root / str(item["warc_file"]), int(str(item["warc_offset"])),
+            int(str(item["warc_length"])),
+        )  # fmt: skip
+        assert stored.url == item["url"] and stored.status == 200
+        assert stored.body == bodies[str(item["url"])]  # byte-identical to what was sent
+    # Every file was finished and moved from the spool to the store.
+    files = sorted((store_root / "warc" / "warc").glob("*.warc.gz"))
+    assert files and not list((data / "spool").rglob("*.warc.gz*"))
+    assert stats["store/pages"] == len(items) and stats["store/files_uploaded"] == len(files)
+    assert stats["store/files_spooled_at_close"] == 0
+    # warcio's own tools read the files: one response record per stored page.
+    responses = 0
+    for f in files:
+        index = subprocess.run(
+            [sys.executable, "-m", "warcio.cli", "index", "-f", "warc-type", str(f)],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        responses += sum('"response"' in line for line in index.splitlines())
+    assert responses == len(items)
+
+
+@pytest.fixture
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        yield server
+
+
+def test_pages_are_stored_in_s3(
+    redis_server: RedisServer,
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+    moto: MotoServer,
+) -> None:
+    web = testweb_factory(hosts=2, pages=5, latency_ms=0, links=2, cross_links=0, query_variants=0)
+    stats, items = crawl(
+        redis_server, "s3", web, tmp_path, CRAWL_DEDUPE_ENABLED=False,
+        CRAWL_STORE_URI=f"s3://{BUCKET}/bodies", AWS_ENDPOINT_URL=moto.endpoint_url,
+        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION_NAME=TEST_REGION,
+    )  # fmt: skip
+    bodies = sent_bodies(web)
+    assert {i["url"] for i in items} == set(bodies)
+    client = moto.client()
+    local = tmp_path / "from-s3"
+    local.mkdir()
+    for item in items:
+        key = f"bodies/{item['warc_file']}"
+        path = local / Path(key).name
+        if not path.exists():
+            client.download_file(BUCKET, key, str(path))
+        stored = read_payload(path, int(str(item["warc_offset"])), int(str(item["warc_length"])))
+        assert stored.body == bodies[str(item["url"])]
+    assert stats["store/files_uploaded"] >= 1
+    assert stats["store/files_spooled_at_close"] == 0
