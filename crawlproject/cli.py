@@ -5,10 +5,12 @@
     crawlproject counts                   frontier counters as JSON
     crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
                                           --requeue puts them all back in their queues
+    crawlproject body URL [--headers]     a stored page's body (or status and headers),
+                                          found through the WARC files' indexes
 
-All read the project settings (``REDIS_URL``, ``CRAWL_*``), so they reach the
-same Redis as ``scrapy crawl web`` run from the same folder; without
-``REDIS_URL`` they use (and if needed start) the embedded one.
+All read the project settings (``REDIS_URL``, ``CRAWL_*``, ``AWS_*``), so they
+reach the same Redis and body store as ``scrapy crawl web`` run from the same
+folder; without ``REDIS_URL`` they use (and if needed start) the embedded one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.store.backends import StoreConfig, open_store
+from crawlproject.store.index import INDEX_SUFFIX, find
+from crawlproject.store.warc import parse_response_member
 
 CLI_CLIENT_ID = "cli"
 
@@ -69,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crawlproject", description=__doc__.split("\n")[0])
     parser.add_argument("--crawl", help="crawl name (default: CRAWL_NAME)")
     parser.add_argument("--redis-url", help="Redis server (default: REDIS_URL, else embedded)")
+    parser.add_argument(
+        "-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting, as with scrapy crawl -s (e.g. CRAWL_DATA_DIR, CRAWL_STORE_URI)",
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
     seed = sub.add_parser("seed", help="add seed URLs to the crawl")
     seed.add_argument("urls", nargs="*")
@@ -78,13 +87,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parked.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
     )
+    body = sub.add_parser("body", help="print a stored page's body (from the WARC store)")
+    body.add_argument("url")
+    body.add_argument("--headers", action="store_true", help="print status and headers instead")
     args = parser.parse_args(argv)
 
     settings = get_project_settings()
+    for pair in args.set:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            parser.error(f"-s wants NAME=VALUE, not {pair!r}")
+        settings.set(name, value, priority="cmdline")
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url, priority="cmdline")
     config = FrontierConfig.from_settings(settings)
     crawl = args.crawl or config.crawl
+    if args.command == "body":
+        return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
     urls: list[str] = []
     if args.command == "seed":
         urls = list(args.urls)
@@ -98,6 +117,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("no URLs given")
     action = "requeue" if args.command == "parked" and args.requeue else args.command
     return asyncio.run(_with_redis(config, crawl, action, urls))
+
+
+def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
+    """Finds ``url`` in the crawl's WARC indexes (crawlproject/store/index.py),
+    newest file first, and prints its body (or status and headers)."""
+    store = open_store(config)
+    prefix = f"{crawl}/warc/"
+    for key in sorted(store.keys(prefix), reverse=True):
+        if not key.endswith(INDEX_SUFFIX):
+            continue
+        entry = find(store.get(key).decode("utf-8").splitlines(), url)
+        if entry is None:
+            continue
+        member = store.get_range(prefix + entry.filename, entry.offset, entry.length)
+        page = parse_response_member(member, prefix + entry.filename, entry.offset)
+        if headers:
+            print(f"{page.status} {page.reason}".rstrip())
+            for name, value in page.headers:
+                print(f"{name}: {value}")
+        else:
+            sys.stdout.buffer.write(page.body)
+            sys.stdout.buffer.flush()
+        return 0
+    print(f"{url}: not stored in crawl {crawl!r} ({store.uri})", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from scrapy.http import Response
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.store.backends import StoreConfig, open_store
 from crawlproject.store.config import RESPONSE_ITEM_KEY, WarcStoreConfig
+from crawlproject.store.index import build_index
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import RollingWarcWriter, WarcLocation, payload_digest
 
@@ -82,7 +83,7 @@ class WarcStorePipeline:
         self._key_prefix = f"{crawl}/warc/"
         store = open_store(self.store_config)
         self._uploader = SpoolUploader(
-            store, spool, self._key_prefix, on_uploaded=self._on_uploaded
+            store, spool, self._key_prefix, on_uploaded=self._on_uploaded, index_builder=build_index
         )
         loop = asyncio.get_running_loop()
         # Start-up recovery reads leftover files: disk I/O, off the reactor.

@@ -78,6 +78,19 @@ def test_pages_are_stored_as_warc_on_local_disk(
         responses += sum('"response"' in line for line in index.splitlines())
     assert responses == len(items)
 
+    # crawlproject body URL finds a page through the files' indexes.
+    cli = [sys.executable, "-m", "crawlproject", "-s", f"CRAWL_DATA_DIR={data}", "--crawl", "warc"]
+    url = sorted(bodies)[0]
+    shown = subprocess.run([*cli, "body", url], cwd=REPO_ROOT, capture_output=True, check=True)
+    assert shown.stdout == bodies[url]
+    head = subprocess.run(
+        [*cli, "body", "--headers", url], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert head[0] == "200 OK"
+    assert any(h.lower().startswith("content-type: text/html") for h in head)
+    missing = subprocess.run([*cli, "body", url + "nope"], cwd=REPO_ROOT, capture_output=True)
+    assert missing.returncode == 1 and b"not stored" in missing.stderr
+
 
 @pytest.fixture
 def moto() -> Iterator[MotoServer]:

@@ -54,6 +54,10 @@ UploadedCallback = Callable[[Path, str, int], None]
 class SpoolUploader:
     """Uploads finished WARC files of ``spool_dir`` to ``store``, in one thread.
 
+    ``index_builder(path) -> index path``, when given, writes the index of a
+    finished file beside it (crawlproject/store/index.py); it is uploaded
+    after the file, under the same prefix, and both leave the spool together.
+
     ``on_uploaded(path, key, size_bytes)`` is called after each upload, once
     the local file is deleted, **from the uploader thread**: a callback that
     touches reactor state must hand over with ``reactor.callFromThread``. An
@@ -73,6 +77,7 @@ class SpoolUploader:
         retry_initial_seconds: float = 1.0,
         retry_max_seconds: float = 60.0,
         on_uploaded: UploadedCallback | None = None,
+        index_builder: Callable[[Path], Path] | None = None,
     ) -> None:
         if key_prefix:
             # Refused now rather than as a retried failure of every upload.
@@ -88,6 +93,7 @@ class SpoolUploader:
         self.retry_initial_seconds = retry_initial_seconds
         self.retry_max_seconds = retry_max_seconds
         self.on_uploaded = on_uploaded
+        self.index_builder = index_builder
         # Guards every field below; notified when a file is queued or close() begins.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -247,7 +253,8 @@ class SpoolUploader:
         return min(self.retry_max_seconds, self.retry_initial_seconds * 2.0**exponent)
 
     def _upload(self, path: Path) -> None:
-        """Put ``path`` and drop it from the spool; raises with the file kept."""
+        """Put ``path`` (and its index, with an index_builder) and drop them from
+        the spool; raises with the files kept."""
         key = self.key_prefix + path.name
         try:
             size = path.stat().st_size
@@ -255,14 +262,23 @@ class SpoolUploader:
             logger.warning("%s is gone from the spool (another uploader took it?)", path)
             self._dequeue(path)
             return
+        # The index is built from the finished file here, in this thread, so a
+        # file recovered from a killed worker gets one too; WARC first, then its
+        # index: an index never names a file the store does not have.
+        index = self.index_builder(path) if self.index_builder is not None else None
         self.store.put_file(path, key)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass  # another uploader sharing the spool was as quick: same object
-        except OSError:
-            # The store has it; the next start uploads the leftover again (idempotent).
-            logger.exception("%s uploaded as %s but not deleted", path, key)
+        if index is not None:
+            self.store.put_file(index, self.key_prefix + index.name)
+        for done in (path, index):
+            if done is None:
+                continue
+            try:
+                done.unlink()
+            except FileNotFoundError:
+                pass  # another uploader sharing the spool was as quick: same object
+            except OSError:
+                # The store has it; the next start uploads the leftover again.
+                logger.exception("%s uploaded but not deleted", done)
         with self._lock:
             self._uploaded_files += 1
             self._uploaded_bytes += size

@@ -571,6 +571,12 @@ def read_payload(path: Path, offset: int, length: int) -> StoredResponse:
         member = stream.read(length)
     if len(member) != length:
         raise WarcReadError(f"{path}: {length} bytes at {offset} run past the end")
+    return parse_response_member(member, f"{path}", offset)
+
+
+def parse_response_member(member: bytes, path: str, offset: int) -> StoredResponse:
+    """The response record in one gzip member (bytes read from a file or a store;
+    ``path`` and ``offset`` only name it in errors), its body checked."""
     records = ArchiveIterator(io.BytesIO(member), no_record_parse=True)
     try:
         record = next(iter(records))
