@@ -58,6 +58,7 @@ class WarcStorePipeline:
         self._writer: RollingWarcWriter | None = None
         self._uploader: SpoolUploader | None = None
         self._key_prefix = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
         # One thread: the writer is not thread-safe, and records stay in order.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
 
@@ -85,7 +86,7 @@ class WarcStorePipeline:
         self._uploader = SpoolUploader(
             store, spool, self._key_prefix, on_uploaded=self._on_uploaded, index_builder=build_index
         )
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         # Start-up recovery reads leftover files: disk I/O, off the reactor.
         await loop.run_in_executor(self._executor, spool.mkdir, 0o777, True, True)
         await loop.run_in_executor(self._executor, self._uploader.start)
@@ -100,7 +101,11 @@ class WarcStorePipeline:
         logger.info("Storing page bodies as WARC: spool %s, store %s", spool, store.uri)
 
     def _on_uploaded(self, path: Any, key: str, size: int) -> None:
-        # Uploader thread: stats are a dict of counters; an increment is atomic enough.
+        # Called in the uploader thread: the stats belong to the reactor's.
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._count_upload, size)
+
+    def _count_upload(self, size: int) -> None:
         self.stats.inc_value("store/files_uploaded")
         self.stats.inc_value("store/bytes_uploaded", size)
 
