@@ -73,6 +73,12 @@ def main() -> int:
     print(f"politeness:     max {in_flight} request(s) in flight per host; shortest pause")
     pause = f"{worst_gap:.3f} s, delay {DEMO_DELAY_SECONDS} s"
     print(f"                between fetches of a host {pause}")
+    stored = sum(1 for i in items if i.get("warc_file"))
+    warcs = sorted((data / "bodies").rglob("*.warc.gz"))
+    print(f"page bodies:    {stored} pages in {len(warcs)} WARC file(s) under {data / 'bodies'}")
+    if stored:
+        example = next(str(i["url"]) for i in items if i.get("warc_file"))
+        print(f"                e.g. crawlproject -s CRAWL_DATA_DIR={data} body {example}")
     print(f"frontier data:  {data / 'redis'} (embedded Redis, append-only file)")
     return code
 
