@@ -22,12 +22,13 @@ BUCKET = "crawl-bodies"
 
 
 def crawl(
-    redis: RedisServer, name: str, web: TestWeb, tmp_path: Path, **settings: object
-) -> tuple[dict[str, int], list[dict[str, object]]]:
+    redis: RedisServer, name: str, web: TestWeb, tmp_path: Path, extra_seeds: tuple[str, ...] = (),
+    **settings: object,
+) -> tuple[dict[str, int], list[dict[str, object]]]:  # fmt: skip
     out = tmp_path / f"{name}.jsonl"
     proc = start_worker(
-        REPO_ROOT, redis.url, name, web.seeds, {**FAST, **settings}, tmp_path / f"{name}.log",
-        extra_args=["-O", str(out)],
+        REPO_ROOT, redis.url, name, [*web.seeds, *extra_seeds], {**FAST, **settings},
+        tmp_path / f"{name}.log", extra_args=["-O", str(out)],
     )  # fmt: skip
     wait_all([proc], timeout=120)
     items = [json.loads(line) for line in out.read_text().splitlines()]
@@ -46,13 +47,21 @@ def sent_bodies(web: TestWeb) -> dict[str, bytes]:
 def test_pages_are_stored_as_warc_on_local_disk(
     redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
-    web = testweb_factory(hosts=3, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0)
+    # A page above the inline-write size goes through the writer thread.
+    big = ("<html><body>" + "large page " * 20_000 + "</body></html>").encode()
+    web = testweb_factory(
+        hosts=3, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0,
+        special={1: {"/big.html": {"body": big.decode(), "content_type": "text/html"}}},
+    )  # fmt: skip
     data = tmp_path / "data"
+    big_url = web.base_url(1) + "big.html"
     stats, items = crawl(
-        redis_server, "warc", web, tmp_path, CRAWL_DATA_DIR=str(data), CRAWL_DEDUPE_ENABLED=False
-    )
+        redis_server, "warc", web, tmp_path, (big_url,), CRAWL_DATA_DIR=str(data),
+        CRAWL_DEDUPE_ENABLED=False,
+    )  # fmt: skip
     bodies = sent_bodies(web)
-    assert {i["url"] for i in items} == set(bodies) == web.expected_urls
+    assert {i["url"] for i in items} - {big_url} == set(bodies) == web.expected_urls
+    bodies[big_url] = big
     store_root = data / "bodies"
     for item in items:
         assert "crawl_response" not in item  # the pipeline took the Response out
