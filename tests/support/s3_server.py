@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.support.redis_server import free_port
+from tests.support.processes import free_port, stop_process
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +109,7 @@ class MotoServer:
     def _terminate(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
 
     def stop(self) -> None:
