@@ -77,7 +77,7 @@ def main() -> int:
     warcs = sorted((data / "bodies").rglob("*.warc.gz"))
     print(f"page bodies:    {stored} pages in {len(warcs)} WARC file(s) under {data / 'bodies'}")
     if stored:
-        example = next(str(i["url"]) for i in items if i.get("warc_file"))
+        example = next(str(i["final_url"]) for i in items if i.get("warc_file"))
         print(f"                e.g. crawlproject -s CRAWL_DATA_DIR={data} body {example}")
     print(f"frontier data:  {data / 'redis'} (embedded Redis, append-only file)")
     return code

@@ -135,8 +135,12 @@ class WebSpider(Spider):
     def parse(self, response: Response) -> Iterator[Any]:
         depth = response.meta.get("depth", 0)
         is_text = isinstance(response, TextResponse)
+        # The fetch record: "url" is the URL as requested (before redirects),
+        # "final_url" where the body came from.
+        redirected_from = response.meta.get("redirect_urls") or ()
         item: dict[str, Any] = {
-            "url": response.url,
+            "url": redirected_from[0] if redirected_from else response.url,
+            "final_url": response.url,
             "status": response.status,
             "depth": depth,
             "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1"),

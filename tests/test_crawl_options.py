@@ -33,8 +33,14 @@ def test_redirects_and_retries_hand_the_url_on(
     web = testweb_factory(hosts=2, pages=5, latency_ms=(5, 10), links=2, cross_links=0)
     h1 = web.base_url(1)
     seeds = [h1 + "go/2", h1 + "flaky/2/3", web.base_url(2)]
-    stats, _ = crawl(redis_server, "redir", seeds, tmp_path)
+    stats, items = crawl(redis_server, "redir", seeds, tmp_path)
     counts = page_counts(web.log)
+    # The fetch record keeps the URL as requested and where the body came from.
+    by_url = {i["url"]: i for i in items}
+    assert by_url[h1 + "go/2"]["final_url"] == web.base_url(1) + web.path_of(2).lstrip("/")
+    assert by_url[h1 + "go/2"]["status"] == 200
+    direct = [i for u, i in by_url.items() if "/go/" not in u and "/flaky/" not in u]
+    assert direct and all(i["final_url"] == i["url"] for i in direct)
     assert counts[h1 + "flaky/2/3"] == 3  # 503, 503, then a redirect
     assert counts[h1 + "go/2"] == 1
     pages = {u: n for u, n in counts.items() if "/go/" not in u and "/flaky/" not in u}
