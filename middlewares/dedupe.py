@@ -72,7 +72,9 @@ class DedupeSpiderMiddleware:
     ) -> AsyncIterator[Any]:
         verdict: DedupeVerdict | None = None
         async for obj in result:
-            if verdict is None and is_item(obj):
+            # Only a 2xx page is judged: an error page's record (the spider's
+            # errback) must not enter the index as an original.
+            if verdict is None and is_item(obj) and 200 <= response.status < 300:
                 verdict = await self._judge(response, obj)
             elif (
                 isinstance(obj, Request)

@@ -33,6 +33,7 @@ from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
+from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
@@ -168,12 +169,37 @@ class WebSpider(Spider):
                 meta={SCOPE_META_KEY: scope},
             )
 
-    def on_error(self, failure: Failure) -> None:
+    def on_error(self, failure: Failure) -> list[dict[str, Any]]:
+        """Counts and logs a failed fetch; returns its fetch record (none for a
+        request that was never sent, e.g. one robots.txt forbids)."""
         request = getattr(failure, "request", None)
-        self.crawler.stats.inc_value(f"web/error/{type(failure.value).__name__}")
+        error = type(failure.value).__name__
+        self.crawler.stats.inc_value(f"web/error/{error}")
+        http_error = failure.check(HttpError) is not None
         # IgnoreRequest (robots.txt forbidden or deferred, ...) is a decision, not a failure
-        level = logging.DEBUG if failure.check(IgnoreRequest) else logging.INFO
+        skipped = failure.check(IgnoreRequest) is not None and not http_error
+        level = logging.DEBUG if skipped or http_error else logging.INFO
         logger.log(level, "Failed %s: %s", getattr(request, "url", "?"), failure.getErrorMessage())
+        if skipped or not isinstance(request, Request):
+            return []
+        # A non-2xx answer (HttpErrorMiddleware) or a network error: it was a
+        # fetch (or an attempt), so the crawl's record has it too.
+        exc = failure.value
+        response = exc.response if isinstance(exc, HttpError) else None
+        redirected_from = request.meta.get("redirect_urls") or ()
+        return [
+            {
+                "url": redirected_from[0] if redirected_from else request.url,
+                "final_url": response.url if response is not None else request.url,
+                "status": response.status if response is not None else None,
+                "depth": request.meta.get("depth", 0),
+                "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1")
+                if response is not None
+                else None,
+                "length": len(response.body) if response is not None else None,
+                "error": error,
+            }
+        ]
 
     # -- sitemaps ------------------------------------------------------------
 

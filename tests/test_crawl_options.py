@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from tests.support.processes import free_port
 from tests.support.redis_server import RedisServer
 from tests.support.testweb import OUT_OF_SCOPE_IP, TestWeb, page_counts, politeness_report
 
@@ -124,3 +125,34 @@ def test_unreachable_or_mismatched_frontier_closes_clearly(
     text = proc.log_path.read_text()
     assert "was created with shards=4; this worker has 2" in text
     assert "Spider closed (frontier_unavailable)" in text
+
+
+GONE = "<html><body>This page is gone.</body></html>"
+
+
+def test_failed_fetches_get_a_fetch_record(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(
+        hosts=1, pages=3, latency_ms=0, links=2, cross_links=0, query_variants=0,
+        special={1: {"/gone": {"status": 404, "body": GONE, "content_type": "text/html"}}},
+    )  # fmt: skip
+    gone = web.base_url(1) + "gone"
+    refused = f"http://127.0.0.1:{free_port()}/x"  # nothing listens there
+    stats, items = crawl(
+        redis_server, "failures", [*web.seeds, gone, refused], tmp_path, RETRY_TIMES=0,
+        CRAWL_ROBOTS_OBEY=False,  # an unreachable robots.txt would forbid the host
+    )  # fmt: skip
+    by_url = {i["url"]: i for i in items}
+    assert set(by_url) == web.expected_urls | {gone, refused}
+    assert by_url[gone] == {
+        "url": gone, "final_url": gone, "status": 404, "depth": 0, "length": len(GONE),
+        "content_type": "text/html", "error": "HttpError",
+    }  # fmt: skip
+    assert by_url[refused]["status"] is None
+    assert by_url[refused]["error"] == "DownloadConnectionRefusedError"
+    assert all(by_url[u]["status"] == 200 and "error" not in by_url[u] for u in web.expected_urls)
+    # The 404 page is recorded, not judged as a page nor stored.
+    assert stats["dedupe/checked/new"] == len(web.expected_urls)
+    assert stats["store/pages"] == len(web.expected_urls)
+    assert stats["web/error/HttpError"] == 1

@@ -75,7 +75,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 60) -> None:
 def stats_of(path: str | Path) -> dict[str, int]:
     """Integer stats from the dump Scrapy logs when a worker closes."""
     text = Path(path).read_text(errors="replace")
-    return {k: int(v) for k, v in re.findall(r"'([\w/.-]+)': (\d+),?\n", text)}
+    return {k: int(v) for k, v in re.findall(r"'([\w/.-]+)': (\d+)[,}]?\n", text)}
 
 
 def tail(path: str | Path, lines: int = 40) -> str:
