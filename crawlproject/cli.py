@@ -6,7 +6,9 @@
     crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
                                           --requeue puts them all back in their queues
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
-                                          found through the WARC files' indexes
+                                          found through the WARC files' indexes or
+                                          the object format's (status and
+                                          Content-Type only: no other headers kept)
 
 All read the project settings (``REDIS_URL``, ``CRAWL_*``, ``AWS_*``), so they
 reach the same Redis and body store as ``scrapy crawl web`` run from the same
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
+import http
 import json
 import sys
 from collections.abc import Sequence
@@ -30,8 +34,9 @@ from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.store.backends import StoreConfig, open_store
-from crawlproject.store.index import INDEX_SUFFIX, find
-from crawlproject.store.warc import parse_response_member
+from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
+from crawlproject.store.objects import INDEX_KEY_DIR
+from crawlproject.store.warc import parse_response_member, payload_digest
 
 CLI_CLIENT_ID = "cli"
 
@@ -87,9 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parked.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
     )
-    body = sub.add_parser("body", help="print a stored page's body (from the WARC store)")
+    body = sub.add_parser("body", help="print a stored page's body (from the body store)")
     body.add_argument("url")
-    body.add_argument("--headers", action="store_true", help="print status and headers instead")
+    body.add_argument(
+        "--headers", action="store_true",
+        help="print status and headers instead (the object format keeps only Content-Type)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     settings = get_project_settings()
@@ -121,15 +129,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
     """Finds ``url`` in the crawl's WARC indexes (crawlproject/store/index.py),
-    newest file first, and prints its body (or status and headers)."""
+    newest file first, then in the object format's indexes
+    (crawlproject/store/objects.py), and prints its body (or status and
+    headers: for the object format only the status and Content-Type, the
+    other headers are not kept)."""
     store = open_store(config)
     prefix = f"{crawl}/warc/"
-    for key in sorted(store.keys(prefix), reverse=True):
+    keys = [
+        *sorted(store.keys(prefix), reverse=True),
+        *sorted(store.keys(f"{crawl}/{INDEX_KEY_DIR}/"), reverse=True),
+    ]
+    for key in keys:
         if not key.endswith(INDEX_SUFFIX):
             continue
         entry = find(store.get(key).decode("utf-8").splitlines(), url)
         if entry is None:
             continue
+        if entry.object_key is not None:
+            return _print_object(store.get(entry.object_key), entry, headers)
         member = store.get_range(prefix + entry.filename, entry.offset, entry.length)
         page = parse_response_member(member, prefix + entry.filename, entry.offset)
         if headers:
@@ -142,6 +159,26 @@ def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
         return 0
     print(f"{url}: not stored in crawl {crawl!r} ({store.uri})", file=sys.stderr)
     return 1
+
+
+def _print_object(data: bytes, entry: IndexEntry, headers: bool) -> int:
+    """Prints an object-format page: its body, or its status line and Content-Type."""
+    body = gzip.decompress(data)
+    if payload_digest(body) != entry.digest:
+        print(f"{entry.object_key}: fails its digest {entry.digest}", file=sys.stderr)
+        return 1
+    if headers:
+        try:
+            reason = http.HTTPStatus(entry.status).phrase
+        except ValueError:
+            reason = ""
+        print(f"{entry.status} {reason}".rstrip())
+        if entry.mime:
+            print(f"Content-Type: {entry.mime}")
+    else:
+        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.flush()
+    return 0
 
 
 if __name__ == "__main__":

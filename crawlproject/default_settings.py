@@ -245,6 +245,13 @@ CRAWL_STORE_RETRY_BASE_SECONDS = 1.0
 # after CRAWL_STORE_ROTATE_SECONDS, or when the worker stops. The item gets
 # the record's place (warc_file, warc_offset, warc_length) and payload_digest.
 CRAWL_STORE_ENABLED = True
+# How bodies are stored. "warc": rolling WARC files as above, about one store
+# PUT per thousands of pages. "object": one gzip object per distinct body,
+# keyed by its SHA-1 (<crawl>/objects/<BASE32>.gz), so a body served under many
+# URLs is stored once, plus rolling CDXJ index files (<crawl>/index/) that
+# `crawlproject body` reads; the cost is one PUT per distinct body, and only
+# status and Content-Type are kept of the headers. The item gets body_key.
+CRAWL_STORE_FORMAT = "warc"
 CRAWL_STORE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml", "text/plain"]
 CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
 CRAWL_STORE_ROTATE_SECONDS = 3600.0

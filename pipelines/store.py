@@ -1,18 +1,27 @@
-"""Store each kept page's body as WARC, and say where in its item.
+"""Store each kept page's body (as WARC, or as one object per distinct body),
+and say where in its item.
 
 The spider hands the page's Response over in the item (``crawl_response``,
 see crawlproject/store/config.py); this pipeline takes it out, so feeds never
-see it, and for a content type it stores (``CRAWL_STORE_CONTENT_TYPES``) writes
-a response record and its request record to the worker's rolling WARC file
-(crawlproject/store/warc.py) in the local spool. Finished files go to the body
-store (``CRAWL_STORE_URI``: a local directory by default, or S3) through one
-uploader thread (crawlproject/store/uploader.py), which keeps them spooled
-while the store is unreachable and picks up files a killed worker left.
+see it, and for a content type it stores (``CRAWL_STORE_CONTENT_TYPES``)
+writes the body to the local spool in the format ``CRAWL_STORE_FORMAT`` picks:
+
+* ``"warc"``: a response record and its request record in the worker's
+  rolling WARC file (crawlproject/store/warc.py);
+* ``"object"``: a gzip object named after the body's digest, written once per
+  distinct body, and a line in the worker's rolling CDXJ index
+  (crawlproject/store/objects.py), in ``<spool>/objects/``.
+
+Finished files go to the body store (``CRAWL_STORE_URI``: a local directory by
+default, or S3) through one uploader thread (crawlproject/store/uploader.py),
+which keeps them spooled while the store is unreachable and picks up files a
+killed worker left.
 
 Runs after the duplicate filter (pipelines/dedupe.py at 100), so copies are
 not stored. The item gains ``fetched_at``, ``final_url``, ``payload_digest``,
-and for a stored page ``warc_file`` (its key in the store), ``warc_offset`` and
-``warc_length`` (the response record's gzip member, as a CDX index has them).
+and for a stored page: as WARC, ``warc_file`` (its key in the store),
+``warc_offset`` and ``warc_length`` (the response record's gzip member, as a
+CDX index has them); as an object, ``body_key`` (the object's store key).
 Small pages are written on the reactor thread (a thread hand-off costs more
 than their gzip); large ones in a writer thread, so the reactor never waits
 long.
@@ -23,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -33,8 +44,9 @@ from scrapy.http import Response
 
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.store.backends import StoreConfig, open_store
-from crawlproject.store.config import RESPONSE_ITEM_KEY, WarcStoreConfig
+from crawlproject.store.config import RESPONSE_ITEM_KEY, STORE_FORMAT_OBJECT, WarcStoreConfig
 from crawlproject.store.index import build_index
+from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import RollingWarcWriter, WarcLocation, payload_digest
 
@@ -62,6 +74,7 @@ class WarcStorePipeline:
         self.store_config = store_config
         self.stats = stats
         self._writer: RollingWarcWriter | None = None
+        self._objects: ObjectWriter | None = None  # the writer of the object format
         self._uploader: SpoolUploader | None = None
         self._key_prefix = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -87,6 +100,9 @@ class WarcStorePipeline:
         crawl = str(getattr(spider, "crawl_name", None) or self.crawler.settings["CRAWL_NAME"])
         scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
         worker = frontier_of(self.crawler).worker_id if is_frontier(scheduler) else "local"
+        if self.config.store_format == STORE_FORMAT_OBJECT:
+            await self._open_objects(crawl, worker)
+            return
         spool = self.config.spool_dir(crawl)
         self._key_prefix = f"{crawl}/warc/"
         store = open_store(self.store_config)
@@ -107,6 +123,34 @@ class WarcStorePipeline:
         )
         logger.info("Storing page bodies as WARC: spool %s, store %s", spool, store.uri)
 
+    async def _open_objects(self, crawl: str, worker: str) -> None:
+        spool = self.config.object_spool_dir(crawl)
+        self._key_prefix = f"{crawl}/"
+        store = open_store(self.store_config)
+        self._uploader = SpoolUploader(
+            store,
+            spool,
+            self._key_prefix,
+            on_uploaded=self._on_uploaded,
+            key_for=partial(store_key, self._key_prefix),
+            sweep=sweep_object_spool,
+        )
+        loop = self._loop = asyncio.get_running_loop()
+        # Start-up recovery reads leftover files: disk I/O, off the reactor.
+        await loop.run_in_executor(
+            self._executor, partial(spool.mkdir, parents=True, exist_ok=True)
+        )
+        await loop.run_in_executor(self._executor, self._uploader.start)
+        self._objects = ObjectWriter(
+            spool,
+            prefix=f"{crawl}-{worker}",
+            key_prefix=self._key_prefix,
+            max_index_bytes=self.config.rotate_bytes,
+            max_index_seconds=self.config.rotate_seconds,
+            on_finished=self._uploader.submit,
+        )
+        logger.info("Storing page bodies as objects: spool %s, store %s", spool, store.uri)
+
     def _on_uploaded(self, path: Any, key: str, size: int) -> None:
         # Called in the uploader thread: the stats belong to the reactor's.
         if self._loop is not None and not self._loop.is_closed():
@@ -121,15 +165,26 @@ class WarcStorePipeline:
         response = adapter.get(RESPONSE_ITEM_KEY)
         if RESPONSE_ITEM_KEY in adapter:
             del adapter[RESPONSE_ITEM_KEY]
-        if not isinstance(response, Response) or self._writer is None:
+        if not isinstance(response, Response) or (self._writer is None and self._objects is None):
             return item
         fetched_at = datetime.now(UTC)
         adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
         adapter["final_url"] = response.url
-        adapter["payload_digest"] = payload_digest(response.body)
+        digest = adapter["payload_digest"] = payload_digest(response.body)
         content_type = _content_type(response)
         if content_type not in self.config.content_types:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
+            return item
+        if self._objects is not None:
+            stored = await self._run_write(
+                self._write_object, response, content_type, fetched_at, digest
+            )
+            adapter["body_key"] = stored.key
+            self.stats.inc_value(
+                "store/objects_written" if stored.written else "store/objects_already_stored"
+            )
+            self.stats.inc_value("store/pages")
+            self.stats.inc_value("store/bytes", len(response.body))
             return item
         if self._in_thread == 0 and len(response.body) <= INLINE_WRITE_MAX_BYTES:
             # A small page is written at once: cheaper than a hand-off to the
@@ -153,6 +208,34 @@ class WarcStorePipeline:
         self.stats.inc_value("store/bytes", len(response.body))
         return item
 
+    async def _run_write(
+        self, write: Callable[..., StoredObject], response: Response, *args: Any
+    ) -> StoredObject:
+        """``write(response, *args)`` inline for a small body, else in the writer
+        thread: the rule of the WARC branch of process_item."""
+        if self._in_thread == 0 and len(response.body) <= INLINE_WRITE_MAX_BYTES:
+            return write(response, *args)
+        self._in_thread += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, write, response, *args
+            )
+        finally:
+            self._in_thread -= 1
+
+    def _write_object(
+        self, response: Response, content_type: str, fetched_at: datetime, digest: str
+    ) -> StoredObject:
+        assert self._objects is not None
+        return self._objects.write_page(
+            url=response.url,
+            status=response.status,
+            mime=content_type,
+            body=response.body,
+            fetched_at=fetched_at,
+            digest=digest,
+        )
+
     def _write(self, response: Response, fetched_at: datetime) -> WarcLocation:
         assert self._writer is not None
         request = response.request
@@ -175,6 +258,9 @@ class WarcStorePipeline:
         if self._writer is not None:
             # Finishes the open file; on_finished hands it to the uploader.
             await loop.run_in_executor(self._executor, self._writer.close)
+        if self._objects is not None:
+            # Finishes the open index file, handed to the uploader after its objects.
+            await loop.run_in_executor(self._executor, self._objects.close)
         if self._uploader is not None:
             left = await loop.run_in_executor(
                 self._executor, self._uploader.close, self.config.close_timeout_seconds

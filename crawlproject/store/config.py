@@ -1,4 +1,4 @@
-"""Settings of the WARC storage pipeline (``CRAWL_STORE_*``), read once and checked.
+"""Settings of the body storage pipeline (``CRAWL_STORE_*``), read once and checked.
 
 Where files go (``CRAWL_STORE_URI``, ``AWS_*``) is :class:`~crawlproject.store.
 backends.StoreConfig`; this is what is written and when.
@@ -18,6 +18,10 @@ from crawlproject.setting_values import crawl_setting
 # pipeline, which removes it (feeds never see it).
 RESPONSE_ITEM_KEY = "crawl_response"
 
+STORE_FORMAT_WARC = "warc"
+STORE_FORMAT_OBJECT = "object"
+STORE_FORMATS = (STORE_FORMAT_WARC, STORE_FORMAT_OBJECT)
+
 
 @dataclass(frozen=True)
 class WarcStoreConfig:
@@ -27,6 +31,7 @@ class WarcStoreConfig:
     rotate_seconds: float
     close_timeout_seconds: float
     data_dir: Path
+    store_format: str = STORE_FORMAT_WARC
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> WarcStoreConfig:
@@ -39,7 +44,13 @@ class WarcStoreConfig:
             rotate_seconds=crawl_setting(settings, "CRAWL_STORE_ROTATE_SECONDS"),
             close_timeout_seconds=crawl_setting(settings, "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS"),
             data_dir=Path(crawl_setting(settings, "CRAWL_DATA_DIR")),
+            store_format=str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower(),
         )
+        if config.store_format not in STORE_FORMATS:
+            raise ConfigError(
+                f"CRAWL_STORE_FORMAT must be one of {', '.join(map(repr, STORE_FORMATS))}, "
+                f"got {crawl_setting(settings, 'CRAWL_STORE_FORMAT')!r}"
+            )
         if config.rotate_bytes < 1 or config.rotate_seconds <= 0:
             raise ConfigError("CRAWL_STORE_ROTATE_BYTES and _SECONDS must be > 0")
         if config.close_timeout_seconds < 0:
@@ -48,3 +59,7 @@ class WarcStoreConfig:
 
     def spool_dir(self, crawl: str) -> Path:
         return self.data_dir / "spool" / crawl
+
+    def object_spool_dir(self, crawl: str) -> Path:
+        """The object format's spool: apart, so the WARC spool's sweep never sees it."""
+        return self.spool_dir(crawl) / "objects"

@@ -10,6 +10,11 @@ files cost nothing until read, travel with their WARC file, and are built from
 the finished file, so a file recovered from a killed worker gets an exact one.
 ``crawlproject body URL`` scans them (newest first); a crawl of billions of
 pages would merge them into a sorted, sharded index (ZipNum) instead.
+
+The object format (crawlproject/store/objects.py) writes lines of the same
+form to its own index files, with ``object`` (the body's store key) in place
+of ``filename`` and ``offset``, and ``length`` counting body bytes:
+:func:`find` reads both (:attr:`IndexEntry.object_key`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class IndexEntry:
     status: int
     mime: str
     digest: str
+    # Set for an entry of the object format; filename and offset are then unused.
+    object_key: str | None = None
 
 
 def index_path(warc_path: Path) -> Path:
@@ -93,12 +100,13 @@ def find(lines: Iterable[str], url: str) -> IndexEntry | None:
         entry = IndexEntry(
             url=fields["url"],
             timestamp=timestamp,
-            filename=fields["filename"],
-            offset=int(fields["offset"]),
+            filename=fields.get("filename", ""),
+            offset=int(fields.get("offset", 0)),
             length=int(fields["length"]),
             status=int(fields["status"]),
             mime=fields["mime"],
             digest=fields["digest"],
+            object_key=fields.get("object"),
         )
         if best is None or entry.timestamp > best.timestamp:
             best = entry

@@ -49,6 +49,8 @@ BACKOFF_MAX_DOUBLINGS = 40
 THREAD_NAME = "warc-uploader"
 
 UploadedCallback = Callable[[Path, str, int], None]
+# recover_and_list(spool_dir) -> the spool's finished files, in upload order.
+SpoolSweep = Callable[[Path], list[Path]]
 
 
 class SpoolUploader:
@@ -57,6 +59,13 @@ class SpoolUploader:
     ``index_builder(path) -> index path``, when given, writes the index of a
     finished file beside it (crawlproject/store/index.py); it is uploaded
     after the file, under the same prefix, and both leave the spool together.
+
+    ``key_for(path) -> key`` names a file's object in the store (default:
+    ``key_prefix + path.name``). ``sweep(spool_dir)``, run by :meth:`start`,
+    recovers what killed writers left and returns the finished files already
+    spooled, in upload order (default: :func:`recover_open_files`, then the
+    finished WARC files, oldest first). Both let a spool of another layout
+    (crawlproject/store/objects.py) reuse this uploader.
 
     ``on_uploaded(path, key, size_bytes)`` is called after each upload, once
     the local file is deleted, **from the uploader thread**: a callback that
@@ -78,6 +87,8 @@ class SpoolUploader:
         retry_max_seconds: float = 60.0,
         on_uploaded: UploadedCallback | None = None,
         index_builder: Callable[[Path], Path] | None = None,
+        key_for: Callable[[Path], str] | None = None,
+        sweep: SpoolSweep | None = None,
     ) -> None:
         if key_prefix:
             # Refused now rather than as a retried failure of every upload.
@@ -94,6 +105,8 @@ class SpoolUploader:
         self.retry_max_seconds = retry_max_seconds
         self.on_uploaded = on_uploaded
         self.index_builder = index_builder
+        self.key_for = key_for
+        self.sweep = sweep if sweep is not None else _sweep_warc_spool
         # Guards every field below; notified when a file is queued or close() begins.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -124,13 +137,7 @@ class SpoolUploader:
         with self._lock:
             if self._thread is not None or self._closing:
                 raise RuntimeError(f"{self!r} already started or closed")
-        recovered = recover_open_files(self.spool_dir)
-        if recovered:
-            logger.warning(
-                "Recovered %d WARC file(s) a killed worker left in %s",
-                len(recovered), self.spool_dir,
-            )  # fmt: skip
-        spooled = sorted(finished_files(self.spool_dir), key=_age_order)
+        spooled = self.sweep(self.spool_dir)
         with self._lock:
             # Files submitted before start() go after the older spooled ones.
             swept = set(spooled)
@@ -255,7 +262,7 @@ class SpoolUploader:
     def _upload(self, path: Path) -> None:
         """Put ``path`` (and its index, with an index_builder) and drop them from
         the spool; raises with the files kept."""
-        key = self.key_prefix + path.name
+        key = self.key_for(path) if self.key_for is not None else self.key_prefix + path.name
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -342,6 +349,16 @@ def _failure_kind(exc: BaseException) -> str:
         if isinstance(response, dict):
             parts.append(str(response.get("Error", {}).get("Code", "")))
     return ":".join(parts)
+
+
+def _sweep_warc_spool(spool_dir: Path) -> list[Path]:
+    """The default sweep: recover the ``.open`` WARC files, list the finished ones."""
+    recovered = recover_open_files(spool_dir)
+    if recovered:
+        logger.warning(
+            "Recovered %d WARC file(s) a killed worker left in %s", len(recovered), spool_dir
+        )
+    return sorted(finished_files(spool_dir), key=_age_order)
 
 
 def _age_order(path: Path) -> tuple[str, str]:

@@ -1,0 +1,432 @@
+"""Page bodies as content-addressed objects (``CRAWL_STORE_FORMAT = "object"``).
+
+Each distinct body is one gzip object named after its payload digest (the SHA-1
+of the body in base32, as WARC-Payload-Digest has it: :func:`~crawlproject.
+store.warc.payload_digest`), so a body served under many URLs is stored once.
+The cost is one store PUT per distinct body, where WARC files cost about one
+PUT per thousands of pages.
+
+Spool layout (one directory, shared by the workers of a machine):
+
+* ``<BASE32>.gz``: an object, gzip of the body as Scrapy saw it (decoded).
+  Written to a hidden temporary file (``.<BASE32>.gz.<random>.tmp``, held
+  under ``flock``) and renamed with ``os.replace``: a killed worker never
+  leaves half an object under the final name, and :func:`sweep_object_spool`
+  deletes the temporary files nobody holds. Store key
+  ``<crawl>/objects/<BASE32>.gz``. Objects with the same digest are the same
+  body, so when two workers (or two runs) write or upload one twice, the
+  overwrite is harmless.
+* ``<crawl>-<worker>-<yyyymmddHHMMSS>-<seq>.cdxj.open``: this worker's rolling
+  index, one CDXJ line per stored page (``<url> <14-digit timestamp> <JSON>``,
+  JSON keys ``url``, ``mime``, ``status``, ``digest``, ``length`` (body bytes)
+  and ``object`` (the object's store key)), appended with one ``os.write`` per
+  line (``O_APPEND``). Finished like a WARC file (by size, by age, at close):
+  renamed to ``.cdxj``, store key ``<crawl>/index/<name>.cdxj``.
+
+Order: an object is handed to the uploader (``on_finished``) before the index
+line naming it is written, and the index file only when finished; the uploader
+works through its queue in order, so an index never names an object the store
+lacks. An object already in the spool (written by another worker sharing it, or
+left from an earlier run) is handed over again, so this uploader's queue has it
+before the index naming it (the uploader drops a file another one took first).
+
+Recovery (:func:`sweep_object_spool`, at the uploader's start): a ``.cdxj.open``
+file no live writer holds is cut after its last complete line and renamed to
+``.cdxj`` (deleted if no line is left). Objects need none: they are whole or
+absent. Then the objects are queued before the index files.
+
+Durability: an object and an index line are in the kernel when the write
+returns (safe from ``kill -9``); a finished index file is fsynced before its
+rename. Objects are not fsynced (a disk flush per distinct body): after a power
+loss an object may be empty or torn, the same trade as WARC (warc.py).
+
+Not thread-safe: one writer, one thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import gzip
+import json
+import logging
+import os
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from crawlproject.store.warc import payload_digest
+
+logger = logging.getLogger(__name__)
+
+OBJECT_SUFFIX = ".gz"
+CDXJ_SUFFIX = ".cdxj"
+OPEN_SUFFIX = ".open"  # appended to CDXJ_SUFFIX while the index file is written
+TMP_SUFFIX = ".tmp"
+OBJECTS_KEY_DIR = "objects"
+INDEX_KEY_DIR = "index"
+# Digests this process wrote, remembered so a repeated body costs no gzip and
+# no disk I/O; 65,536 entries of ~100 bytes are ~7 MB.
+STORED_DIGESTS_MAX_ENTRIES = 65_536
+DEFAULT_MAX_INDEX_BYTES = 1_000_000_000
+DEFAULT_MAX_INDEX_SECONDS = 3600.0
+# zlib's default level: a body is compressed once, on the crawl's hot path.
+OBJECT_GZIP_LEVEL = 6
+SEQ_DIGITS = 5
+# Recovery looks for the last newline backwards, this much at a time.
+RECOVERY_READ_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """Where a page's body is: what the pipeline puts in the item."""
+
+    digest: str  # ``sha1:<BASE32>``
+    key: str  # the object's store key
+    written: bool  # False when an object of this digest was already stored
+
+
+def object_name(digest: str) -> str:
+    """``<BASE32>.gz`` for ``sha1:<BASE32>``."""
+    algorithm, _, value = digest.partition(":")
+    if algorithm != "sha1" or not value.isalnum():
+        raise ValueError(f"bad payload digest {digest!r}")
+    return value + OBJECT_SUFFIX
+
+
+def store_key(key_prefix: str, path: Path) -> str:
+    """The store key of a spooled file: ``<prefix>objects/<name>`` for an object,
+    ``<prefix>index/<name>`` for an index file (the uploader's ``key_for``)."""
+    folder = INDEX_KEY_DIR if path.name.endswith(CDXJ_SUFFIX) else OBJECTS_KEY_DIR
+    return f"{key_prefix}{folder}/{path.name}"
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+@dataclass(slots=True)
+class _OpenIndex:
+    path: Path  # the ``.open`` name
+    final_path: Path
+    fd: int
+    size: int
+    opened_at: float  # on the writer's clock
+
+
+class ObjectWriter:
+    """One worker's objects and rolling CDXJ index in ``directory``.
+
+    ``write_page`` stores a body (unless its digest is already stored), appends
+    its index line and returns a :class:`StoredObject`. ``on_finished(path)``
+    gets each new object and each finished index file, in that order (module
+    doc); an exception from it is logged, not raised. Index files are named
+    after ``prefix`` (``<crawl>-<worker>``) and finished at ``max_index_bytes``
+    or ``max_index_seconds`` (on ``clock``), by ``rotate()`` or ``close()``.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        prefix: str,
+        key_prefix: str,
+        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
+        max_index_seconds: float = DEFAULT_MAX_INDEX_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        on_finished: Callable[[Path], None] | None = None,
+        max_stored_digests: int = STORED_DIGESTS_MAX_ENTRIES,
+    ) -> None:
+        if not prefix or "/" in prefix:
+            raise ValueError(f"bad index file prefix {prefix!r}")
+        if max_stored_digests < 1:
+            raise ValueError(f"max_stored_digests must be >= 1, got {max_stored_digests}")
+        self.directory = directory
+        self.prefix = prefix
+        self.key_prefix = key_prefix
+        self.max_index_bytes = max_index_bytes
+        self.max_index_seconds = max_index_seconds
+        self.clock = clock
+        self.on_finished = on_finished
+        self.max_stored_digests = max_stored_digests
+        self._stored: OrderedDict[str, None] = OrderedDict()  # LRU, newest last
+        self._index: _OpenIndex | None = None
+        self._seq = 0
+
+    @property
+    def open_index_path(self) -> Path | None:
+        return self._index.path if self._index else None
+
+    def object_key(self, digest: str) -> str:
+        return store_key(self.key_prefix, self.directory / object_name(digest))
+
+    def write_page(
+        self,
+        url: str,
+        status: int,
+        mime: str,
+        body: bytes,
+        fetched_at: datetime,
+        digest: str | None = None,
+    ) -> StoredObject:
+        """Store ``body`` (``digest``: its :func:`payload_digest`, when the caller
+        has it already) and index it under ``url``."""
+        if digest is None:
+            digest = payload_digest(body)
+        written = self._store_object(digest, body)
+        key = self.object_key(digest)
+        if fetched_at.tzinfo is not None:
+            fetched_at = fetched_at.astimezone(UTC)
+        fields = {
+            "url": url,
+            "mime": mime,
+            "status": status,
+            "digest": digest,
+            "length": len(body),
+            "object": key,
+        }
+        line = f"{url} {fetched_at:%Y%m%d%H%M%S} {json.dumps(fields, ensure_ascii=False)}\n"
+        self._append_line(line.encode("utf-8"))
+        return StoredObject(digest, key, written)
+
+    def _store_object(self, digest: str, body: bytes) -> bool:
+        """Write the object unless stored already; whether it was written."""
+        if digest in self._stored:
+            self._stored.move_to_end(digest)
+            return False
+        final_path = self.directory / object_name(digest)
+        written = not final_path.exists()
+        if written:
+            self._write_object(final_path, body)
+        self._remember(digest)
+        # Also when it was spooled already: this uploader must have it queued
+        # before the index naming it (a no-op if it is).
+        self._hand_over(final_path)
+        return written
+
+    def _remember(self, digest: str) -> None:
+        self._stored[digest] = None
+        if len(self._stored) > self.max_stored_digests:
+            self._stored.popitem(last=False)
+
+    def _write_object(self, final_path: Path, body: bytes) -> None:
+        data = gzip.compress(body, compresslevel=OBJECT_GZIP_LEVEL, mtime=0)
+        tmp = final_path.with_name(f".{final_path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            # Held until the rename: the sweep of a starting worker deletes only
+            # temporary files nobody holds (those of killed workers).
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.replace(tmp, final_path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(fd)
+
+    def _append_line(self, line: bytes) -> None:
+        self.rotate_if_due()
+        current = self._index or self._open_index()
+        written = os.write(current.fd, line)  # O_APPEND: one write, one whole line
+        if written != len(line):
+            # Disk full: cut the partial line so the next one starts clean.
+            try:
+                os.ftruncate(current.fd, current.size)
+            except OSError:
+                logger.exception("Index %s: partial line not cut", current.path)
+            raise OSError(errno.ENOSPC, f"short write to {current.path}")
+        current.size += written
+
+    def _open_index(self) -> _OpenIndex:
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+        while True:
+            name = f"{self.prefix}-{stamp}-{self._seq:0{SEQ_DIGITS}d}{CDXJ_SUFFIX}"
+            self._seq += 1
+            final_path = self.directory / name
+            path = final_path.with_name(name + OPEN_SUFFIX)
+            if final_path.exists():  # a previous run's file from the same second
+                continue
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            except FileExistsError:
+                continue
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # freed by the kernel if we die
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        self._index = _OpenIndex(path, final_path, fd, 0, self.clock())
+        logger.debug("Index %s opened", path)
+        return self._index
+
+    def rotate(self) -> Path | None:
+        """Finish the open index file now; its final path, or None when none is open."""
+        if self._index is None:
+            return None
+        return self._finish(self._index)
+
+    def rotate_if_due(self) -> Path | None:
+        current = self._index
+        if current is None:
+            return None
+        too_big = current.size >= self.max_index_bytes
+        too_old = self.clock() - current.opened_at >= self.max_index_seconds
+        return self._finish(current) if too_big or too_old else None
+
+    def close(self) -> Path | None:
+        return self.rotate()
+
+    def __enter__(self) -> ObjectWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _finish(self, current: _OpenIndex) -> Path:
+        self._index = None
+        try:
+            os.fsync(current.fd)
+            # Renamed while still locked, so another worker's recovery cannot take it.
+            os.replace(current.path, current.final_path)
+        finally:
+            os.close(current.fd)
+        _fsync_directory(self.directory)
+        logger.info("Index %s finished (%d bytes)", current.final_path, current.size)
+        self._hand_over(current.final_path)
+        return current.final_path
+
+    def _hand_over(self, path: Path) -> None:
+        if self.on_finished is None:
+            return
+        try:
+            self.on_finished(path)
+        except Exception:
+            logger.exception("%s: on_finished failed", path)
+
+
+def sweep_object_spool(directory: Path) -> list[Path]:
+    """Recover and list an object spool (the uploader's ``sweep``): delete the
+    temporary files of killed writers, finish their ``.cdxj.open`` files, and
+    return the objects, then the finished index files (oldest first)."""
+    if not directory.is_dir():
+        return []
+    removed = remove_stale_tmp_files(directory)
+    if removed:
+        logger.warning("Removed %d unfinished object(s) a killed worker left", removed)
+    recovered = recover_open_indexes(directory)
+    if recovered:
+        logger.warning(
+            "Recovered %d index file(s) a killed worker left in %s", len(recovered), directory
+        )
+    objects = sorted(p for p in directory.glob(f"*{OBJECT_SUFFIX}") if not p.name.startswith("."))
+    indexes = sorted(directory.glob(f"*{CDXJ_SUFFIX}"), key=_index_age_order)
+    return objects + indexes
+
+
+def remove_stale_tmp_files(directory: Path) -> int:
+    """Delete the temporary object files no live writer holds; how many."""
+    removed = 0
+    for path in directory.glob(f".*{OBJECT_SUFFIX}.*{TMP_SUFFIX}"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # renamed meanwhile by its writer
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live writer's
+            path.unlink(missing_ok=True)
+            removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
+def recover_open_indexes(directory: Path) -> list[Path]:
+    """Finish the ``.cdxj.open`` files killed writers left (module doc); the
+    renamed paths. Skips files a live writer holds."""
+    recovered: list[Path] = []
+    for path in sorted(directory.glob(f"*{CDXJ_SUFFIX}{OPEN_SUFFIX}")):
+        final_path = _recover_index(path)
+        if final_path is not None:
+            recovered.append(final_path)
+    if recovered:
+        _fsync_directory(directory)
+    return recovered
+
+
+def _recover_index(path: Path) -> Path | None:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:  # finished meanwhile by its writer
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.debug("Index %s is being written; not recovered", path)
+            return None
+        try:
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                return None  # renamed and replaced between our open and our lock
+        except FileNotFoundError:
+            return None
+        size = os.fstat(fd).st_size
+        good_bytes = _end_of_last_line(fd, size)
+        if good_bytes == 0:
+            path.unlink()
+            logger.warning("Index %s held no complete line (%d bytes); deleted", path, size)
+            return None
+        if good_bytes < size:
+            os.ftruncate(fd, good_bytes)
+            logger.warning("Index %s: cut a torn line of %d bytes", path, size - good_bytes)
+        os.fsync(fd)
+        final_path = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
+        os.replace(path, final_path)
+        logger.info("Index %s recovered (%d bytes)", final_path, good_bytes)
+        return final_path
+    finally:
+        os.close(fd)
+
+
+def _end_of_last_line(fd: int, size: int) -> int:
+    """Offset just past the file's last newline (0 if none), read backwards."""
+    end = size
+    while end > 0:
+        start = max(0, end - RECOVERY_READ_BYTES)
+        chunk = os.pread(fd, end - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def _index_age_order(path: Path) -> tuple[str, str]:
+    """Sort key: the UTC opening time in the name
+    (``<prefix>-<yyyymmddHHMMSS>-<seq>.cdxj``), then the name."""
+    parts = path.name.removesuffix(CDXJ_SUFFIX).rsplit("-", 2)
+    stamp = parts[1] if len(parts) == 3 and parts[1].isdigit() else ""
+    return stamp, path.name
