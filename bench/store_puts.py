@@ -17,6 +17,8 @@ Runs (``--repeats`` has no use here: the counts are exact, not timings):
   finished at 1 GB or an hour, or when the worker stops: here, at the end).
 * ``warc-1mb``: WARC files finished every 1 MB (``CRAWL_STORE_ROTATE_BYTES``),
   so that the crawl makes many files: requests per file as in steady state.
+* ``warc-multipart``: one file at the end, sent as a multipart upload in
+  5 MiB parts (S3's smallest), to count what a multipart file costs.
 * ``object``: ``CRAWL_STORE_FORMAT=object``: one gzip object per distinct body.
 
 Per run: pages stored (the worker's ``store/pages``), write requests to S3
@@ -74,6 +76,13 @@ def web_config(quick: bool) -> dict[str, Any]:
 RUNS: dict[str, dict[str, Any]] = {
     "warc-default": {"CRAWL_STORE_FORMAT": "warc"},
     "warc-1mb": {"CRAWL_STORE_FORMAT": "warc", "CRAWL_STORE_ROTATE_BYTES": 1_000_000},
+    # Multipart at S3's smallest part size: the requests a file costs when it
+    # is sent in parts (create + parts + complete), as a 1 GB file is.
+    "warc-multipart": {
+        "CRAWL_STORE_FORMAT": "warc",
+        "CRAWL_STORE_MULTIPART_THRESHOLD_BYTES": 5 * 1024 * 1024,
+        "CRAWL_STORE_MULTIPART_CHUNK_BYTES": 5 * 1024 * 1024,
+    },
     "object": {"CRAWL_STORE_FORMAT": "object"},
 }
 
