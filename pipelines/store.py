@@ -30,6 +30,7 @@ long.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
 from collections.abc import Callable
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# An idle writer's open file is checked this often (at most) for its age, so a
+# quiet worker still finishes it after CRAWL_STORE_ROTATE_SECONDS.
+ROTATION_CHECK_MAX_SECONDS = 30.0
+
 # Bodies up to this size are written on the reactor thread (~0.16 ms CPU for
 # 2.6 KB, bench/warc_write.py); larger ones in the writer thread.
 INLINE_WRITE_MAX_BYTES = 64 * 1024
@@ -79,6 +84,7 @@ class WarcStorePipeline:
         self._key_prefix = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._in_thread = 0  # writes handed to the writer thread, not yet done
+        self._rotation_task: asyncio.Task[None] | None = None
         # One thread: the writer is not thread-safe, and records stay in order.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
 
@@ -122,6 +128,7 @@ class WarcStorePipeline:
             on_finished=self._uploader.submit,
         )
         logger.info("Storing page bodies as WARC: spool %s, store %s", spool, store.uri)
+        self._start_rotation_checks()
 
     async def _open_objects(self, crawl: str, worker: str) -> None:
         spool = self.config.object_spool_dir(crawl)
@@ -150,6 +157,29 @@ class WarcStorePipeline:
             on_finished=self._uploader.submit,
         )
         logger.info("Storing page bodies as objects: spool %s, store %s", spool, store.uri)
+        self._start_rotation_checks()
+
+    def _start_rotation_checks(self) -> None:
+        self._rotation_task = asyncio.get_running_loop().create_task(self._rotate_when_due())
+
+    async def _rotate_when_due(self) -> None:
+        """Finishes the open file once it is old enough even when no page comes
+        (writes check it too): a quiet worker's last pages still reach the store."""
+        period = min(self.config.rotate_seconds / 4, ROTATION_CHECK_MAX_SECONDS)
+        writer = self._writer or self._objects
+        assert writer is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(period)
+            # In the writer thread (a rename and fsyncs); counted as a write there,
+            # so meanwhile no page is written inline by the reactor's thread.
+            self._in_thread += 1
+            try:
+                await loop.run_in_executor(self._executor, writer.rotate_if_due)
+            except OSError:
+                logger.exception("Could not finish the open file; the next write retries")
+            finally:
+                self._in_thread -= 1
 
     def _on_uploaded(self, path: Any, key: str, size: int) -> None:
         # Called in the uploader thread: the stats belong to the reactor's.
@@ -255,6 +285,10 @@ class WarcStorePipeline:
 
     async def close_spider(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._rotation_task is not None:
+            self._rotation_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rotation_task
         if self._writer is not None:
             # Finishes the open file; on_finished hands it to the uploader.
             await loop.run_in_executor(self._executor, self._writer.close)

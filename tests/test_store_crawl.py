@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -134,3 +135,26 @@ def test_pages_are_stored_in_s3(
         assert stored.body == bodies[str(item["url"])]
     assert stats["store/files_uploaded"] >= 1
     assert stats["store/files_spooled_at_close"] == 0
+
+
+def test_an_idle_worker_finishes_its_file_when_it_is_old_enough(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=1, pages=3, latency_ms=0, links=2, cross_links=0, query_variants=0)
+    data = tmp_path / "data"
+    proc = start_worker(
+        REPO_ROOT, redis_server.url, "idle", web.seeds,
+        {**FAST, "CRAWL_DATA_DIR": str(data), "CRAWL_STORE_ROTATE_SECONDS": 0.5,
+         "CRAWL_IDLE_CLOSE_SECONDS": 5.0},
+        tmp_path / "idle.log",
+    )  # fmt: skip
+    wait_all([proc], timeout=60)
+    log = proc.log_path.read_text()
+    # The pages come within the first 0.5 s, then the worker waits 5 s for more:
+    # its file was finished and uploaded in that wait, not by its stop.
+    closing = log.index("Closing spider")
+    finished = [m.start() for m in re.finditer(r"WARC \S+ finished", log)]
+    uploaded = [m.start() for m in re.finditer(r"\.warc\.gz uploaded to", log)]
+    assert finished and uploaded and max(finished + uploaded) < closing
+    indexes = (data / "bodies" / "idle" / "warc").glob("*.cdxj")
+    assert sum(len(f.read_text().splitlines()) for f in indexes) == len(web.expected_urls)
