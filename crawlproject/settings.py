@@ -59,6 +59,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Below RetryMiddleware (550): exceptions pass from high to low order and a
     # retry stops them, so it sees a failure only once retries gave up.
     "middlewares.dns.DnsFailureMiddleware": 540,
+    # Notes the body's Content-Encoding before HttpCompressionMiddleware (590)
+    # decodes it and drops the header, so the WARC record still says it.
+    "middlewares.wire_encoding.WireEncodingMiddleware": 595,
 }
 # DNS: a large expiring cache that also remembers failures (CRAWL_DNS_*);
 # Scrapy's keeps 10,000 names for ever and forgets failures.

@@ -45,7 +45,12 @@ from scrapy.http import Response
 
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.store.backends import StoreConfig, open_store
-from crawlproject.store.config import RESPONSE_ITEM_KEY, STORE_FORMAT_OBJECT, WarcStoreConfig
+from crawlproject.store.config import (
+    RESPONSE_ITEM_KEY,
+    STORE_FORMAT_OBJECT,
+    WIRE_ENCODING_META_KEY,
+    WarcStoreConfig,
+)
 from crawlproject.store.index import build_index
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
 from crawlproject.store.uploader import SpoolUploader
@@ -277,7 +282,7 @@ class WarcStorePipeline:
             request_body=request.body if request is not None else b"",
             status=response.status,
             reason=_reason(response.status),
-            response_headers=_headers(response.headers),
+            response_headers=_response_headers(response),
             body=response.body,
             fetched_at=fetched_at,
             ip_address=str(ip) if ip is not None else None,
@@ -321,6 +326,17 @@ def _headers(headers: Any) -> list[tuple[str, str]]:
         for name, values in headers.items()
         for value in values
     ]
+
+
+def _response_headers(response: Response) -> list[tuple[str, str]]:
+    """The headers as received: Content-Encoding comes back if Scrapy decoded
+    the body and dropped it (the writer stores it as X-Crawler-Content-Encoding)."""
+    headers = _headers(response.headers)
+    request = response.request
+    wire_encoding = request.meta.get(WIRE_ENCODING_META_KEY) if request is not None else None
+    if wire_encoding and b"Content-Encoding" not in response.headers:
+        headers.append(("Content-Encoding", str(wire_encoding)))
+    return headers
 
 
 def _reason(status: int) -> str:

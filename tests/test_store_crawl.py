@@ -18,6 +18,7 @@ from tests.support.redis_server import RedisServer
 from tests.support.s3_server import TEST_REGION, MotoServer
 from tests.support.testweb import TestWeb
 
+GZ_PAGE = "<html><body><p>" + "sent gzip-encoded " * 50 + "</p></body></html>"
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 BUCKET = "crawl-bodies"
 
@@ -52,17 +53,24 @@ def test_pages_are_stored_as_warc_on_local_disk(
     big = ("<html><body>" + "large page " * 20_000 + "</body></html>").encode()
     web = testweb_factory(
         hosts=3, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0,
-        special={1: {"/big.html": {"body": big.decode(), "content_type": "text/html"}}},
+        special={1: {
+            "/big.html": {"body": big.decode(), "content_type": "text/html"},
+            # Sent gzip-encoded: stored decoded, with the encoding noted.
+            "/gz.html": {"body": GZ_PAGE, "content_type": "text/html", "gzip": True,
+                         "headers": {"Content-Encoding": "gzip"}},
+        }},
     )  # fmt: skip
     data = tmp_path / "data"
     big_url = web.base_url(1) + "big.html"
+    gz_url = web.base_url(1) + "gz.html"
     stats, items = crawl(
-        redis_server, "warc", web, tmp_path, (big_url,), CRAWL_DATA_DIR=str(data),
+        redis_server, "warc", web, tmp_path, (big_url, gz_url), CRAWL_DATA_DIR=str(data),
         CRAWL_DEDUPE_ENABLED=False,
     )  # fmt: skip
     bodies = sent_bodies(web)
-    assert {i["url"] for i in items} - {big_url} == set(bodies) == web.expected_urls
+    assert {i["url"] for i in items} - {big_url, gz_url} == set(bodies) == web.expected_urls
     bodies[big_url] = big
+    bodies[gz_url] = GZ_PAGE.encode()
     store_root = data / "bodies"
     for item in items:
         assert "crawl_response" not in item  # the pipeline took the Response out
@@ -73,6 +81,12 @@ def test_pages_are_stored_as_warc_on_local_disk(
         )  # fmt: skip
         assert stored.url == item["url"] and stored.status == 200
         assert stored.body == bodies[str(item["url"])]  # byte-identical to what was sent
+        encoding = [v for k, v in stored.headers if k.lower().endswith("content-encoding")]
+        if item["url"] == gz_url:
+            assert ("X-Crawler-Content-Encoding", "gzip") in stored.headers
+            assert encoding == ["gzip"]  # and no Content-Encoding: the body is decoded
+        else:
+            assert encoding == []
     # Every file was finished and moved from the spool to the store.
     files = sorted((store_root / "warc" / "warc").glob("*.warc.gz"))
     assert files and not list((data / "spool").rglob("*.warc.gz*"))

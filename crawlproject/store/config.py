@@ -17,6 +17,9 @@ from crawlproject.setting_values import crawl_setting
 # Item key under which the spider hands the page's Response to the storage
 # pipeline, which removes it (feeds never see it).
 RESPONSE_ITEM_KEY = "crawl_response"
+# Request meta key: the response's Content-Encoding as sent, before Scrapy
+# decoded the body (middlewares/wire_encoding.py).
+WIRE_ENCODING_META_KEY = "crawl_wire_encoding"
 
 STORE_FORMAT_WARC = "warc"
 STORE_FORMAT_OBJECT = "object"
