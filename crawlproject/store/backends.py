@@ -153,7 +153,8 @@ class LocalStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).absolute()
-        self.uri = self.root.as_uri()
+        # Ends in "/" like S3Store's: logs print uri + key as the object's address.
+        self.uri = self.root.as_uri().rstrip("/") + "/"
 
     def __repr__(self) -> str:
         return f"LocalStore({self.uri})"
