@@ -202,7 +202,7 @@ class WarcStorePipeline:
             del adapter[RESPONSE_ITEM_KEY]
         if not isinstance(response, Response) or (self._writer is None and self._objects is None):
             return item
-        fetched_at = datetime.now(UTC)
+        fetched_at = _fetched_at(adapter.get("fetched_at"))
         adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
         adapter["final_url"] = response.url
         digest = adapter["payload_digest"] = payload_digest(response.body)
@@ -312,6 +312,18 @@ class WarcStorePipeline:
                 )
             self.stats.set_value("store/files_spooled_at_close", left)
         self._executor.shutdown(wait=True)
+
+
+def _fetched_at(value: object) -> datetime:
+    """The spider's fetch time (ISO 8601), or now for an item without one."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return datetime.now(UTC)
 
 
 def _content_type(response: Response) -> str:

@@ -23,6 +23,7 @@ import logging
 import struct
 import zlib
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,7 @@ class WebSpider(Spider):
         item: dict[str, Any] = {
             "url": redirected_from[0] if redirected_from else response.url,
             "final_url": response.url,
+            "fetched_at": _now_iso(),
             "status": response.status,
             "depth": depth,
             "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1"),
@@ -191,6 +193,7 @@ class WebSpider(Spider):
             {
                 "url": redirected_from[0] if redirected_from else request.url,
                 "final_url": response.url if response is not None else request.url,
+                "fetched_at": _now_iso(),
                 "status": response.status if response is not None else None,
                 "depth": request.meta.get("depth", 0),
                 "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1")
@@ -309,6 +312,11 @@ class WebSpider(Spider):
                 warn_size,
             )
         return xml
+
+
+def _now_iso() -> str:
+    # When the answer (or the failure) reached the spider: the fetch record's time.
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _is_http_url(url: str) -> bool:

@@ -145,6 +145,7 @@ def test_failed_fetches_get_a_fetch_record(
     )  # fmt: skip
     by_url = {i["url"]: i for i in items}
     assert set(by_url) == web.expected_urls | {gone, refused}
+    assert by_url[gone].pop("fetched_at") and by_url[refused]["fetched_at"]
     assert by_url[gone] == {
         "url": gone, "final_url": gone, "status": 404, "depth": 0, "length": len(GONE),
         "content_type": "text/html", "error": "HttpError",
