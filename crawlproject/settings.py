@@ -46,7 +46,7 @@ SPIDER_MIDDLEWARES = {
 ITEM_PIPELINES = {
     "pipelines.dedupe.DedupePipeline": 100,
     # Page bodies as WARC (CRAWL_STORE_*), after the duplicate filter.
-    "pipelines.store.WarcStorePipeline": 200,
+    "pipelines.store.BodyStorePipeline": 200,
 }
 # robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
 # Scrapy's, which fetches outside the scheduler (outside the fleet's

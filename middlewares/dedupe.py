@@ -101,6 +101,12 @@ class DedupeSpiderMiddleware:
             self.stats.inc_value("dedupe/redis_error")
             logger.warning("Duplicate check of %s failed (%s): page kept", response.url, exc)
             return None
+        if verdict.kind is not DedupeKind.NEW and verdict.original == response.url:
+            # Its own earlier fetch: a worker that judged it died before the page
+            # was stored (its lease brought the URL back), or a recrawl. Not a
+            # copy of another page: keep it. (Needs CRAWL_DEDUPE_RECORD_ORIGINALS.)
+            self.stats.inc_value("dedupe/same_url_again")
+            verdict = DedupeVerdict(DedupeKind.NEW, None, None, 0)
         self.stats.inc_value(f"dedupe/checked/{verdict.kind.value}")
         try:
             adapter["content_sha1"] = digest.hex()

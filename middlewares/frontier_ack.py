@@ -5,7 +5,11 @@ it produced were handed to the scheduler; until then a dead worker's URL comes
 back. Both middlewares sit next to the engine (lowest order), so they see the
 final outcome after redirects, retries and HTTP-error filtering:
 
-* the spider middleware: the callback's output was fully consumed (or raised);
+* the spider middleware: the callback's output was fully consumed (or raised)
+  and every item it produced has left the item pipelines (Scrapy's
+  ``item_scraped`` / ``item_dropped`` / ``item_error`` signals): Scrapy runs the
+  pipelines after the output is consumed, so acking at the end of the output
+  alone would let a killed worker lose a page it fetched but never stored;
 * the downloader middleware: the download failed for good (no middleware
   turned the exception into a retry or a response).
 """
@@ -15,7 +19,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
-from scrapy import Request, Spider
+from itemadapter import is_item
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
@@ -37,10 +42,22 @@ class _Base:
 
 
 class FrontierAckSpiderMiddleware(_Base):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        # Per response (by identity) whose output is still being consumed or
+        # whose items are still in the pipelines: items not yet out of them.
+        # An entry lives as long as its page's processing: bounded by
+        # CONCURRENT_REQUESTS and CONCURRENT_ITEMS.
+        self._items_in_pipelines: dict[int, int] = {}
+        self._output_done: set[int] = set()
+
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierAckSpiderMiddleware:
         require_frontier(crawler)
-        return cls(crawler)
+        middleware = cls(crawler)
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            crawler.signals.connect(middleware._item_left_pipelines, signal=signal)
+        return middleware
 
     def process_spider_input(self, response: Response) -> None:
         if response.request is not None:
@@ -49,12 +66,34 @@ class FrontierAckSpiderMiddleware(_Base):
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
+        key = id(response)
+        self._items_in_pipelines.setdefault(key, 0)
         try:
-            async for item in result:
-                yield item
+            async for obj in result:
+                if is_item(obj):
+                    # Counted before it leaves: its pipelines may finish at once.
+                    self._items_in_pipelines[key] += 1
+                yield obj
         finally:
-            if response.request is not None:
-                self.tracker.lease_done(response.request, "scraped")
+            self._output_done.add(key)
+            self._ack_if_finished(response)
+
+    def _item_left_pipelines(self, response: object = None, **_: Any) -> None:
+        if not isinstance(response, Response):
+            return  # an item of no response (start items, download errbacks)
+        key = id(response)
+        if key in self._items_in_pipelines:
+            self._items_in_pipelines[key] -= 1
+            self._ack_if_finished(response)
+
+    def _ack_if_finished(self, response: Response) -> None:
+        key = id(response)
+        if key not in self._output_done or self._items_in_pipelines.get(key, 0) > 0:
+            return
+        self._output_done.discard(key)
+        self._items_in_pipelines.pop(key, None)
+        if response.request is not None:
+            self.tracker.lease_done(response.request, "scraped")
 
     def process_spider_exception(
         self, response: Response, exception: Exception

@@ -49,7 +49,7 @@ from crawlproject.store.config import (
     RESPONSE_ITEM_KEY,
     STORE_FORMAT_OBJECT,
     WIRE_ENCODING_META_KEY,
-    WarcStoreConfig,
+    BodyStoreConfig,
 )
 from crawlproject.store.index import build_index
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
@@ -71,11 +71,11 @@ ROTATION_CHECK_MAX_SECONDS = 30.0
 INLINE_WRITE_MAX_BYTES = 64 * 1024
 
 
-class WarcStorePipeline:
+class BodyStorePipeline:
     def __init__(
         self,
         crawler: Crawler,
-        config: WarcStoreConfig,
+        config: BodyStoreConfig,
         store_config: StoreConfig,
         stats: StatsCollector,
     ) -> None:
@@ -94,8 +94,8 @@ class WarcStorePipeline:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> WarcStorePipeline:
-        config = WarcStoreConfig.from_settings(crawler.settings)
+    def from_crawler(cls, crawler: Crawler) -> BodyStorePipeline:
+        config = BodyStoreConfig.from_settings(crawler.settings)
         if not config.enabled:
             raise NotConfigured("CRAWL_STORE_ENABLED is off")
         assert crawler.stats is not None

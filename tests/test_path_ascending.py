@@ -127,6 +127,8 @@ def test_a_crawl_fetches_directories_only_ascending_reaches(
     base = web.base_url(1)
     seed = base + "docs/guide/intro.html"
 
+    failed: dict[str, object] = {}  # fetch records of failed fetches: URL -> status
+
     def crawl(name: str, **settings: object) -> tuple[dict[str, int], dict[str, int]]:
         out = tmp_path / f"{name}.jsonl"
         proc = start_worker(
@@ -135,7 +137,9 @@ def test_a_crawl_fetches_directories_only_ascending_reaches(
         )  # fmt: skip
         wait_all([proc], timeout=120)
         items = [json.loads(line) for line in out.read_text().splitlines()]
-        return stats_of(proc.log_path), {str(i["url"]): int(i["depth"]) for i in items}
+        failed.update({str(i["url"]): i["status"] for i in items if "error" in i})
+        pages = {str(i["url"]): int(i["depth"]) for i in items if "error" not in i}
+        return stats_of(proc.log_path), pages
 
     stats, depths = crawl("off")
     assert set(page_counts(web.log)) == {seed}
@@ -151,5 +155,6 @@ def test_a_crawl_fetches_directories_only_ascending_reaches(
     assert depths[base + "docs/"] == depths[base] == 1  # the page's depth + 1
     assert depths[base + "docs/more.html"] == 2  # parsed by the spider's parse
     assert base + "docs/guide/" not in depths and base + "p/" not in depths  # 404s
+    assert failed == {base + "docs/guide/": 404, base + "p/": 404}
     # intro.html's three directories and /p/ (from /p/1); the rest were yielded already.
     assert stats["path_ascending/requests"] == 4

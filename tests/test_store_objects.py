@@ -21,7 +21,7 @@ from scrapy.settings import Settings
 
 from crawlproject.frontier.config import ConfigError
 from crawlproject.store.backends import LocalStore
-from crawlproject.store.config import WarcStoreConfig
+from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import find
 from crawlproject.store.objects import (
     ObjectWriter,
@@ -206,11 +206,11 @@ def test_index_rotates_by_size_after_its_objects(tmp_path: Path) -> None:
 
 
 def test_unknown_store_format_is_refused() -> None:
-    ok = WarcStoreConfig.from_settings(Settings({"CRAWL_STORE_FORMAT": "object"}))
+    ok = BodyStoreConfig.from_settings(Settings({"CRAWL_STORE_FORMAT": "object"}))
     assert ok.store_format == "object"
-    assert WarcStoreConfig.from_settings(Settings()).store_format == "warc"
+    assert BodyStoreConfig.from_settings(Settings()).store_format == "warc"
     with pytest.raises(ConfigError, match="CRAWL_STORE_FORMAT"):
-        WarcStoreConfig.from_settings(Settings({"CRAWL_STORE_FORMAT": "zip"}))
+        BodyStoreConfig.from_settings(Settings({"CRAWL_STORE_FORMAT": "zip"}))
 
 
 # --- real crawls -----------------------------------------------------------------

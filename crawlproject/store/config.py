@@ -27,7 +27,7 @@ STORE_FORMATS = (STORE_FORMAT_WARC, STORE_FORMAT_OBJECT)
 
 
 @dataclass(frozen=True)
-class WarcStoreConfig:
+class BodyStoreConfig:
     enabled: bool
     content_types: frozenset[str]
     rotate_bytes: int
@@ -37,7 +37,7 @@ class WarcStoreConfig:
     store_format: str = STORE_FORMAT_WARC
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings) -> WarcStoreConfig:
+    def from_settings(cls, settings: BaseSettings) -> BodyStoreConfig:
         config = cls(
             enabled=crawl_setting(settings, "CRAWL_STORE_ENABLED"),
             content_types=frozenset(
