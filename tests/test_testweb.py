@@ -307,11 +307,13 @@ def test_scrapy_link_extractor_and_project_canonicalizer_agree() -> None:
 # -- special routes ---------------------------------------------------------------------
 
 
-def raw_get(web: TestWeb, h: int, path: str) -> tuple[http.client.HTTPResponse, bytes]:
+def raw_get(
+    web: TestWeb | WebProcess, h: int, path: str, headers: dict[str, str] | None = None
+) -> tuple[http.client.HTTPResponse, bytes]:
     """GET without urllib's redirect following or error mapping."""
     conn = http.client.HTTPConnection(host_ip(h), web.port, timeout=10)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers=headers or {})
         resp = conn.getresponse()
         return resp, resp.read()
     finally:
@@ -1117,3 +1119,171 @@ def test_process_mode_with_host_pages_traps_and_popular(tmp_path: Path) -> None:
         assert web2.description["params"]["popular"] == [2, "/x"]
         assert web2.description["trap_hosts"] == {host_ip(1): "calendar"}
         assert get(f"http://{host_ip(2)}:{web2.port}/x")[0] == 200
+
+
+# -- versions, validators and conditional GET ---------------------------------------------
+
+
+def test_change_bumps_a_version_and_version_0_renders_as_before() -> None:
+    for realistic in (False, True):
+        web = TestWeb(hosts=3, pages=4, port=8000, mirrors={3: 1}, realistic=realistic)
+        before = {key: web.render(*key) for key in web.graph}
+        assert all(web.version(*key) == 0 for key in web.graph)
+        assert (web.change(1, 2), web.change(1, 2), web.version(1, 2)) == (1, 2, 2)
+        changed = web.render(1, 2)
+        assert changed != before[1, 2] and b"<p>Revision 2: " in changed
+        assert web.render(1, 2, 0) == before[1, 2]  # any version renders on demand
+        assert web.render(1, 2, 1) not in (before[1, 2], changed)
+        # Title and links stay: only the text moves.
+        assert re.findall(rb"<title>.*?</title>", changed) == re.findall(
+            rb"<title>.*?</title>", before[1, 2]
+        )
+        assert HREF.findall(changed.decode()) == HREF.findall(before[1, 2].decode())
+        # Other pages, the mirror's copy of the page included, keep their version.
+        assert all(web.render(*key) == before[key] for key in web.graph if key != (1, 2))
+        assert web.version(3, 2) == 0
+        web.change(3, 2)
+        web.change(3, 2)  # the mirror at version 2 shows its source at version 2
+        paragraphs = re.compile(rb"<p>(.*?)</p>", re.S)  # the text, not the links
+        assert paragraphs.findall(web.render(3, 2)) == paragraphs.findall(changed)
+        assert paragraphs.findall(web.render(3, 2, 0)) == paragraphs.findall(before[1, 2])
+        with pytest.raises(KeyError):
+            web.change(1, 4)  # no such page
+        with pytest.raises(KeyError):
+            web.version(4, 0)
+
+
+def test_every_change_moves_the_digest_and_the_simhash() -> None:
+    from crawlproject.dedupe.fingerprint import hamming, page_fingerprint
+
+    for realistic in (False, True):
+        web = TestWeb(hosts=5, pages=10, port=8000, realistic=realistic)
+        for key in web.graph:
+            pages = [web.render(*key, version) for version in range(4)]
+            assert len({hashlib.sha1(page).digest() for page in pages}) == 4, key
+            simhashes = [page_fingerprint(page.decode())[0] for page in pages]
+            for i, a in enumerate(simhashes):
+                assert all(hamming(a, b) > 0 for b in simhashes[i + 1 :]), (key, realistic)
+
+
+def test_validators_and_conditional_get(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=2, pages=3, validators=True)
+    resp, body = raw_get(web, 1, "/p/1")
+    etag0, modified0 = '"1-1-0"', "Thu, 01 Jan 2026 00:00:00 GMT"
+    assert (resp.status, resp.getheader("ETag"), resp.getheader("Last-Modified")) == (
+        200, etag0, modified0,
+    )  # fmt: skip
+    assert body == web.render(1, 1, 0)
+    assert raw_get(web, 2, "/")[0].getheader("ETag") == '"2-0-0"'
+    resp, body = raw_get(web, 1, "/p/1", {"If-None-Match": etag0})
+    assert (resp.status, resp.reason, body) == (304, "Not Modified", b"")
+    assert (resp.getheader("ETag"), resp.getheader("Last-Modified")) == (etag0, modified0)
+    assert resp.getheader("Content-Length") is None and resp.getheader("Content-Type") is None
+    assert raw_get(web, 1, "/p/1?b=2&a=1", {"If-None-Match": etag0})[0].status == 304
+
+    assert web.change(1, 1) == 1
+    resp, body = raw_get(web, 1, "/p/1", {"If-None-Match": etag0})  # an old tag: the page
+    etag1, modified1 = '"1-1-1"', "Fri, 02 Jan 2026 00:00:00 GMT"
+    assert (resp.status, resp.getheader("ETag"), resp.getheader("Last-Modified")) == (
+        200, etag1, modified1,
+    )  # fmt: skip
+    assert body == web.render(1, 1, 1) != web.render(1, 1, 0)
+    for tags, status in [
+        (f'"x", {etag1}', 304), (f"W/{etag1}", 304), ("*", 304), (f"{etag0}, \"x\"", 200),
+        (etag1.strip('"'), 200),  # unquoted: not the tag
+    ]:  # fmt: skip
+        assert raw_get(web, 1, "/p/1", {"If-None-Match": tags})[0].status == status, tags
+    for since, status in [
+        (modified1, 304), ("Sat, 03 Jan 2026 00:00:00 GMT", 304),
+        ("Thu, 01 Jan 2026 23:59:59 GMT", 200), (modified0, 200), ("yesterday", 200),
+    ]:  # fmt: skip
+        assert raw_get(web, 1, "/p/1", {"If-Modified-Since": since})[0].status == status, since
+    # If-None-Match wins over If-Modified-Since, either way round.
+    both = {"If-None-Match": etag0, "If-Modified-Since": modified1}
+    assert raw_get(web, 1, "/p/1", both)[0].status == 200
+    both = {"If-None-Match": etag1, "If-Modified-Since": modified0}
+    assert raw_get(web, 1, "/p/1", both)[0].status == 304
+    # Other pages and non-pages are untouched: no validators on a 404.
+    assert raw_get(web, 1, "/p/2", {"If-None-Match": '"1-2-0"'})[0].status == 304
+    resp, _ = raw_get(web, 1, "/nope", {"If-None-Match": "*"})
+    assert (resp.status, resp.getheader("ETag")) == (404, None)
+
+
+def test_a_304_keeps_the_connection_usable(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=1, pages=2, validators=True)
+    conn = http.client.HTTPConnection(host_ip(1), web.port, timeout=10)
+    try:
+        answers = []
+        for tag in ('"1-0-0"', '"1-0-9"', '"1-0-0"'):
+            conn.request("GET", "/", headers={"If-None-Match": tag})
+            resp = conn.getresponse()
+            answers.append((resp.status, len(resp.read())))
+    finally:
+        conn.close()
+    assert answers == [(304, 0), (200, len(web.render(1, 0))), (304, 0)]
+    assert len(web.log) == 3  # one connection, three answers
+
+
+def test_log_records_the_conditional_headers(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=1, pages=2, validators=True, popular=(1, "/hot"))
+    raw_get(web, 1, "/")
+    raw_get(web, 1, "/", {"If-None-Match": '"1-0-0"'})
+    raw_get(web, 1, "/p/1", {"If-Modified-Since": "Thu, 01 Jan 2026 00:00:00 GMT"})
+    web.change(1, POPULAR_PAGE)
+    raw_get(web, 1, "/hot", {"If-None-Match": '"1--1-0"'})
+    assert [(r.path, r.status, r.if_none_match, r.if_modified_since) for r in web.log] == [
+        ("/", 200, None, None),
+        ("/", 304, '"1-0-0"', None),
+        ("/p/1", 304, None, "Thu, 01 Jan 2026 00:00:00 GMT"),
+        ("/hot", 200, '"1--1-0"', None),  # the popular page changes too
+    ]
+    assert web.log[-1].headers["if-none-match"] == '"1--1-0"'  # in headers as ever
+    assert rec("a", 0, 1).if_none_match is None  # old-style constructions still work
+
+
+def test_without_validators_conditional_headers_are_ignored_but_logged(
+    testweb_factory: WebFactory,
+) -> None:
+    web = testweb_factory(hosts=1, pages=2)
+    resp, body = raw_get(web, 1, "/p/1", {"If-None-Match": "*", "If-Modified-Since": "x"})
+    assert (resp.status, body) == (200, web.render(1, 1))
+    assert (resp.getheader("ETag"), resp.getheader("Last-Modified")) == (None, None)
+    assert (web.log[0].if_none_match, web.log[0].if_modified_since) == ("*", "x")
+    web.change(1, 1)  # pages change all the same
+    assert raw_get(web, 1, "/p/1")[1] == web.render(1, 1, 1) != body
+
+
+def test_change_while_serving_keeps_body_and_etag_in_step(testweb_factory: WebFactory) -> None:
+    web = testweb_factory(hosts=1, pages=1, validators=True)
+    stop = threading.Event()
+
+    def changer() -> None:
+        while not stop.is_set():
+            web.change(1, 0)
+
+    thread = threading.Thread(target=changer)
+    thread.start()
+    try:
+        answers = [raw_get(web, 1, "/") for _ in range(30)]
+    finally:
+        stop.set()
+        thread.join()
+    for resp, body in answers:
+        version = int(str(resp.getheader("ETag")).strip('"').split("-")[2])
+        assert body == web.render(1, 0, version)
+    assert web.version(1, 0) > 0
+
+
+def test_process_mode_with_validators(tmp_path: Path) -> None:
+    with WebProcess(tmp_path, {"hosts": 2, "pages": 2, "validators": True}) as web:
+        assert web.description["params"]["validators"] is True and web.web().validators
+        assert raw_get(web, 2, "/p/1")[0].getheader("ETag") == '"2-1-0"'
+        resp, body = raw_get(web, 2, "/p/1", {"If-None-Match": '"2-1-0"'})
+        assert (resp.status, body) == (304, b"")
+    log = web.stop()
+    assert [(r.status, r.if_none_match, r.if_modified_since) for r in log] == [
+        (200, None, None), (304, '"2-1-0"', None),
+    ]  # fmt: skip
+    with WebProcess(tmp_path / "off", {"hosts": 1, "pages": 1, "validators": False}) as off:
+        assert off.description["params"]["validators"] is False
+        assert raw_get(off, 1, "/", {"If-None-Match": "*"})[0].status == 200

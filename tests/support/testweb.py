@@ -101,6 +101,29 @@ on host H (served 200, in ``graph`` as page ``POPULAR_PAGE`` (-1), in
 ``expected_urls``) that the ``/`` page of *every* host links to, after its
 other links (an absolute URL; a root-relative one on host H itself). It links
 to H's ``/``. It is not mirrored.
+
+Pages change on command, for recrawl tests: every page in ``graph`` (host h,
+page k; mirror pages and the popular page included, each on its own) has a
+version, 0 at start; ``change(h, k)`` bumps it (from any thread: the server
+reads it under a lock) and ``version(h, k)`` reads it. Version 0 renders as
+ever; version n > 0 redraws the page's text (filler, or a realistic page's
+paragraphs; title, template and links stay) from a seed of its own and adds a
+paragraph "Revision n: <REVISION_WORDS words drawn from n>" (before
+``</body>``; in a realistic page, at the end of the article), so a content
+digest and a SimHash both tell versions apart (a paragraph alone often leaves a
+realistic page's SimHash as it was). ``render(h, k, version)`` renders any
+version. Query variants are their page. A mirror's page at version n shows its
+source's page at version n (plus the banner). Process mode cannot change pages
+(no control channel).
+
+``validators`` (``--validators``) adds validators to every 200 of such a page:
+``ETag: "<h>-<k>-<version>"`` and ``Last-Modified:`` ``VALIDATOR_BASE`` plus
+version days (an HTTP date). A GET or HEAD then gets ``304 Not Modified`` (the
+validators, no Content-Type, Content-Length nor body) when ``If-None-Match``
+names the current ETag (a list, ``*`` and ``W/`` tags too: RFC 9110's weak
+comparison) or, without If-None-Match, ``If-Modified-Since`` is a date at or
+after Last-Modified. Without ``validators`` conditional headers are ignored.
+Either way ``RequestRecord.if_none_match`` and ``if_modified_since`` log them.
 """
 
 from __future__ import annotations
@@ -127,7 +150,8 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
+from email.utils import format_datetime, parsedate_to_datetime
 from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -138,6 +162,7 @@ REASONS = {
     200: "OK",
     301: "Moved Permanently",
     302: "Found",
+    304: "Not Modified",
     403: "Forbidden",
     404: "Not Found",
     410: "Gone",
@@ -155,6 +180,8 @@ TRAP_KINDS = ("calendar", "session", "repeat", "minted")
 CALENDAR_START = "2025-01"  # the month a calendar trap's entry link shows
 SESSION_PAGES = 5  # real pages behind a session trap: /s/0 .. /s/4
 MINTED_LINKS = 5  # fresh /m/<token> links on every page of a minted trap
+REVISION_WORDS = 40  # words of a changed page's "Revision n" paragraph
+VALIDATOR_BASE = datetime(2026, 1, 1, tzinfo=UTC)  # Last-Modified of version 0; +1 day each
 _MONTH = re.compile(r"(\d{4,})-(\d{2})")
 _SESSION_PATH = re.compile(r"/s/(0|[1-9]\d*)")
 _REPEAT_PATH = re.compile(r"(?:/[xy])+/")
@@ -505,6 +532,9 @@ class RequestRecord:
     headers: dict[str, str]  # lowercased names; repeats joined with ", "
     body_len: int
     body_sha1: str
+    # The conditional headers as sent (None: absent); defaults keep old logs loadable.
+    if_none_match: str | None = None
+    if_modified_since: str | None = None
 
     @property
     def url(self) -> str:
@@ -614,6 +644,7 @@ class TestWeb:
         host_pages: dict[int, int] | None = None,
         traps: dict[int, str] | None = None,
         popular: tuple[int, str] | None = None,
+        validators: bool = False,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS or pages < 1:
             raise ValueError("need 1 <= hosts <= MAX_HOSTS and pages >= 1")
@@ -623,6 +654,7 @@ class TestWeb:
         self.traps = _check_traps(traps or {}, hosts)  # host -> trap kind
         self.popular = _check_popular(popular, hosts)  # (host, path) or None
         self.realistic = bool(realistic)
+        self.validators = bool(validators)
         lo, hi = latency_ms if isinstance(latency_ms, tuple) else (latency_ms, latency_ms)
         self.params: dict[str, Any] = dict(
             hosts=hosts,
@@ -640,6 +672,7 @@ class TestWeb:
             host_pages=self.host_pages,
             traps=self.traps,
             popular=self.popular,
+            validators=self.validators,
         )
         self.hosts, self.pages, self.body_bytes, self.seed = hosts, pages, body_bytes, seed
         self.port = port or 0
@@ -698,6 +731,10 @@ class TestWeb:
         self._special_hits: Counter[tuple[int, str]] = Counter()  # (host, path) -> requests
         self._sites: dict[int, SiteTemplate] = {}
         self._tokens = random.Random(f"tokens/{seed}")  # session ids and minted tokens
+        # (host, page) -> version, when not 0; change() runs in the test's thread, the server
+        # in its own (or its loop), so both go through the lock.
+        self._versions: dict[tuple[int, int], int] = {}
+        self._versions_lock = threading.Lock()
 
     # -- graph ------------------------------------------------------------------
 
@@ -813,11 +850,88 @@ class TestWeb:
         }[link.form]
         return prefix + path  # "../p/3" resolves to /p/3 from both "/" and "/p/N"
 
-    def render(self, h: int, k: int) -> bytes:
-        """Page k of host h (``POPULAR_PAGE``: the popular page); a trap host's ``/``
-        links to its trap too, freshly minted ids and all."""
+    # -- versions and validators -------------------------------------------------------
+
+    def _check_page(self, h: int, k: int) -> None:
+        if (h, k) not in self.graph:  # a typo would otherwise change nothing the server serves
+            raise KeyError(f"no page {k} on host {h}")
+
+    def change(self, h: int, k: int) -> int:
+        """Bump page k of host h to its next version; returns the new version."""
+        self._check_page(h, k)
+        with self._versions_lock:
+            self._versions[h, k] = n = self._versions.get((h, k), 0) + 1
+        return n
+
+    def version(self, h: int, k: int) -> int:
+        """Page k of host h's current version (0 until changed)."""
+        self._check_page(h, k)
+        with self._versions_lock:
+            return self._versions.get((h, k), 0)
+
+    @staticmethod
+    def etag(h: int, k: int, version: int) -> str:
+        """The ETag (quotes included) of a page's version."""
+        return f'"{h}-{k}-{version}"'
+
+    @staticmethod
+    def last_modified(version: int) -> datetime:
+        """A version's Last-Modified: later for every change."""
+        return VALIDATOR_BASE + timedelta(days=version)
+
+    def validator_headers(self, h: int, k: int, version: int) -> tuple[tuple[str, str], ...]:
+        """ETag and Last-Modified of a page's version, as sent."""
+        modified = format_datetime(self.last_modified(version), usegmt=True)
+        return (("ETag", self.etag(h, k, version)), ("Last-Modified", modified))
+
+    @staticmethod
+    def revision_html(version: int) -> str:
+        """The paragraph version n > 0 adds (none at version 0: pages render as ever).
+        Uniform draws, not Zipf ones: more distinct words, so a SimHash moves more."""
+        if version <= 0:
+            return ""
+        words = random.Random(f"revision/{version}").choices(ENGLISH_WORDS, k=REVISION_WORDS)
+        return f"<p>Revision {version}: {' '.join(words)}.</p>\n"
+
+    def _not_modified(self, h: int, k: int, version: int, headers: dict[str, str]) -> bool:
+        """Whether the request's conditional headers match this version (RFC 9110 13.2.2:
+        If-None-Match wins; If-Modified-Since only without it)."""
+        if (tags := headers.get("if-none-match")) is not None:
+            if tags.strip() == "*":
+                return True
+            current = self.etag(h, k, version)
+            # Weak comparison, as If-None-Match calls for: W/"x" matches "x".
+            return any(tag.strip().removeprefix("W/") == current for tag in tags.split(","))
+        if (since := headers.get("if-modified-since")) is not None:
+            try:
+                when = parsedate_to_datetime(since)
+            except (TypeError, ValueError, IndexError):
+                return False  # an invalid date is ignored (RFC 9110 13.1.3)
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)  # "-0000": UTC anyway
+            return when >= self.last_modified(version)
+        return False
+
+    def _page_reply(self, h: int, k: int, method: str, headers: dict[str, str]) -> Reply:
+        """A page's 200, or its 304; the version is read once, so body and validators agree
+        even if change() runs meanwhile."""
+        version = self.version(h, k)
+        if not self.validators:
+            return Reply(200, "text/html; charset=utf-8", self.render(h, k, version))
+        validators = self.validator_headers(h, k, version)
+        if method in ("GET", "HEAD") and self._not_modified(h, k, version, headers):
+            return Reply(304, "", b"", validators)
+        return Reply(200, "text/html; charset=utf-8", self.render(h, k, version), validators)
+
+    # -- rendering ----------------------------------------------------------------------
+
+    def render(self, h: int, k: int, version: int | None = None) -> bytes:
+        """Page k of host h (``POPULAR_PAGE``: the popular page) at ``version`` (default:
+        its current one); a trap host's ``/`` links to its trap too, freshly minted ids
+        and all."""
+        if version is None:
+            version = self.version(h, k)
         if self.realistic:
-            return self._render_realistic(h, k)
+            return self._render_realistic(h, k, version)
         src = self.mirrors.get(h, h)  # a mirror shows its source's title and text
         title = f"Host {src} popular page" if k == POPULAR_PAGE else f"Host {src} page {k}"
         items = "".join(
@@ -825,10 +939,13 @@ class TestWeb:
             for link in self.graph[h, k]
         ) + _items_html(self._trap_entry(h) if k == 0 else [])
         # Filler differs per page, so near-duplicate detection sees distinct pages.
-        rng = random.Random(f"{self.seed}/{src}/{k}")
-        return self._plain_page(title, self._banner_html(h), items, rng)
+        rng = random.Random(f"{self.seed}/{src}/{k}" + _version_suffix(version))
+        revision = self.revision_html(version)
+        return self._plain_page(title, self._banner_html(h), items, rng, revision)
 
-    def _plain_page(self, title: str, banner: str, items: str, rng: random.Random) -> bytes:
+    def _plain_page(
+        self, title: str, banner: str, items: str, rng: random.Random, revision: str = ""
+    ) -> bytes:
         words, size = [], 0
         while size < self.body_bytes:
             words.append(rng.choice(self._vocab))
@@ -838,7 +955,7 @@ class TestWeb:
             f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
             f"</head>\n<body><h1>{title}</h1>\n{banner}"
             f"<p>{' '.join(words[:half])}</p>\n"
-            f"<ul>\n{items}</ul>\n<p>{' '.join(words[half:])}</p>\n</body></html>\n"
+            f"<ul>\n{items}</ul>\n<p>{' '.join(words[half:])}</p>\n{revision}</body></html>\n"
         )
         return page.encode()
 
@@ -977,10 +1094,12 @@ class TestWeb:
     def _link_text(self, link: Link) -> str:
         return self.headline(link.host, link.page) if link.host else f"Partner resource {link.page}"
 
-    def _render_realistic(self, h: int, k: int) -> bytes:
+    def _render_realistic(self, h: int, k: int, version: int = 0) -> bytes:
         esc = html.escape
         site, headline = self.site(h), self.headline(h, k)
-        rng = random.Random(f"body/{self.seed}/{self.mirrors.get(h, h)}/{k}")
+        rng = random.Random(
+            f"body/{self.seed}/{self.mirrors.get(h, h)}/{k}" + _version_suffix(version)
+        )
         paragraphs = [f"<p>{esc(p)}</p>\n" for p in _paragraphs(rng, self.body_bytes)]
         half = (len(paragraphs) + 1) // 2
         nav = "".join(f"<li><span>{esc(label)}</span></li>" for label in site.nav)
@@ -999,6 +1118,7 @@ class TestWeb:
             + "".join(paragraphs[:half])
             + f'<h2>Related articles</h2>\n<ul class="related">\n{related}</ul>\n'
             + "".join(paragraphs[half:])
+            + self.revision_html(version)
             + f"</article>\n<aside><h2>About {esc(site.name)}</h2>\n<p>{esc(site.about)}</p>"
             f'</aside>\n</main>\n<footer class="site-footer">\n{footer}'
             f'<p class="updated">Last updated: {self.last_updated(h, k)}</p>\n</footer>\n'
@@ -1066,9 +1186,9 @@ class TestWeb:
         if h is not None and path.startswith("/"):
             k = 0 if path == "/" else _page_number(path)
             if k is not None and 0 <= k < self.page_count(h):
-                return Reply(200, "text/html; charset=utf-8", self.render(h, k))
+                return self._page_reply(h, k, method, headers)
             if self.popular == (h, path):
-                return Reply(200, "text/html; charset=utf-8", self.render(h, POPULAR_PAGE))
+                return self._page_reply(h, POPULAR_PAGE, method, headers)
             if h in self.traps and (trap := self.render_trap(h, path, query)) is not None:
                 return Reply(200, "text/html; charset=utf-8", trap)
         return Reply(404, "text/plain", b"not found\n")
@@ -1114,9 +1234,14 @@ class TestWeb:
                 status, ctype, payload, extra = self._route(
                     ip, method, parts.path, headers, body, parts.query
                 )
-                head = (
-                    f"HTTP/1.1 {status} {REASONS.get(status, 'Other')}\r\n"
+                # A 304 has no content, so no Content-Length (it would have to be the 200's).
+                content = (
                     f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
+                    if status != 304
+                    else ""
+                )
+                head = (
+                    f"HTTP/1.1 {status} {REASONS.get(status, 'Other')}\r\n{content}"
                     f"Connection: {'keep-alive' if keep else 'close'}\r\n"
                     + "".join(f"{name}: {value}\r\n" for name, value in extra)
                     + "\r\n"
@@ -1125,7 +1250,8 @@ class TestWeb:
                 # Logged before the write: a client holding the response finds its record.
                 sha1 = hashlib.sha1(body).hexdigest()
                 self.log.append(RequestRecord(
-                    ip, port, path, method, start, end, status, headers, len(body), sha1
+                    ip, port, path, method, start, end, status, headers, len(body), sha1,
+                    headers.get("if-none-match"), headers.get("if-modified-since"),
                 ))  # fmt: skip
                 if status == 0:  # reset: linger 0 makes close() send an RST, not a FIN
                     sock = writer.get_extra_info("socket")
@@ -1212,6 +1338,13 @@ def _items_html(links: list[tuple[str, str]]) -> str:
     return "".join(f'<li><a href="{esc(href)}">{esc(text)}</a></li>\n' for href, text in links)
 
 
+def _version_suffix(version: int) -> str:
+    """Appended to a page's text seed: version 0 keeps the seed (and page) it always had; a
+    later one redraws the text, since an added paragraph alone can leave a SimHash as it was
+    (the site template outweighs it)."""
+    return f"/v{version}" if version else ""
+
+
 def _page_number(path: str) -> int | None:
     if path.startswith("/p/") and path[3:].isdigit() and not path[3:].startswith("0"):
         return int(path[3:])
@@ -1292,6 +1425,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--popular", type=_parse_popular, help="HOST:PATH of a page every host's / links to"
     )
+    ap.add_argument(
+        "--validators", action="store_true", help="ETag, Last-Modified and conditional GET"
+    )
     ap.add_argument("--log", type=Path, help="JSON lines of requests, written at exit")
     ap.add_argument("--ready-file", type=Path, help="JSON description, written once listening")
     args = ap.parse_args(argv)
@@ -1312,6 +1448,7 @@ def main(argv: list[str] | None = None) -> None:
         host_pages=args.host_pages,
         traps=args.traps,
         popular=args.popular,
+        validators=args.validators,
     )
 
     def ready() -> None:
