@@ -1,0 +1,1 @@
+"""Freshness: per-URL fetch state, adaptive recrawl intervals and their settings."""
