@@ -5,6 +5,11 @@
     crawlproject counts                   frontier counters as JSON
     crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
                                           --requeue puts them all back in their queues
+    crawlproject recrawl [--once|--all]   queue the URLs due for a recrawl (runs until
+                                          stopped; --once: one pass; --all: every
+                                          tracked URL now, due or not, then exit)
+    crawlproject recrawl --status         the recrawl backlog as JSON (tracked,
+                                          overdue, oldest_overdue_seconds)
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
@@ -19,9 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gzip
 import http
 import json
+import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,15 +41,50 @@ from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.recrawl.config import RecrawlConfig
+from crawlproject.recrawl.service import RecrawlService
+from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.store.backends import StoreConfig, open_store
 from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
 from crawlproject.store.objects import INDEX_KEY_DIR
 from crawlproject.store.warc import parse_response_member, payload_digest
 
 CLI_CLIENT_ID = "cli"
+LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"  # as Scrapy's
 
 
-async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: list[str]) -> int:
+async def _recrawl(
+    config: FrontierConfig, recrawl: RecrawlConfig, redis: Redis, keys: CrawlKeys, mode: str
+) -> None:
+    service = RecrawlService(
+        RecrawlStore(redis, keys), recrawl, config.host_delay_ms, config.host_concurrency
+    )
+    if mode == "status":
+        backlog = await service.backlog()
+        print(json.dumps(dataclasses.asdict(backlog), sort_keys=True))
+        return
+    if mode in ("once", "all"):
+        done = await service.run_pass(everything=mode == "all")
+        print(json.dumps(dataclasses.asdict(done), sort_keys=True))
+        return
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
+    )
+    total = await service.run(stop)
+    print(json.dumps(dataclasses.asdict(total), sort_keys=True))
+
+
+async def _with_redis(
+    config: FrontierConfig,
+    crawl: str,
+    action: str,
+    urls: list[str],
+    recrawl: RecrawlConfig | None = None,
+) -> int:
     embedded = None
     if config.redis_url is None:
         embedded = EmbeddedRedis(config.data_dir)
@@ -50,7 +93,9 @@ async def _with_redis(config: FrontierConfig, crawl: str, action: str, urls: lis
         redis = Redis.from_url(config.redis_url, decode_responses=False)
     keys = CrawlKeys(crawl, config.shards)
     try:
-        if action == "seed":
+        if recrawl is not None:
+            await _recrawl(config, recrawl, redis, keys, action)
+        elif action == "seed":
             # The workers take seeds from this list (see crawlproject.frontier.keys).
             await redis.lpush(keys.start_urls, *urls)
             print(f"queued {len(urls)} seed(s) on {keys.start_urls}")
@@ -92,6 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parked.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
     )
+    recrawl = sub.add_parser("recrawl", help="queue the URLs due for a recrawl")
+    how = recrawl.add_mutually_exclusive_group()
+    how.add_argument("--once", action="store_true", help="one pass over the schedule, then exit")
+    how.add_argument(
+        "--all", action="store_true", help="queue every tracked URL now (due or not), then exit"
+    )
+    how.add_argument("--status", action="store_true", help="print the recrawl backlog as JSON")
     body = sub.add_parser("body", help="print a stored page's body (from the body store)")
     body.add_argument("url")
     body.add_argument(
@@ -112,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     crawl = args.crawl or config.crawl
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
+    if args.command == "recrawl":
+        mode = "status" if args.status else "all" if args.all else "once" if args.once else "run"
+        recrawl_config = RecrawlConfig.from_settings(settings)
+        return asyncio.run(_with_redis(config, crawl, mode, [], recrawl_config))
     urls: list[str] = []
     if args.command == "seed":
         urls = list(args.urls)

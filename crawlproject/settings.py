@@ -36,6 +36,9 @@ SPIDER_MIDDLEWARES = {
     # AOPIC (CRAWL_PRIORITY_POLICY = "aopic"): shares a page's credit among the
     # links that remain after every other spider middleware.
     "middlewares.aopic.AopicCreditMiddleware": 20,
+    # Records each fetch's outcome for recrawl (CRAWL_RECRAWL_TRACK or
+    # -a mode=continuous); below the duplicate filter, which annotates first.
+    "middlewares.recrawl.RecrawlSpiderMiddleware": 30,
     # Judges each page against the fleet's duplicate index before its links
     # leave (CRAWL_DEDUPE_*); the pipeline below drops what it marks.
     "middlewares.dedupe.DedupeSpiderMiddleware": 500,
@@ -53,6 +56,9 @@ ITEM_PIPELINES = {
 # politeness) and caches per process without expiry; ROBOTSTXT_OBEY stays off.
 DOWNLOADER_MIDDLEWARES = {
     "middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10,
+    # Conditional refetches and failed fetches for recrawl; above the ack
+    # middleware, so it sees a final failure before its lease is acked.
+    "middlewares.recrawl.RecrawlDownloaderMiddleware": 20,
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
     # Parks the queue of a host whose name does not exist (CRAWL_DNS_PARK_AFTER).

@@ -7,7 +7,9 @@
 Arguments: ``seeds`` (comma-separated), ``seeds_file`` (one URL per line, ``#``
 comments), ``scope`` = ``hosts`` (default: the seeds' hosts) | ``domains``
 (their registered domains) | ``any``, ``max_depth``, ``max_pages`` (crawl-wide),
-``crawl`` (name of the shared crawl, default ``CRAWL_NAME``).
+``crawl`` (name of the shared crawl, default ``CRAWL_NAME``), ``mode`` =
+``once`` (default: stop when the frontier is empty) | ``continuous`` (stay up,
+track every fetch and serve the recrawls ``crawlproject recrawl`` queues).
 
 Order is breadth-first: each host's queue is FIFO and links are appended.
 
@@ -42,6 +44,7 @@ from twisted.python.failure import Failure
 
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.frontier.urls import registered_domain
+from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
 
@@ -50,7 +53,8 @@ logger = logging.getLogger(__name__)
 SCOPES = ("hosts", "domains", "any")
 
 SITEMAP_META_KEY = "crawl_sitemap"  # set on requests for sitemap files
-LASTMOD_META_KEY = "crawl_lastmod"  # a sitemap entry's <lastmod>, kept for recrawls
+MODES = ("once", "continuous")
+NOT_MODIFIED = 304
 SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped
 SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXSIZE is 0
 GZIP_MAGIC = b"\x1f\x8b"
@@ -67,11 +71,18 @@ class WebSpider(Spider):
         max_depth: str | int | None = None,
         max_pages: str | int | None = None,
         crawl: str | None = None,
+        mode: str = "once",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        # Continuous: the worker stays up when the frontier is empty, serving
+        # the URLs the recrawl service (crawlproject recrawl) queues again, and
+        # every fetch is tracked for recrawl (CRAWL_RECRAWL_TRACK).
+        self.continuous = mode == "continuous"
         self.scope = scope
         self.max_depth = None if max_depth in (None, "") else int(max_depth)
         self.crawl_max_pages = None if max_pages in (None, "") else int(max_pages)
@@ -150,6 +161,12 @@ class WebSpider(Spider):
             "length": len(response.body),
             "title": (response.css("title::text").get() or "").strip() if is_text else None,
         }
+        if response.status == NOT_MODIFIED:
+            # A recrawl's conditional GET answered "unchanged": no body to
+            # store, judge or follow (middlewares/recrawl.py records it).
+            item["not_modified"] = True
+            yield item
+            return
         if self.store_bodies:  # the storage pipeline takes it out again
             item[RESPONSE_ITEM_KEY] = response
         yield item
@@ -258,6 +275,8 @@ class WebSpider(Spider):
             meta: dict[str, Any] = {SCOPE_META_KEY: scope}
             if lastmod := entry.get("lastmod"):
                 meta[LASTMOD_META_KEY] = lastmod
+            if changefreq := entry.get("changefreq"):
+                meta[CHANGEFREQ_META_KEY] = changefreq
             stats.inc_value("sitemap/urls")
             yield Request(loc, callback=self.parse, errback=self.on_error, meta=meta)
 

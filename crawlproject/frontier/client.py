@@ -129,7 +129,8 @@ class AddResult:
     newly_pattern_capped: list[str] = field(default_factory=list)
 
 
-def _load_lua(name: str, prelude: bool = True) -> str:
+def load_lua(name: str, prelude: bool = True) -> str:
+    """A frontier script (crawlproject/frontier/lua/), after the shared prelude."""
     lua = resources.files("crawlproject.frontier") / "lua"
     body = (lua / f"{name}.lua").read_text()
     return ((lua / "_prelude.lua").read_text() + "\n" + body) if prelude else body
@@ -170,7 +171,7 @@ class RedisFrontier:
         # Shard -> its ``done`` counter as of this client's last ack there.
         self.done_seen: dict[int, int] = {}
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(_load_lua(name))
+            name: redis.register_script(load_lua(name))
             for name in (
                 "claim",
                 "add",
@@ -183,7 +184,7 @@ class RedisFrontier:
                 "unpark",
             )
         }
-        self._trim_start_urls = redis.register_script(_load_lua("trim_start_urls", False))
+        self._trim_start_urls = redis.register_script(load_lua("trim_start_urls", False))
 
     # -- layout -----------------------------------------------------------------
 

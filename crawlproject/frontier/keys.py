@@ -59,7 +59,17 @@ Per shard, prefix ``cp:{C/s}:``
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
                          ``reclaimed``, ``deferred``, ``parked``, ``unparked``,
-                         ``host_capped``, ``pattern_capped`` (totals).
+                         ``host_capped``, ``pattern_capped``, ``recrawl_promoted``,
+                         ``recrawl_lost`` (totals).
+``fs:<pkey>``      HASH  recrawl (CRAWL_RECRAWL_TRACK): URL fingerprint (8 bytes) ->
+                         its fetch state, a line of text (last fetch, interval,
+                         fetches, changes, gone, digest, SimHash, depth, ETag,
+                         Last-Modified, URL: crawlproject/recrawl/schedule.py).
+``rdue``           ZSET  recrawl schedule: fingerprint .. pkey -> next due time (unix
+                         s). A URL is here while it waits, and not while queued or
+                         in flight: recrawl_promote.lua moves it into its host
+                         queue (one atomic step, so concurrent promoters queue it
+                         once), the worker that fetched it puts it back.
 ``r:<origin>``     HASH  robots.txt of ``scheme://host[:port]`` (in the shard of
                          the origin's politeness key), shared by the fleet:
                          ``k`` kind (ok | unavailable | unreachable), ``s`` HTTP

@@ -84,6 +84,7 @@ from crawlproject.frontier.urls import (
     host_key,
 )
 from crawlproject.frontier.wake import wake_engine
+from crawlproject.recrawl.store import RecrawlStore, StateWrite
 from crawlproject.rules.traps import OncePerKey, url_pattern
 from crawlproject.rules.url_rules import UrlRules
 
@@ -157,6 +158,10 @@ class FrontierScheduler(BaseScheduler):
         self._credits: dict[bytes, tuple[str, float]] = {}
         # (ack mode, lease), sent after the outbox entries queued before them.
         self._acks: list[tuple[str, Lease]] = []
+        # Recrawl fetch states (middlewares/recrawl.py), written before the
+        # acks queued after them: a page's next due time never lags its ack.
+        self._tracks: list[StateWrite] = []
+        self._recrawl: RecrawlStore | None = None
         # (loop time of the response, its release): the host's delay runs from
         # the response; the release's age is filled in when it is sent.
         self._releases: list[tuple[float, Release]] = []
@@ -175,6 +180,7 @@ class FrontierScheduler(BaseScheduler):
         self._open_failed = False
         self._closer: asyncio.Future[None] | None = None
         self._finished = False
+        self._continuous = False
         self._idle_since: float | None = None
 
     @classmethod
@@ -223,6 +229,9 @@ class FrontierScheduler(BaseScheduler):
         self._spider = spider
         crawl = getattr(spider, "crawl_name", None) or self.config.crawl
         self._max_pages = getattr(spider, "crawl_max_pages", None)
+        # A continuous crawl (-a mode=continuous) waits for recrawls instead of
+        # finishing when the frontier is empty.
+        self._continuous = bool(getattr(spider, "continuous", False))
         name = WORKER_CLIENT_PREFIX + self.worker_id
         if self.config.redis_url is None:
             self._embedded = EmbeddedRedis(self.config.data_dir)
@@ -519,6 +528,26 @@ class FrontierScheduler(BaseScheduler):
     def _on_left_downloader(self, request: Request, spider: Spider) -> None:
         self._release(request)
 
+    # -- recrawl tracking (middlewares/recrawl.py) ----------------------------------
+
+    def track_fetch(self, url: str, state: str | None, due_s: int) -> None:
+        """Records ``url``'s fetch state (text, crawlproject/recrawl/schedule.py)
+        and next due time, or forgets it (``state`` None), with the next write:
+        before the acks of the URLs whose outcome it records."""
+        canonical = self._canonical_or_none(url)
+        if canonical is None:
+            return
+        fingerprint = self.canonicalizer.fingerprint(canonical)
+        self._tracks.append(StateWrite(self._pkey(canonical), fingerprint, state, due_s))
+        self._write_event.set()
+
+    def recrawl_store(self) -> RecrawlStore:
+        """The crawl's recrawl schedule (same Redis, same shards)."""
+        assert self.frontier is not None, "the frontier is not open"
+        if self._recrawl is None:
+            self._recrawl = RecrawlStore(self.frontier.redis, self.frontier.keys)
+        return self._recrawl
+
     # -- the public side of a lease, for downloader middlewares -------------------
 
     def politeness_key(self, url: str) -> str:
@@ -735,11 +764,16 @@ class FrontierScheduler(BaseScheduler):
                 NewEntry(pkey, fp, False, b"", credit, credit_only=True)
                 for fp, (pkey, credit) in credits.items()
             ]
-        if not (self._outbox or self._acks):
+        if not (self._outbox or self._acks or self._tracks):
             return
         entries, self._outbox = self._outbox, []
         acks, self._acks = self._acks, []
+        tracks, self._tracks = self._tracks, []
         try:
+            if tracks:
+                await self.recrawl_store().write(tracks)
+                self.stats.inc_value("recrawl/states_written", len(tracks))
+                tracks = []
             if entries:
                 result = await self.frontier.add(entries)
                 self.stats.inc_value("frontier/enqueued", result.added)
@@ -764,6 +798,7 @@ class FrontierScheduler(BaseScheduler):
             # Whatever was not written is kept, in order, for the next attempt.
             self._outbox[:0] = entries
             self._acks[:0] = acks
+            self._tracks[:0] = tracks
 
     def _count_caps(self, result: AddResult) -> None:
         for stat, count, hosts, what in (
@@ -872,10 +907,13 @@ class FrontierScheduler(BaseScheduler):
         self._note_done(counters.get("done", 0))
         pending = counters.get("queued", 0) + counters.get("leased", 0)
         pending += counters.get("start_urls", 0)
-        local = bool(self._buffer or self._held or self._outbox or self._credits or self._acks)
+        local = bool(
+            self._buffer or self._held or self._outbox or self._credits or self._acks
+            or self._tracks
+        )  # fmt: skip
         now = time.monotonic()
         if not self._finished:
-            if pending or local:
+            if pending or local or self._continuous:
                 self._idle_since = None
                 return
             if self._idle_since is None:

@@ -9,6 +9,12 @@ from scrapy.settings import BaseSettings
 from crawlproject.frontier.config import ConfigError
 from crawlproject.setting_values import crawl_setting
 
+# Request meta keys: the URL's fetch state text (recrawl_promote.lua puts it
+# on a refetch), and a sitemap entry's <lastmod> and <changefreq> (spiders/web.py).
+STATE_META_KEY = "crawl_recrawl"
+LASTMOD_META_KEY = "crawl_lastmod"
+CHANGEFREQ_META_KEY = "crawl_changefreq"
+
 # Upper bound of CRAWL_RECRAWL_INC_RATE: x11 per unchanged fetch is already
 # absurd; anything larger is surely a typo (Nutch advises <= 0.5).
 MAX_INC_RATE = 10.0

@@ -1,0 +1,131 @@
+"""The recrawl state in Redis: per-URL fetch states and the due schedule.
+
+Keys (per frontier shard, documented with the rest in crawlproject/frontier/keys.py):
+``fs:<pkey>`` HASH (URL fingerprint, 8 bytes -> state text, see schedule.py) and
+``rdue`` ZSET (fingerprint .. pkey -> due time, unix s). A URL is in ``rdue``
+while it waits for its next fetch, and out of it while queued or in flight:
+``recrawl_promote.lua`` takes it out when it queues it, the worker that
+fetched it puts it back (:meth:`RecrawlStore.write`). Both keys live in the
+host's shard, so promotion (schedule -> host queue) is one atomic script.
+
+Asyncio redis client: callers on the reactor await it, never block on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crawlproject.frontier.client import load_lua
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from crawlproject.frontier.keys import CrawlKeys
+
+FINGERPRINT_BYTES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class StateWrite:
+    """One URL's new fetch state (``state`` None: no longer tracked)."""
+
+    pkey: str
+    fingerprint: bytes  # 8 bytes, the frontier's URL fingerprint
+    state: str | None
+    due_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PromoteResult:
+    promoted: int
+    lost: int  # schedule entries without a state (dropped)
+    due_left: int  # still due (<= now) after this call
+    oldest_due_s: int  # due time of the earliest entry left (0: none)
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    tracked: int  # URLs in the due schedule (waiting for a fetch)
+    overdue: int  # of which due now
+    oldest_overdue_seconds: float  # how long the most overdue one has waited (0: none)
+
+
+class RecrawlStore:
+    def __init__(self, redis: Redis, keys: CrawlKeys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._promote = redis.register_script(load_lua("recrawl_promote"))
+
+    def _schedule(self, shard: int) -> str:
+        return self.keys.shard_prefixes[shard] + "rdue"
+
+    def _states(self, shard: int, pkey: str) -> str:
+        return self.keys.shard_prefixes[shard] + "fs:" + pkey
+
+    async def write(self, writes: Sequence[StateWrite]) -> None:
+        """Stores fetch states and due times (or forgets URLs), one round trip."""
+        if not writes:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for w in writes:
+            shard = self.keys.shard_of(w.pkey)
+            member = w.fingerprint + w.pkey.encode("utf-8")
+            if w.state is None:
+                pipe.hdel(self._states(shard, w.pkey), w.fingerprint)
+                pipe.zrem(self._schedule(shard), member)
+            else:
+                pipe.hset(self._states(shard, w.pkey), w.fingerprint, w.state.encode("utf-8"))
+                pipe.zadd(self._schedule(shard), {member: w.due_s})
+        await pipe.execute()
+
+    async def promote(
+        self,
+        shard: int,
+        now_s: int,
+        batch: int,
+        max_queued: int,
+        default_delay_ms: int,
+        default_concurrency: int,
+        callback: str,
+        errback: str,
+        everything: bool = False,
+    ) -> PromoteResult:
+        """Queues up to ``batch`` due URLs of ``shard`` (``everything``: due or not)."""
+        reply: list[Any] = await self._promote(
+            keys=[self.keys.ready(shard)],
+            args=[
+                self.keys.shard_prefixes[shard], now_s, batch, max_queued, default_delay_ms,
+                default_concurrency, "1" if everything else "0", callback, errback,
+            ],
+        )  # fmt: skip
+        return PromoteResult(*(int(x) for x in reply))
+
+    async def backlog(self, now_s: float) -> Backlog:
+        """What waits in the due schedule, over all shards."""
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in range(self.keys.shards):
+            key = self._schedule(shard)
+            pipe.zcard(key)
+            pipe.zcount(key, "-inf", now_s)
+            pipe.zrange(key, 0, 0, withscores=True)
+        replies = await pipe.execute()
+        tracked = overdue = 0
+        oldest: float | None = None
+        for i in range(0, len(replies), 3):
+            tracked += int(replies[i])
+            overdue += int(replies[i + 1])
+            first = replies[i + 2]
+            if first and first[0][1] <= now_s:
+                oldest = first[0][1] if oldest is None else min(oldest, first[0][1])
+        return Backlog(tracked, overdue, now_s - oldest if oldest is not None else 0.0)
+
+    async def state(self, pkey: str, fingerprint: bytes) -> tuple[str | None, float | None]:
+        """A URL's state text and due time (tests, the CLI)."""
+        shard = self.keys.shard_of(pkey)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(self._states(shard, pkey), fingerprint)
+        pipe.zscore(self._schedule(shard), fingerprint + pkey.encode("utf-8"))
+        text, due = await pipe.execute()
+        return (text.decode("utf-8") if text is not None else None), due
