@@ -53,7 +53,7 @@ async def promote(store: RecrawlStore, **kw: object) -> tuple[int, int, int, int
 
 async def drain(f: RedisFrontier) -> list[dict[str, object]]:
     """Every queued request's stored JSON, one claim at a time."""
-    out = []
+    out: list[dict[str, object]] = []
     while True:
         batch = await f.claim(0, 1, "w")
         if not batch.items:
