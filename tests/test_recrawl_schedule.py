@@ -553,3 +553,13 @@ def test_every_state_next_state_makes_encodes(config: RecrawlConfig) -> None:
         assert new is not None
         assert decode_state(encode_state(new)) == new
         state = new
+
+
+def test_an_overlong_validator_is_not_kept() -> None:
+    config = RecrawlConfig.from_settings(Settings())
+    outcome = FetchOutcome(
+        url="http://a.test/", depth=0, fetched_at_s=1_767_225_600, status=200,
+        digest="0123456789abcdef", etag='"' + "x" * 300 + '"', last_modified="Thu, 01 Jan 2026",
+    )  # fmt: skip
+    state, _ = next_state(None, outcome, config)
+    assert state is not None and state.etag == "" and state.last_modified == "Thu, 01 Jan 2026"

@@ -128,6 +128,10 @@ _HEX64_RE: Final = re.compile(r"[0-9a-f]{16}")
 _LINE_BREAKERS: Final = ("\t", "\r", "\n")
 
 
+# Longest ETag / Last-Modified value kept (real ones are 10-60 characters).
+MAX_VALIDATOR_CHARS = 200
+
+
 class StateDecodeError(ValueError):
     """A fetch-state text that is not a state ``encode_state`` could have written."""
 
@@ -309,8 +313,12 @@ def _content_changed(prev: FetchState, outcome: FetchOutcome, config: RecrawlCon
 
 
 def _validator(value: str) -> str:
-    # A header value that breaks the state format is dropped, never altered.
-    return "" if any(c in value for c in _LINE_BREAKERS) else value
+    # A header value that breaks the state format is dropped, never altered;
+    # so is an absurdly long one (it would cost Redis bytes for every URL of
+    # the host): the refetch is then unconditional, nothing worse.
+    if len(value) > MAX_VALIDATOR_CHARS or any(c in value for c in _LINE_BREAKERS):
+        return ""
+    return value
 
 
 def next_state(
