@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from crawlproject.frontier.keys import CrawlKeys
@@ -211,3 +212,45 @@ def test_continuous_workers_serve_the_recrawl_service(
     unchanged, _ = state_of(redis_server, name, steady)
     assert changed.changes >= 2
     assert changed.interval_s < unchanged.interval_s
+
+
+def test_gone_pages_stop_being_recrawled_and_redirects_are_recrawled_from_their_start(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(
+        hosts=1, pages=3, latency_ms=0, links=2, cross_links=0, query_variants=0,
+        validators=True, special={1: {
+            "/gone": {"status": 404, "body": "gone"},
+            "/old": {"status": 301, "headers": {"Location": "{base}/new"}},
+            "/new": {"body": "<html><body>Moved here.</body></html>", "content_type": "text/html"},
+        }},
+    )  # fmt: skip
+    name = "gone"
+    base = web.base_url(1)
+    gone, moved = base + "gone", base + "old"
+    seeds = (gone, moved)
+    for cycle in range(3):
+        if cycle:
+            promoted(recrawl_cli(redis_server, name, "--all", wait=False))
+        web.log.clear()
+        out = tmp_path / f"g{cycle}.jsonl"
+        proc = start_worker(
+            REPO_ROOT, redis_server.url, name, [*web.seeds, *seeds], TRACK,
+            tmp_path / f"g{cycle}.log", extra_args=["-O", str(out)],
+        )  # fmt: skip
+        wait_all([proc], timeout=120)
+        requested = Counter(r.path for r in page_requests(web))
+        assert requested["/gone"] == requested["/old"] == requested["/new"] == 1
+        if cycle < 2:
+            state, _ = state_of(redis_server, name, gone)
+            assert state.gone == cycle + 1
+        # The redirect is tracked (and recrawled) from the URL that redirected.
+        redirect, _ = state_of(redis_server, name, moved)
+        assert redirect.url == moved and redirect.fetches == cycle + 1
+    # The third 404 in a row: no longer tracked (CRAWL_RECRAWL_GONE_AFTER = 3).
+    stats = stats_of(proc.log_path)
+    assert stats["recrawl/forgotten"] == 1 and stats["recrawl/verdict/gone"] == 1
+    with pytest.raises(AssertionError):
+        state_of(redis_server, name, gone)
+    out = recrawl_cli(redis_server, name, "--status", wait=False).communicate(timeout=60)[0]
+    assert json.loads(out)["tracked"] == len(web.expected_urls) + 1  # + /old
