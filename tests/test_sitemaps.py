@@ -19,6 +19,7 @@ from twisted.python.failure import Failure
 import spiders.web as web
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from spiders.web import (
+    CHANGEFREQ_META_KEY,
     LASTMOD_META_KEY,
     SITEMAP_MAX_ENTRIES,
     SITEMAP_META_KEY,
@@ -324,3 +325,16 @@ def test_on_error_log_level(
     assert [r.levelno for r in records] == [level]
     assert SEED + "x" in records[0].getMessage()
     assert spider.crawler.stats.get_value(f"web/error/{stat}") == 1
+
+
+def test_urlset_entry_changefreq_is_kept_for_recrawl() -> None:
+    spider = make_spider()
+    body = (
+        b'<?xml version="1.0" encoding="UTF-8"?>'
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        b"<url><loc>" + SEED.encode() + b"daily</loc><changefreq>daily</changefreq></url>"
+        b"<url><loc>" + SEED.encode() + b"plain</loc></url></urlset>"
+    )
+    requests = run(spider, sitemap_response(body))
+    assert requests[0].meta[CHANGEFREQ_META_KEY] == "daily"
+    assert CHANGEFREQ_META_KEY not in requests[1].meta
