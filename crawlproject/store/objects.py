@@ -45,7 +45,6 @@ Not thread-safe: one writer, one thread.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import gzip
 import json
@@ -60,13 +59,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+from crawlproject.store.rolling import (
+    OPEN_SUFFIX,
+    RollingFile,
+    fsync_directory,
+    hand_over,
+    write_all,
+)
 from crawlproject.store.warc import payload_digest
 
 logger = logging.getLogger(__name__)
 
 OBJECT_SUFFIX = ".gz"
 CDXJ_SUFFIX = ".cdxj"
-OPEN_SUFFIX = ".open"  # appended to CDXJ_SUFFIX while the index file is written
 TMP_SUFFIX = ".tmp"
 OBJECTS_KEY_DIR = "objects"
 INDEX_KEY_DIR = "index"
@@ -77,7 +82,6 @@ DEFAULT_MAX_INDEX_BYTES = 1_000_000_000
 DEFAULT_MAX_INDEX_SECONDS = 3600.0
 # zlib's default level: a body is compressed once, on the crawl's hot path.
 OBJECT_GZIP_LEVEL = 6
-SEQ_DIGITS = 5
 # Recovery looks for the last newline backwards, this much at a time.
 RECOVERY_READ_BYTES = 1 << 20
 
@@ -106,26 +110,6 @@ def store_key(key_prefix: str, path: Path) -> str:
     return f"{key_prefix}{folder}/{path.name}"
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
-@dataclass(slots=True)
-class _OpenIndex:
-    path: Path  # the ``.open`` name
-    final_path: Path
-    fd: int
-    size: int
-    opened_at: float  # on the writer's clock
-
-
 class ObjectWriter:
     """One worker's objects and rolling CDXJ index in ``directory``.
 
@@ -148,25 +132,22 @@ class ObjectWriter:
         on_finished: Callable[[Path], None] | None = None,
         max_stored_digests: int = STORED_DIGESTS_MAX_ENTRIES,
     ) -> None:
-        if not prefix or "/" in prefix:
-            raise ValueError(f"bad index file prefix {prefix!r}")
         if max_stored_digests < 1:
             raise ValueError(f"max_stored_digests must be >= 1, got {max_stored_digests}")
         self.directory = directory
-        self.prefix = prefix
         self.key_prefix = key_prefix
-        self.max_index_bytes = max_index_bytes
-        self.max_index_seconds = max_index_seconds
-        self.clock = clock
         self.on_finished = on_finished
         self.max_stored_digests = max_stored_digests
         self._stored: OrderedDict[str, None] = OrderedDict()  # LRU, newest last
-        self._index: _OpenIndex | None = None
-        self._seq = 0
+        self._index = RollingFile(
+            directory, prefix, CDXJ_SUFFIX, max_index_bytes, max_index_seconds, "Index", clock,
+            on_finished,
+        )  # fmt: skip
 
     @property
     def open_index_path(self) -> Path | None:
-        return self._index.path if self._index else None
+        current = self._index.current
+        return current.path if current else None
 
     def object_key(self, digest: str) -> str:
         return store_key(self.key_prefix, self.directory / object_name(digest))
@@ -228,9 +209,7 @@ class ObjectWriter:
             # Held until the rename: the sweep of a starting worker deletes only
             # temporary files nobody holds (those of killed workers).
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.replace(tmp, final_path)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -239,58 +218,19 @@ class ObjectWriter:
             os.close(fd)
 
     def _append_line(self, line: bytes) -> None:
-        self.rotate_if_due()
-        current = self._index or self._open_index()
-        written = os.write(current.fd, line)  # O_APPEND: one write, one whole line
-        if written != len(line):
-            # Disk full: cut the partial line so the next one starts clean.
-            try:
-                os.ftruncate(current.fd, current.size)
-            except OSError:
-                logger.exception("Index %s: partial line not cut", current.path)
-            raise OSError(errno.ENOSPC, f"short write to {current.path}")
-        current.size += written
-
-    def _open_index(self) -> _OpenIndex:
-        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-        while True:
-            name = f"{self.prefix}-{stamp}-{self._seq:0{SEQ_DIGITS}d}{CDXJ_SUFFIX}"
-            self._seq += 1
-            final_path = self.directory / name
-            path = final_path.with_name(name + OPEN_SUFFIX)
-            if final_path.exists():  # a previous run's file from the same second
-                continue
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-            except FileExistsError:
-                continue
-            break
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # freed by the kernel if we die
-        except BaseException:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-            raise
-        self._index = _OpenIndex(path, final_path, fd, 0, self.clock())
-        logger.debug("Index %s opened", path)
-        return self._index
+        self._index.rotate_if_due()
+        current = self._index.current or self._index.open_new()
+        self._index.append(current, line)  # O_APPEND, one piece: a whole line
 
     def rotate(self) -> Path | None:
         """Finish the open index file now; its final path, or None when none is open."""
-        if self._index is None:
-            return None
-        return self._finish(self._index)
+        return self._index.rotate()
 
     def rotate_if_due(self) -> Path | None:
-        current = self._index
-        if current is None:
-            return None
-        too_big = current.size >= self.max_index_bytes
-        too_old = self.clock() - current.opened_at >= self.max_index_seconds
-        return self._finish(current) if too_big or too_old else None
+        return self._index.rotate_if_due()
 
     def close(self) -> Path | None:
-        return self.rotate()
+        return self._index.rotate()
 
     def __enter__(self) -> ObjectWriter:
         return self
@@ -303,26 +243,8 @@ class ObjectWriter:
     ) -> None:
         self.close()
 
-    def _finish(self, current: _OpenIndex) -> Path:
-        self._index = None
-        try:
-            os.fsync(current.fd)
-            # Renamed while still locked, so another worker's recovery cannot take it.
-            os.replace(current.path, current.final_path)
-        finally:
-            os.close(current.fd)
-        _fsync_directory(self.directory)
-        logger.info("Index %s finished (%d bytes)", current.final_path, current.size)
-        self._hand_over(current.final_path)
-        return current.final_path
-
     def _hand_over(self, path: Path) -> None:
-        if self.on_finished is None:
-            return
-        try:
-            self.on_finished(path)
-        except Exception:
-            logger.exception("%s: on_finished failed", path)
+        hand_over(self.on_finished, path)
 
 
 def sweep_object_spool(directory: Path) -> list[Path]:
@@ -373,7 +295,7 @@ def recover_open_indexes(directory: Path) -> list[Path]:
         if final_path is not None:
             recovered.append(final_path)
     if recovered:
-        _fsync_directory(directory)
+        fsync_directory(directory)
     return recovered
 
 

@@ -39,7 +39,6 @@ The writer is not thread-safe: one writer, one thread.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import io
 import logging
@@ -67,14 +66,14 @@ from warcio.statusandheaders import (
 from warcio.utils import Digester
 from warcio.warcwriter import WARCWriter
 
+from crawlproject.store.rolling import OPEN_SUFFIX, RollingFile, fsync_directory
+
 logger = logging.getLogger(__name__)
 
 WARC_VERSION = "WARC/1.1"
 WARC_SUFFIX = ".warc.gz"
-OPEN_SUFFIX = ".open"  # appended to WARC_SUFFIX while the file is written
 DEFAULT_MAX_FILE_BYTES = 1_000_000_000
 DEFAULT_MAX_FILE_SECONDS = 3600.0
-SEQ_DIGITS = 5
 CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 
 # Recovery reads the file in chunks and inflates with a cap on the output of one
@@ -190,35 +189,6 @@ def _software() -> str:
     return f"crawlproject/{version} (warcio {metadata.version('warcio')})"
 
 
-def _fsync_directory(directory: Path) -> None:
-    # Makes a rename durable; some file systems refuse fsync on a directory.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-@dataclass(slots=True)
-class _OpenWarc:
-    path: Path  # the ``.open`` name
-    final_path: Path
-    fd: int  # unbuffered: a returned write is in the kernel, nothing waits in user space
-    size: int
-    opened_at: float  # on the writer's clock
-    warcinfo_id: str
-
-
 class RollingWarcWriter:
     """One worker's WARC files in ``directory``, named after ``prefix``.
 
@@ -231,7 +201,8 @@ class RollingWarcWriter:
     return the path. An exception from ``on_finished`` is logged, not raised: the
     file is final on disk by then, and the write that triggered the rotation must
     not fail for an upload problem; the uploader should also sweep the directory
-    for finished files at start (:func:`finished_files`).
+    for finished files at start (:func:`finished_files`). The file itself is a
+    :class:`~crawlproject.store.rolling.RollingFile`.
     """
 
     def __init__(
@@ -245,18 +216,13 @@ class RollingWarcWriter:
         on_finished: Callable[[Path], None] | None = None,
         fsync_each_write: bool = False,
     ) -> None:
-        if not prefix or "/" in prefix:
-            raise ValueError(f"bad WARC file prefix {prefix!r}")
-        self.directory = directory
-        self.prefix = prefix
-        self.max_file_bytes = max_file_bytes
-        self.max_file_seconds = max_file_seconds
+        self._file = RollingFile(
+            directory, prefix, WARC_SUFFIX, max_file_bytes, max_file_seconds, "WARC", clock,
+            on_finished,
+        )  # fmt: skip
         self.warcinfo = dict(warcinfo or {})
-        self.clock = clock
-        self.on_finished = on_finished
         self.fsync_each_write = fsync_each_write
-        self._seq = 0
-        self._file: _OpenWarc | None = None
+        self._warcinfo_id = ""  # of the open file
         # One reusable buffer: records are serialized here, then written to the
         # file with one write, so offsets are known and a member is never split
         # across two writes of ours.
@@ -265,7 +231,8 @@ class RollingWarcWriter:
 
     @property
     def open_path(self) -> Path | None:
-        return self._file.path if self._file else None
+        current = self._file.current
+        return current.path if current else None
 
     def write_exchange(
         self,
@@ -280,11 +247,11 @@ class RollingWarcWriter:
         fetched_at: datetime,
         ip_address: str | None = None,
     ) -> WarcLocation:
-        self.rotate_if_due()
-        current = self._file or self._open_new()
+        self._file.rotate_if_due()
         self._take_buffer()  # drop what a write that raised half-way left behind
+        current = self._file.current or self._file.open_new(self._warcinfo_record)
         date = warc_date(fetched_at)
-        common = [("WARC-Warcinfo-ID", current.warcinfo_id)]
+        common = [("WARC-Warcinfo-ID", self._warcinfo_id)]
         if ip_address:
             common.append(("WARC-IP-Address", ip_address))
 
@@ -312,27 +279,18 @@ class RollingWarcWriter:
             _REQUEST_CONTENT_TYPE,
             [*common, ("WARC-Concurrent-To", response_id)],
         )
-        data = self._take_buffer()
-        offset = current.size
-        self._append(current, data)
+        offset = self._file.append(current, self._take_buffer(), fsync=self.fsync_each_write)
         return WarcLocation(current.final_path.name, offset, response_length)
 
     def rotate(self) -> Path | None:
         """Finish the open file now; its final path, or None when none is open."""
-        if self._file is None:
-            return None
-        return self._finish(self._file)
+        return self._file.rotate()
 
     def rotate_if_due(self) -> Path | None:
-        current = self._file
-        if current is None:
-            return None
-        too_big = current.size >= self.max_file_bytes
-        too_old = self.clock() - current.opened_at >= self.max_file_seconds
-        return self._finish(current) if too_big or too_old else None
+        return self._file.rotate_if_due()
 
     def close(self) -> Path | None:
-        return self.rotate()
+        return self._file.rotate()
 
     def __enter__(self) -> RollingWarcWriter:
         return self
@@ -344,6 +302,20 @@ class RollingWarcWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _warcinfo_record(self, name: str) -> bytes:
+        """A new file's first record (RollingFile.open_new's ``first``)."""
+        self._take_buffer()
+        info: dict[str, Any] = {
+            "software": _software(),
+            "format": "WARC File Format 1.1",
+            "conformsTo": CONFORMS_TO,
+            **self.warcinfo,
+        }
+        record = self._warc.create_warcinfo_record(name, info)
+        self._warcinfo_id = record.rec_headers.get_header("WARC-Record-ID")
+        self._warc.write_record(record)
+        return self._take_buffer()
 
     def _serialize(
         self,
@@ -382,77 +354,6 @@ class RollingWarcWriter:
         self._buffer.truncate()
         return data
 
-    def _append(self, current: _OpenWarc, data: bytes) -> None:
-        try:
-            _write_all(current.fd, data)
-            if self.fsync_each_write:
-                os.fsync(current.fd)
-        except BaseException:
-            # Cut a partial member off, so later pages do not follow garbage.
-            try:
-                os.ftruncate(current.fd, current.size)
-            except OSError:
-                # Leave the file to recover_open_files at the next start.
-                logger.exception("WARC %s: cannot undo a failed write; abandoned", current.path)
-                self._file = None
-                os.close(current.fd)
-            raise
-        current.size += len(data)
-
-    def _open_new(self) -> _OpenWarc:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-        while True:
-            name = f"{self.prefix}-{stamp}-{self._seq:0{SEQ_DIGITS}d}{WARC_SUFFIX}"
-            self._seq += 1
-            final_path = self.directory / name
-            path = final_path.with_name(name + OPEN_SUFFIX)
-            if final_path.exists():  # a previous run's file from the same second
-                continue
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-            except FileExistsError:
-                continue
-            break
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # freed by the kernel if we die
-            info: dict[str, Any] = {
-                "software": _software(),
-                "format": "WARC File Format 1.1",
-                "conformsTo": CONFORMS_TO,
-                **self.warcinfo,
-            }
-            record = self._warc.create_warcinfo_record(name, info)
-            warcinfo_id = record.rec_headers.get_header("WARC-Record-ID")
-            self._warc.write_record(record)
-            data = self._take_buffer()
-            _write_all(fd, data)
-        except BaseException:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-            raise
-        self._file = _OpenWarc(path, final_path, fd, len(data), self.clock(), warcinfo_id)
-        logger.debug("WARC %s opened", path)
-        return self._file
-
-    def _finish(self, current: _OpenWarc) -> Path:
-        self._file = None
-        try:
-            os.fsync(current.fd)
-            # Renamed while still locked: recovery in another process must not
-            # take the file between our close and our rename.
-            os.replace(current.path, current.final_path)
-        finally:
-            os.close(current.fd)
-        _fsync_directory(self.directory)
-        logger.info("WARC %s finished (%d bytes)", current.final_path, current.size)
-        if self.on_finished is not None:
-            try:
-                self.on_finished(current.final_path)
-            except Exception:
-                logger.exception("WARC %s: on_finished failed", current.final_path)
-        return current.final_path
-
 
 def finished_files(directory: Path, prefix: str | None = None) -> list[Path]:
     """Finished WARC files in ``directory`` (of one writer's ``prefix``), oldest name first."""
@@ -480,7 +381,7 @@ def recover_open_files(directory: Path, prefix: str | None = None) -> list[Path]
         if final_path is not None:
             recovered.append(final_path)
     if recovered:
-        _fsync_directory(directory)
+        fsync_directory(directory)
     return recovered
 
 
