@@ -10,6 +10,10 @@
                                           tracked URL now, due or not, then exit)
     crawlproject recrawl --status         the recrawl backlog as JSON (tracked,
                                           overdue, oldest_overdue_seconds)
+    crawlproject status [--json] [--watch S]  the fleet at a glance: frontier, hosts ready
+                                          vs waiting, leases, pages/s over the last
+                                          minute, workers, counters, storage lag,
+                                          recrawl backlog (a table, or JSON)
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
@@ -44,6 +48,7 @@ from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.status.view import collect_status, render
 from crawlproject.store.backends import StoreConfig, open_store
 from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
 from crawlproject.store.objects import INDEX_KEY_DIR
@@ -78,12 +83,37 @@ async def _recrawl(
     print(json.dumps(dataclasses.asdict(total), sort_keys=True))
 
 
+async def _status(
+    config: FrontierConfig, redis: Redis, keys: CrawlKeys, as_json: bool, watch: float | None
+) -> None:
+    if as_json:
+        while True:
+            status = await collect_status(redis, keys, config.lease_ms)
+            print(json.dumps(status, sort_keys=True), flush=True)
+            if watch is None:
+                return
+            await asyncio.sleep(watch)
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console()
+    status = await collect_status(redis, keys, config.lease_ms)
+    if watch is None:
+        console.print(render(status))
+        return
+    with Live(render(status), console=console, refresh_per_second=4) as live:
+        while True:
+            await asyncio.sleep(watch)
+            live.update(render(await collect_status(redis, keys, config.lease_ms)))
+
+
 async def _with_redis(
     config: FrontierConfig,
     crawl: str,
     action: str,
     urls: list[str],
     recrawl: RecrawlConfig | None = None,
+    status_args: tuple[bool, float | None] | None = None,
 ) -> int:
     embedded = None
     if config.redis_url is None:
@@ -93,7 +123,9 @@ async def _with_redis(
         redis = Redis.from_url(config.redis_url, decode_responses=False)
     keys = CrawlKeys(crawl, config.shards)
     try:
-        if recrawl is not None:
+        if status_args is not None:
+            await _status(config, redis, keys, *status_args)
+        elif recrawl is not None:
             await _recrawl(config, recrawl, redis, keys, action)
         elif action == "seed":
             # The workers take seeds from this list (see crawlproject.frontier.keys).
@@ -137,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parked.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
     )
+    status = sub.add_parser("status", help="the fleet at a glance (frontier, workers, counters)")
+    status.add_argument("--json", action="store_true", help="one JSON object (a line per refresh)")
+    status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS")
     recrawl = sub.add_parser("recrawl", help="queue the URLs due for a recrawl")
     how = recrawl.add_mutually_exclusive_group()
     how.add_argument("--once", action="store_true", help="one pass over the schedule, then exit")
@@ -164,6 +199,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     crawl = args.crawl or config.crawl
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
+    if args.command == "status":
+        if args.watch is not None and args.watch <= 0:
+            parser.error("--watch wants a number of seconds > 0")
+        try:
+            return asyncio.run(
+                _with_redis(config, crawl, "status", [], status_args=(args.json, args.watch))
+            )
+        except KeyboardInterrupt:
+            return 0
     if args.command == "recrawl":
         mode = "status" if args.status else "all" if args.all else "once" if args.once else "run"
         recrawl_config = RecrawlConfig.from_settings(settings)

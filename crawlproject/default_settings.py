@@ -183,8 +183,11 @@ CRAWL_ALLOW_URL_REGEXES: list[str] = []  # if set, a URL must match one
 CRAWL_DENY_URL_REGEXES: list[str] = []
 CRAWL_MAX_URL_LENGTH = 2048  # characters of the canonical URL; 0: no limit
 CRAWL_MAX_QUERY_PARAMS = 20  # 0: no limit
-# Never fetched: Scrapy's list of binary and media file extensions.
-CRAWL_DENY_EXTENSIONS: list[str] = list(_SCRAPY_IGNORED_EXTENSIONS)
+# Never fetched: Scrapy's list of binary and media file extensions, less those
+# a content processor reads (PDF, RSS feeds: CRAWL_CONTENT_PROCESSORS_BASE).
+CRAWL_DENY_EXTENSIONS: list[str] = [
+    e for e in _SCRAPY_IGNORED_EXTENSIONS if e not in ("pdf", "rss")
+]
 # Extra rules: classes with from_settings(settings) and check(url) -> reason | None.
 CRAWL_URL_RULES: list[str] = []
 
@@ -252,7 +255,9 @@ CRAWL_STORE_ENABLED = True
 # `crawlproject body` reads; the cost is one PUT per distinct body, and only
 # status and Content-Type are kept of the headers. The item gets body_key.
 CRAWL_STORE_FORMAT = "warc"
-CRAWL_STORE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml", "text/plain"]
+# Content types whose bodies are stored; None: every type a content processor
+# reads (CRAWL_CONTENT_PROCESSORS below: HTML, plain text, PDF, feeds).
+CRAWL_STORE_CONTENT_TYPES: list[str] | None = None
 CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
 CRAWL_STORE_ROTATE_SECONDS = 3600.0
 # A stopping worker waits this long for its files to reach the store; what is
@@ -286,3 +291,43 @@ CRAWL_RECRAWL_BATCH = 1000
 CRAWL_RECRAWL_MAX_QUEUED = 1_000_000
 # Seconds between promotion rounds when nothing was due or the frontier was full.
 CRAWL_RECRAWL_POLL_SECONDS = 5.0
+
+# Fleet status (crawlproject/status/reporter.py, `crawlproject status`): every
+# CRAWL_STATUS_REPORT_SECONDS each worker adds its counters' increments to the
+# crawl's Redis (fleet totals and 10-second throughput buckets) and writes its
+# gauges. CRAWL_PROGRESS: "auto" draws a live line (pages/s, queue, errors) on
+# stderr when it is a terminal; "on" always, "off" never.
+CRAWL_STATUS_REPORT_SECONDS = 2.0
+CRAWL_PROGRESS = "auto"
+# Prometheus metrics of each worker (its Scrapy stats, `store/pages` ->
+# `crawl_store_pages`) on this address and port; 0: off. One port per worker
+# process: give each worker of a machine its own.
+CRAWL_METRICS_PORT = 0
+CRAWL_METRICS_ADDRESS = "127.0.0.1"
+
+# Content processors (crawlproject/content/; the classes live in pipelines/).
+# Each fetched answer goes, by its MIME type (Content-Type without parameters,
+# lowercased), to one processor, which adds fields to its fetch record and names
+# the links to follow (the spider's scope still applies); a type without one
+# keeps the fetch record only (stat content/unprocessed/<type>). A processor
+# that fails on a body is counted (content/error/<name>); the record is kept.
+# CRAWL_CONTENT_PROCESSORS is the project's: merged over the _BASE, so one line
+# adds or replaces a type, {"application/json": "pipelines.json.JsonProcessor"},
+# and None turns one off, {"application/pdf": None}.
+CRAWL_CONTENT_PROCESSORS_BASE: dict[str, str] = {
+    "text/html": "pipelines.html.HtmlProcessor",
+    "application/xhtml+xml": "pipelines.html.HtmlProcessor",
+    "text/plain": "pipelines.text.PlainTextProcessor",
+    "application/pdf": "pipelines.pdf.PdfProcessor",
+    "application/rss+xml": "pipelines.feeds.FeedProcessor",
+    "application/atom+xml": "pipelines.feeds.FeedProcessor",
+    # Many feeds are served as plain XML; other XML documents are left alone.
+    "application/xml": "pipelines.feeds.FeedProcessor",
+    "text/xml": "pipelines.feeds.FeedProcessor",
+}
+CRAWL_CONTENT_PROCESSORS: dict[str, str | None] = {}
+# Characters of a document's extracted text kept in its record ("text", PDF).
+CRAWL_CONTENT_MAX_TEXT_CHARS = 20_000
+# Pages of a PDF whose text is extracted, at most: extraction runs on the
+# worker's reactor thread, so this bounds what one large PDF costs it.
+CRAWL_CONTENT_PDF_MAX_PAGES = 50

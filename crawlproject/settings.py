@@ -74,6 +74,12 @@ DOWNLOADER_MIDDLEWARES = {
 TWISTED_DNS_RESOLVER = "crawlproject.dns.resolver.CachingResolver"
 ROBOTSTXT_OBEY = False
 
+EXTENSIONS = {
+    # The worker's share of `crawlproject status`: counters and gauges in the
+    # crawl's Redis, optional Prometheus metrics, a live progress line.
+    "crawlproject.status.reporter.StatusReporter": 500,
+}
+
 # Nothing that can run code is exposed by default.
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False

@@ -49,6 +49,8 @@ Per shard, prefix ``cp:{C/s}:``
                          L at enqueue and request), so it goes back to its band; state ``f`` =
                          fetching (holds the slot), ``p`` = processing (slot
                          freed, links not yet stored).
+``leases``         ZSET  lease id -> expiry (ms, Redis clock): reclaim.lua takes back
+                         the expired ones (their worker died or hung).
 ``seq``            STRING lease id counter.
 ``seen:<bucket>``  STRING seen-URL fingerprints, 6 bytes each, packed back to
                          back; bucket = top ``CRAWL_SEEN_BUCKET_BITS`` bits.
@@ -87,6 +89,14 @@ Per crawl, prefix ``cp:{C}:``
                          credit), ``queue_layout`` (fixed at creation), ``created``.
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
+``stats``          HASH  fleet counters: each worker adds its Scrapy stats' increments
+                         (robotstxt/, dedupe/, store/, recrawl/, ... see
+                         crawlproject/status/reporter.py) every few seconds.
+``tp``             HASH  throughput: 10-second bucket start (unix s) -> responses
+                         received by the fleet in it; buckets older than 10 minutes
+                         are deleted by the workers.
+``w:<worker>``     HASH  a worker's last gauges (responses/s, in flight, spooled files,
+                         ...), expiring a few report periods after its last report.
 
 Per crawl, dedupe index, prefix ``cp:{C/dd}:`` (one hash tag: the one script run
 per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
@@ -141,12 +151,17 @@ class CrawlKeys:
         self.meta = self.crawl_prefix + "meta"
         self.workers = self.crawl_prefix + "workers"
         self.scope = self.crawl_prefix + "scope"
+        self.fleet_stats = self.crawl_prefix + "stats"
+        self.throughput = self.crawl_prefix + "tp"
         self.start_urls = f"{crawl}:start_urls"
         self.shard_prefixes = [f"cp:{{{crawl}/{s}}}:" for s in range(shards)]
         self.dedupe_prefix = f"cp:{{{crawl}/dd}}:"
         self.dedupe_config = self.dedupe_prefix + "cfg"
         self.dedupe_streak = self.dedupe_prefix + "streak"
         self.dedupe_counters = self.dedupe_prefix + "n"
+
+    def worker_gauges(self, worker: str) -> str:
+        return self.crawl_prefix + "w:" + worker
 
     def shard_of(self, pkey: str) -> int:
         return zlib.crc32(pkey.encode("utf-8")) % self.shards

@@ -292,6 +292,10 @@ class FrontierScheduler(BaseScheduler):
         return deferred_from_coro(self._close(reason))
 
     async def _close(self, reason: str) -> None:
+        if self.frontier is not None and not self._open_failed:
+            # Last word for components that report to the crawl's Redis (the
+            # status reporter): Scrapy's spider_closed comes after this close.
+            await self.crawler.signals.send_catch_log_async(signal=frontier_closing)
         # Cancelling a task in the middle of a redis-py call can leave the call
         # half done (and redis-py may swallow the cancellation), so the loops
         # are asked to stop and end at their next turn.
@@ -927,6 +931,12 @@ class FrontierScheduler(BaseScheduler):
             )
             self._finished = True
         wake_engine(self.crawler)
+
+
+# Signal sent when the frontier scheduler starts closing, while its Redis is
+# still open (no arguments). Connect with crawler.signals.connect(handler,
+# signal=frontier_closing).
+frontier_closing = object()
 
 
 def is_frontier(obj: object) -> bool:

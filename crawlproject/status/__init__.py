@@ -1,0 +1,1 @@
+"""The fleet status: worker reports in Redis, the status view, metrics."""

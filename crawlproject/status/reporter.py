@@ -1,0 +1,282 @@
+"""Each worker's share of the fleet's status: counters in Redis, metrics, a progress line.
+
+A Scrapy extension (``EXTENSIONS``), on with the frontier scheduler. Every
+``CRAWL_STATUS_REPORT_SECONDS`` it
+
+* adds the increments of its counters since the last report to the crawl's
+  ``stats`` hash (the fleet's totals: ``crawlproject status`` reads them), and
+  its responses to the current 10-second bucket of ``tp`` (throughput);
+* writes its gauges to ``w:<worker>`` (responses/s, requests in flight, WARC
+  files waiting for upload), expiring when it stops reporting;
+* with a terminal on stderr (``CRAWL_PROGRESS = "auto"``), rewrites one line:
+  pages/s, the fleet's queue and errors, instead of waiting for Scrapy's
+  once-a-minute log line; plain logs otherwise.
+
+With ``CRAWL_METRICS_PORT`` set, it also serves the worker's own stats, by the
+same names (``store/pages`` -> ``crawl_store_pages``), as Prometheus metrics on
+``CRAWL_METRICS_ADDRESS:CRAWL_METRICS_PORT`` (prometheus-client, a registry of
+its own: nothing process-global).
+
+Counters are the stats under ``COUNTER_PREFIXES``: they only grow, so the
+fleet's sums are exact. Redis errors skip a report (its increments go with the
+next one); they never stop the crawl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.misc import load_object
+
+from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.scheduler import frontier_closing, frontier_of, is_frontier
+from crawlproject.setting_values import crawl_setting
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+# Stats that only ever grow (Scrapy's and ours): summed over the fleet.
+COUNTER_PREFIXES = (
+    "downloader/request_count",
+    "downloader/response_count",
+    "downloader/response_status_count/",
+    "downloader/exception_count",
+    "downloader/response_bytes",
+    "response_received_count",
+    "item_scraped_count",
+    "item_dropped_count",
+    "log_count/ERROR",
+    "log_count/WARNING",
+    "robotstxt/",
+    "dedupe/",
+    "store/pages",
+    "store/bytes",
+    "store/files_uploaded",
+    "store/bytes_uploaded",
+    "store/objects_",
+    "store/skipped_content_type/",
+    "recrawl/",
+    "trap/",
+    "sitemap/",
+    "web/error/",
+    "content/",
+    "frontier/enqueued",
+    "frontier/acks",
+    "frontier/claims",
+    "frontier/seen_hits",
+    "dns/",
+)
+PAGES_STAT = "response_received_count"
+ERRORS_STATS = ("downloader/exception_count", "log_count/ERROR")
+THROUGHPUT_BUCKET_SECONDS = 10
+THROUGHPUT_KEEP_SECONDS = 600
+GAUGES_TTL_REPORTS = 3  # a worker's gauges outlive it by this many report periods
+PROGRESS_MODES = ("auto", "on", "off")
+_METRIC_NAME_RE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReporterConfig:
+    report_seconds: float
+    progress: str
+    metrics_port: int
+    metrics_address: str
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> StatusReporterConfig:
+        config = cls(
+            report_seconds=crawl_setting(settings, "CRAWL_STATUS_REPORT_SECONDS"),
+            progress=str(crawl_setting(settings, "CRAWL_PROGRESS")).lower(),
+            metrics_port=crawl_setting(settings, "CRAWL_METRICS_PORT"),
+            metrics_address=crawl_setting(settings, "CRAWL_METRICS_ADDRESS"),
+        )
+        if config.report_seconds <= 0:
+            raise ConfigError("CRAWL_STATUS_REPORT_SECONDS must be > 0")
+        if config.progress not in PROGRESS_MODES:
+            raise ConfigError(f"CRAWL_PROGRESS must be one of {PROGRESS_MODES}")
+        if not 0 <= config.metrics_port <= 65535:
+            raise ConfigError("CRAWL_METRICS_PORT must be 0 (off) or a TCP port")
+        return config
+
+
+def is_counter(name: str) -> bool:
+    return name.startswith(COUNTER_PREFIXES)
+
+
+def metric_name(stat: str) -> str:
+    """``store/pages`` -> ``crawl_store_pages`` (Prometheus' name rules)."""
+    return "crawl_" + _METRIC_NAME_RE.sub("_", stat)
+
+
+class _StatsCollector:
+    """A prometheus-client collector reading the worker's stats at scrape time."""
+
+    def __init__(self, stats: StatsCollector) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        for name, value in sorted(self.stats.get_stats().items()):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if is_counter(name):
+                # prometheus-client appends _total to counter names itself.
+                yield CounterMetricFamily(metric_name(name), f"Scrapy stat {name}", value=value)
+            else:
+                yield GaugeMetricFamily(metric_name(name), f"Scrapy stat {name}", value=value)
+
+
+class StatusReporter:
+    def __init__(self, crawler: Crawler, config: StatusReporterConfig, stats: StatsCollector):
+        self.crawler = crawler
+        self.config = config
+        self.stats = stats
+        self._reported: dict[str, int] = {}  # counters as of the last report that reached Redis
+        self._last_pages = 0
+        self._last_time = 0.0
+        self._rate = 0.0
+        self._fleet_queued: int | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._metrics_server: Any = None
+        self._progress = config.progress == "on" or (
+            config.progress == "auto" and sys.stderr.isatty()
+        )
+        self._progress_shown = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StatusReporter:
+        if not is_frontier(load_object(crawler.settings["SCHEDULER"])):
+            raise NotConfigured("the fleet status needs the frontier scheduler")
+        assert crawler.stats is not None
+        reporter = cls(crawler, StatusReporterConfig.from_settings(crawler.settings), crawler.stats)
+        crawler.signals.connect(reporter._opened, signal=signals.spider_opened)
+        crawler.signals.connect(reporter._closing, signal=frontier_closing)
+        crawler.signals.connect(reporter._closed, signal=signals.spider_closed)
+        return reporter
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _opened(self, spider: Any) -> None:
+        if self.config.metrics_port:
+            self._start_metrics()
+        self._last_time = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def _start_metrics(self) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_StatsCollector(self.stats))  # type: ignore[arg-type]
+        self._metrics_server, _ = start_http_server(
+            self.config.metrics_port, addr=self.config.metrics_address, registry=registry
+        )
+        logger.info(
+            "Prometheus metrics on http://%s:%d/metrics",
+            self.config.metrics_address,
+            self.config.metrics_port,
+        )
+
+    async def _closing(self) -> None:
+        """The frontier closes: a last report while its Redis is open."""
+        if self._task is not None:
+            # Asked to stop, not cancelled: a cancellation in the middle of a
+            # redis-py call can be swallowed (the frontier's loops stop alike).
+            self._stop.set()
+            await self._task
+            self._task = None
+        await self._report()
+
+    def _closed(self, spider: Any, reason: str) -> None:
+        if self._progress_shown:
+            sys.stderr.write("\n")
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+
+    async def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.config.report_seconds)
+            if self._stop.is_set():
+                return
+            await self._report()
+            if self._progress:
+                self._show_progress()
+
+    # -- one report -------------------------------------------------------------------
+
+    async def _report(self) -> None:
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        if not is_frontier(scheduler):
+            return
+        frontier = frontier_of(self.crawler).frontier
+        if frontier is None:
+            return
+        now = time.monotonic()
+        counters = {k: v for k, v in self.stats.get_stats().items() if _is_int(v) and is_counter(k)}
+        deltas = {k: v - self._reported.get(k, 0) for k, v in counters.items()}
+        deltas = {k: d for k, d in deltas.items() if d > 0}
+        pages = counters.get(PAGES_STAT, 0)
+        elapsed = max(now - self._last_time, 1e-6)
+        self._rate = (pages - self._last_pages) / elapsed
+        keys = frontier.keys
+        worker = frontier_of(self.crawler).worker_id
+        wall = time.time()
+        bucket = int(wall) // THROUGHPUT_BUCKET_SECONDS * THROUGHPUT_BUCKET_SECONDS
+        pipe = frontier.redis.pipeline(transaction=False)
+        for name, delta in deltas.items():
+            pipe.hincrby(keys.fleet_stats, name, delta)
+        new_pages = deltas.get(PAGES_STAT, 0)
+        if new_pages:
+            pipe.hincrby(keys.throughput, str(bucket), new_pages)
+        gauges: dict[str | bytes, float] = {
+            "responses_per_second": round(self._rate, 3),
+            "in_flight": len(self.crawler.engine.downloader.active) if self.crawler.engine else 0,
+            "store_files_pending": int(self.stats.get_value("store/files_pending", 0) or 0),
+            "reported_at": round(wall, 3),
+        }
+        pipe.hset(keys.worker_gauges(worker), mapping=gauges)  # type: ignore[arg-type]
+        pipe.expire(
+            keys.worker_gauges(worker), int(self.config.report_seconds * GAUGES_TTL_REPORTS) + 1
+        )
+        pipe.hkeys(keys.throughput)
+        try:
+            replies = await pipe.execute()
+            self._fleet_queued = (await frontier.counters()).get("queued", 0)
+        except RedisError as exc:
+            logger.debug("Status report skipped: %s", exc)
+            return
+        self._reported.update({k: counters[k] for k in deltas})
+        self._last_pages, self._last_time = pages, now
+        old = [f for f in replies[-1] if int(f) < wall - THROUGHPUT_KEEP_SECONDS]
+        if old:
+            with contextlib.suppress(RedisError):
+                await frontier.redis.hdel(keys.throughput, *old)
+
+    def _show_progress(self) -> None:
+        errors = sum(int(self.stats.get_value(k, 0) or 0) for k in ERRORS_STATS)
+        pages = int(self.stats.get_value(PAGES_STAT, 0) or 0)
+        queued = "?" if self._fleet_queued is None else f"{self._fleet_queued:,}"
+        line = f"{self._rate:7.1f} pages/s | {pages:,} pages | queue {queued} | errors {errors:,}"
+        sys.stderr.write("\r" + line.ljust(72))
+        sys.stderr.flush()
+        self._progress_shown = True
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,207 @@
+"""``crawlproject status``: is the fleet keeping up? One read of the crawl's Redis.
+
+What it shows (all from Redis; times on Redis' clock):
+
+* frontier: URLs queued, leased (in flight), done, enqueued, seen hits;
+  hosts ready now (their delay has passed: ``due``, and ``ready`` entries
+  whose time has come) and hosts waiting on their politeness delay; leases in
+  flight and leases expired (their worker died or hung: reclaimed soon);
+* throughput: responses per second over the last minute, from the
+  10-second buckets the workers add to (``tp``);
+* workers alive (a heartbeat within the lease time) with their gauges;
+* the fleet's counters (``stats``): pages, items, errors, robots.txt,
+  duplicates, storage (files waiting for upload: the storage lag), recrawl;
+* the recrawl backlog (tracked, overdue, oldest overdue age) when there is one.
+
+The signals for adding crawlers: queued URLs and hosts ready now grow while
+throughput stays flat; for removing them: hosts ready now near zero (every
+host waits on its delay: more workers would only wait too).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.status.reporter import THROUGHPUT_BUCKET_SECONDS
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from crawlproject.frontier.keys import CrawlKeys
+
+THROUGHPUT_WINDOW_SECONDS = 60
+STAT_GROUPS = ("robotstxt/", "dedupe/", "store/", "recrawl/", "trap/", "sitemap/", "web/error/")
+
+
+async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[str, Any]:
+    """The crawl's status as a JSON-able dict (see the module docstring)."""
+    seconds, micros = await redis.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    now_s = now_ms / 1000
+    pipe = redis.pipeline(transaction=False)
+    for shard in range(keys.shards):
+        prefix = keys.shard_prefixes[shard]
+        pipe.hgetall(keys.counters(shard))
+        pipe.zcard(prefix + "due")
+        pipe.zcount(prefix + "ready", "-inf", now_ms)
+        pipe.zcount(prefix + "ready", f"({now_ms}", "+inf")
+        pipe.zcard(prefix + "leases")
+        pipe.zcount(prefix + "leases", "-inf", now_ms)
+    pipe.hgetall(keys.throughput)
+    pipe.zrange(keys.workers, 0, -1, withscores=True)
+    pipe.hgetall(keys.fleet_stats)
+    pipe.llen(keys.start_urls)
+    replies = await pipe.execute()
+
+    counters: dict[str, int] = defaultdict(int)
+    hosts_ready = hosts_waiting = leases = leases_expired = 0
+    per_shard = 6
+    for shard in range(keys.shards):
+        h, due, ready_now, ready_later, n_leases, expired = replies[
+            shard * per_shard : (shard + 1) * per_shard
+        ]
+        for k, v in h.items():
+            counters[_text(k)] += int(v)
+        hosts_ready += int(due) + int(ready_now)
+        hosts_waiting += int(ready_later)
+        leases += int(n_leases)
+        leases_expired += int(expired)
+    throughput, workers, fleet, start_urls = replies[keys.shards * per_shard :]
+
+    window_start = now_s - THROUGHPUT_WINDOW_SECONDS
+    recent = {int(k): int(v) for k, v in throughput.items() if int(k) >= window_start}
+    if recent:
+        # From the start of the oldest bucket kept to now (the newest is partial).
+        span = max(now_s - min(recent), THROUGHPUT_BUCKET_SECONDS)
+        pages_per_second = sum(recent.values()) / span
+    else:
+        pages_per_second = 0.0
+
+    alive = []
+    for worker, heartbeat_ms in workers:
+        if now_ms - heartbeat_ms <= lease_ms:
+            alive.append(_text(worker))
+    gauges = {}
+    if alive:
+        gpipe = redis.pipeline(transaction=False)
+        for worker in alive:
+            gpipe.hgetall(keys.worker_gauges(worker))
+        for worker, g in zip(alive, await gpipe.execute(), strict=True):
+            gauges[worker] = {_text(k): float(v) for k, v in g.items()}
+
+    fleet_stats = {_text(k): int(v) for k, v in fleet.items()}
+    backlog = await RecrawlStore(redis, keys).backlog(now_s)
+    return {
+        "crawl": keys.crawl,
+        "time": round(now_s, 3),
+        "frontier": {
+            "queued": counters.get("queued", 0),
+            "leased": counters.get("leased", 0),
+            "done": counters.get("done", 0),
+            "enqueued": counters.get("enqueued", 0),
+            "seen_hits": counters.get("seen_hits", 0),
+            "parked": counters.get("parked", 0) - counters.get("unparked", 0),
+            "reclaimed": counters.get("reclaimed", 0),
+            "start_urls": int(start_urls),
+            "hosts_ready_now": hosts_ready,
+            "hosts_waiting_on_delay": hosts_waiting,
+            "leases_in_flight": leases,
+            "leases_expired": leases_expired,
+        },
+        "throughput": {
+            "pages_per_second_last_minute": round(pages_per_second, 3),
+            "pages_last_minute": sum(recent.values()),
+        },
+        "workers": {
+            "alive": len(alive),
+            "known": len(workers),
+            "gauges": gauges,
+        },
+        "fleet": {
+            "pages": fleet_stats.get("response_received_count", 0),
+            "items": fleet_stats.get("item_scraped_count", 0),
+            "errors": fleet_stats.get("log_count/ERROR", 0)
+            + fleet_stats.get("downloader/exception_count", 0),
+            "groups": {
+                group.rstrip("/"): {
+                    k[len(group) :]: v
+                    for k, v in sorted(fleet_stats.items())
+                    if k.startswith(group)
+                }
+                for group in STAT_GROUPS
+            },
+        },
+        "storage": {
+            "files_waiting_for_upload": int(
+                sum(g.get("store_files_pending", 0) for g in gauges.values())
+            ),
+            "files_uploaded": fleet_stats.get("store/files_uploaded", 0),
+            "pages_stored": fleet_stats.get("store/pages", 0),
+        },
+        "recrawl": {
+            "tracked": backlog.tracked,
+            "overdue": backlog.overdue,
+            "oldest_overdue_seconds": round(backlog.oldest_overdue_seconds, 3),
+        },
+    }
+
+
+def render(status: dict[str, Any]) -> Any:
+    """The status as rich tables, for a terminal."""
+    from rich.console import Group
+    from rich.table import Table
+
+    f, t, w, fl = status["frontier"], status["throughput"], status["workers"], status["fleet"]
+    head = Table(title=f"crawl {status['crawl']}", show_header=False, box=None)
+    head.add_column(style="bold")
+    head.add_column(justify="right")
+    head.add_column(style="bold")
+    head.add_column(justify="right")
+    rows = [
+        ("queued URLs", f["queued"], "pages/s (last minute)", t["pages_per_second_last_minute"]),
+        ("in flight (leases)", f["leases_in_flight"], "workers alive", w["alive"]),
+        ("leases expired", f["leases_expired"], "pages fetched", fl["pages"]),
+        ("hosts ready now", f["hosts_ready_now"], "items", fl["items"]),
+        ("hosts waiting on delay", f["hosts_waiting_on_delay"], "errors", fl["errors"]),
+        ("done", f["done"], "files waiting for upload",
+         status["storage"]["files_waiting_for_upload"]),
+        ("parked URLs", f["parked"], "recrawl overdue", status["recrawl"]["overdue"]),
+    ]  # fmt: skip
+    for a, av, b, bv in rows:
+        head.add_row(a, _fmt(av), b, _fmt(bv))
+    parts: list[Any] = [head]
+    if w["gauges"]:
+        workers = Table(title="workers")
+        for col in ("worker", "pages/s", "in flight", "files pending", "report age s"):
+            workers.add_column(col, justify="right" if col != "worker" else "left")
+        for worker, g in sorted(w["gauges"].items()):
+            age = status["time"] - g.get("reported_at", status["time"])
+            workers.add_row(
+                worker,
+                f"{g.get('responses_per_second', 0):.1f}",
+                _fmt(g.get("in_flight", 0)),
+                _fmt(g.get("store_files_pending", 0)),
+                f"{age:.1f}",
+            )
+        parts.append(workers)
+    groups = Table(title="fleet counters")
+    groups.add_column("group")
+    groups.add_column("counters")
+    for group, values in fl["groups"].items():
+        if values:
+            groups.add_row(group, ", ".join(f"{k} {_fmt(v)}" for k, v in values.items()))
+    if groups.row_count:
+        parts.append(groups)
+    return Group(*parts)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.1f}"
+    return f"{int(value):,}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
