@@ -13,6 +13,12 @@ track every fetch and serve the recrawls ``crawlproject recrawl`` queues).
 
 Order is breadth-first: each host's queue is FIFO and links are appended.
 
+Content: each answer goes, by MIME type, to the content processor the settings
+route it to (``CRAWL_CONTENT_PROCESSORS``: HTML, plain text, PDF, RSS/Atom;
+crawlproject/content/), which adds fields to the fetch record and names the
+links to follow. Stats: ``content/processed/<name>``, ``content/error/<name>``,
+``content/unprocessed/<type>``.
+
 Sitemaps: a downloader middleware schedules each ``Sitemap:`` URL of a host's
 robots.txt with ``callback=parse_sitemap``. Sitemap files (plain or ``.xml.gz``)
 and sitemap indexes are read with the same scope rules as links; page URLs keep
@@ -24,29 +30,32 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from lxml import etree
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import Response, TextResponse
-from scrapy.linkextractors import LinkExtractor
+from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.python.failure import Failure
 
+from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.frontier.urls import registered_domain
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +67,10 @@ NOT_MODIFIED = 304
 SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped
 SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXSIZE is 0
 GZIP_MAGIC = b"\x1f\x8b"
+# Keys of the fetch record a content processor's fields may not replace.
+RECORD_KEYS = frozenset(
+    {"url", "final_url", "fetched_at", "status", "depth", "content_type", "length"}
+)
 
 
 class WebSpider(Spider):
@@ -92,7 +105,19 @@ class WebSpider(Spider):
             lines = Path(seeds_file).read_text(encoding="utf-8").splitlines()
             self.seed_urls += [u.strip() for u in lines if u.strip() and not u.startswith("#")]
         self.seed_roots = {r for u in self.seed_urls if (r := self.scope_root(u))}
-        self.link_extractor = LinkExtractor(unique=True)
+        self._failed_processors: set[str] = set()  # names whose error was logged
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        # Built once, at start: a misrouted processor fails the worker, not a page.
+        spider.content = ContentRegistry.from_crawler(crawler)
+        return spider
+
+    @cached_property
+    def content(self) -> ContentRegistry:
+        """The processors by MIME type (CRAWL_CONTENT_PROCESSORS)."""
+        return ContentRegistry.from_crawler(self.crawler)
 
     @cached_property
     def store_bodies(self) -> bool:
@@ -147,7 +172,6 @@ class WebSpider(Spider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         depth = response.meta.get("depth", 0)
-        is_text = isinstance(response, TextResponse)
         # The fetch record: "url" is the URL as requested (before redirects),
         # "final_url" where the body came from.
         redirected_from = response.meta.get("redirect_urls") or ()
@@ -159,7 +183,7 @@ class WebSpider(Spider):
             "depth": depth,
             "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1"),
             "length": len(response.body),
-            "title": (response.css("title::text").get() or "").strip() if is_text else None,
+            "title": None,  # the content processor's, if it finds one
         }
         if response.status == NOT_MODIFIED:
             # A recrawl's conditional GET answered "unchanged": no body to
@@ -167,26 +191,71 @@ class WebSpider(Spider):
             item["not_modified"] = True
             yield item
             return
+        links = self._process_content(response, item)
         if self.store_bodies:  # the storage pipeline takes it out again
             item[RESPONSE_ITEM_KEY] = response
-        yield item
-        if not isinstance(response, TextResponse) or (
-            self.max_depth is not None and depth >= self.max_depth
-        ):
+        yield item  # before the links: the duplicate filter may hold them back
+        if self.max_depth is not None and depth >= self.max_depth:
             return
         scope = response.meta.get(SCOPE_META_KEY)
         if response.meta.get(SEED_META_KEY):
             scope = self.scope_root(response.url) or scope
-        for link in self.link_extractor.extract_links(response):
-            if not self.in_scope(link.url, response):
+        for url in links:
+            if not self.in_scope(url, response):
                 self.crawler.stats.inc_value("web/out_of_scope")
                 continue
             yield Request(
-                link.url,
+                url,
                 callback=self.parse,
                 errback=self.on_error,
                 meta={SCOPE_META_KEY: scope},
             )
+
+    def _process_content(self, response: Response, item: dict[str, Any]) -> Iterable[str]:
+        """Runs the processor of the response's MIME type: its fields go into
+        the item, its links are returned. Never raises: a failing processor is
+        counted and logged, and the fetch record is kept as it is."""
+        stats = self.crawler.stats
+        mime = mime_type_of(response)
+        processor = self.content.processor_for(mime)
+        if processor is None:
+            stats.inc_value(f"content/unprocessed/{mime or 'none'}")
+            return ()
+        try:
+            result = processor.process(response)
+        except Exception as exc:  # a plug-in's bug must not cost the record
+            self._processor_failed(processor, response, exc)
+            return ()
+        stats.inc_value(f"content/processed/{processor.name}")
+        for key, value in result.fields.items():
+            if key not in RECORD_KEYS:
+                item[key] = value
+        return self._guarded_links(processor, response, result.links)
+
+    def _guarded_links(
+        self, processor: ContentProcessor, response: Response, links: Iterable[str]
+    ) -> Iterator[str]:
+        # Links may be computed lazily, after the item left: guard that too.
+        try:
+            yield from links
+        except Exception as exc:
+            self._processor_failed(processor, response, exc)
+
+    def _processor_failed(
+        self, processor: ContentProcessor, response: Response, exc: Exception
+    ) -> None:
+        self.crawler.stats.inc_value(f"content/error/{processor.name}")
+        # Logged once per processor at WARNING (a crawl meets many bad files).
+        first = processor.name not in self._failed_processors
+        self._failed_processors.add(processor.name)
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "Content processor %s failed on %s: %s%s",
+            processor.name,
+            response.url,
+            exc,
+            " (further failures are logged at DEBUG)" if first else "",
+        )
 
     def on_error(self, failure: Failure) -> list[dict[str, Any]]:
         """Counts and logs a failed fetch; returns its fetch record (none for a

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scrapy.settings import BaseSettings
 
+from crawlproject.content.registry import processor_paths
 from crawlproject.frontier.config import ConfigError
 from crawlproject.setting_values import crawl_setting
 
@@ -40,9 +41,7 @@ class BodyStoreConfig:
     def from_settings(cls, settings: BaseSettings) -> BodyStoreConfig:
         config = cls(
             enabled=crawl_setting(settings, "CRAWL_STORE_ENABLED"),
-            content_types=frozenset(
-                t.strip().lower() for t in crawl_setting(settings, "CRAWL_STORE_CONTENT_TYPES")
-            ),
+            content_types=_content_types(settings),
             rotate_bytes=crawl_setting(settings, "CRAWL_STORE_ROTATE_BYTES"),
             rotate_seconds=crawl_setting(settings, "CRAWL_STORE_ROTATE_SECONDS"),
             close_timeout_seconds=crawl_setting(settings, "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS"),
@@ -66,3 +65,12 @@ class BodyStoreConfig:
     def object_spool_dir(self, crawl: str) -> Path:
         """The object format's spool: apart, so the WARC spool's sweep never sees it."""
         return self.spool_dir(crawl) / "objects"
+
+
+def _content_types(settings: BaseSettings) -> frozenset[str]:
+    """CRAWL_STORE_CONTENT_TYPES, or (None) the types a content processor reads."""
+    if crawl_setting(settings, "CRAWL_STORE_CONTENT_TYPES") is None:
+        return frozenset(processor_paths(settings))
+    return frozenset(
+        t.strip().lower() for t in settings.getlist("CRAWL_STORE_CONTENT_TYPES") if t.strip()
+    )

@@ -21,7 +21,8 @@ the web: a trap listens there and logs (404) whatever a crawler sends it.
 
 ``special`` adds per-host routes for robots.txt, sitemaps, 429s and the like:
 ``{host index: {exact path: spec}}``, a spec being a JSON-able dict with the
-optional keys ``status`` (200), ``body`` (""), ``content_type`` ("text/plain"),
+optional keys ``status`` (200), ``body`` (""), ``body_b64`` (a binary body, as
+base64, sent instead of ``body``), ``content_type`` ("text/plain"),
 ``headers`` (extra response headers), ``gzip`` (send gzip.compress(body) as a
 file: no Content-Encoding), ``reset`` (log the request with status 0, then
 abort the connection with an RST and no response bytes) and ``times`` (only
@@ -173,7 +174,9 @@ REASONS = {
 MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SPECIAL_KEYS = frozenset({"status", "body", "content_type", "headers", "gzip", "reset", "times"})
+SPECIAL_KEYS = frozenset(
+    {"status", "body", "body_b64", "content_type", "headers", "gzip", "reset", "times"}
+)
 INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
 POPULAR_PAGE = -1  # the popular page's number in ``graph``
 TRAP_KINDS = ("calendar", "session", "repeat", "minted")
@@ -1197,7 +1200,10 @@ class TestWeb:
         if spec.get("reset"):
             return Reply(0, "", b"")
         base = f"http://{ip}:{self.port}"
-        payload = str(spec.get("body", "")).replace("{base}", base).encode()
+        if "body_b64" in spec:  # binary (a PDF): sent as is, no {base}
+            payload = base64.b64decode(spec["body_b64"])
+        else:
+            payload = str(spec.get("body", "")).replace("{base}", base).encode()
         if spec.get("gzip"):  # a .gz file, not a Content-Encoding
             payload = gzip.compress(payload, mtime=0)
         headers = tuple(

@@ -1,0 +1,20 @@
+"""Per-content-type processing of fetched answers (see processor.py, registry.py)."""
+
+from __future__ import annotations
+
+from crawlproject.content.processor import (
+    ContentError,
+    ContentProcessor,
+    ProcessedContent,
+    mime_type_of,
+)
+from crawlproject.content.registry import ContentRegistry, processor_paths
+
+__all__ = [
+    "ContentError",
+    "ContentProcessor",
+    "ContentRegistry",
+    "ProcessedContent",
+    "mime_type_of",
+    "processor_paths",
+]
