@@ -37,6 +37,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -130,7 +131,7 @@ class BodyStorePipeline:
             max_file_bytes=self.config.rotate_bytes,
             max_file_seconds=self.config.rotate_seconds,
             warcinfo={"operator-crawl": crawl, "isPartOf": crawl},
-            on_finished=self._uploader.submit,
+            on_finished=self._file_finished,
         )
         logger.info("Storing page bodies as WARC: spool %s, store %s", spool, store.uri)
         self._start_rotation_checks()
@@ -159,7 +160,7 @@ class BodyStorePipeline:
             key_prefix=self._key_prefix,
             max_index_bytes=self.config.rotate_bytes,
             max_index_seconds=self.config.rotate_seconds,
-            on_finished=self._uploader.submit,
+            on_finished=self._file_finished,
         )
         logger.info("Storing page bodies as objects: spool %s, store %s", spool, store.uri)
         self._start_rotation_checks()
@@ -186,6 +187,18 @@ class BodyStorePipeline:
             finally:
                 self._in_thread -= 1
 
+    def _file_finished(self, path: Path) -> None:
+        """A finished file goes to the uploader (from the writer's thread)."""
+        assert self._uploader is not None
+        self._uploader.submit(path)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._note_pending)
+
+    def _note_pending(self) -> None:
+        # The storage lag, as `crawlproject status` shows it (a gauge).
+        if self._uploader is not None:
+            self.stats.set_value("store/files_pending", self._uploader.pending())
+
     def _on_uploaded(self, path: Any, key: str, size: int) -> None:
         # Called in the uploader thread: the stats belong to the reactor's.
         if self._loop is not None and not self._loop.is_closed():
@@ -194,6 +207,7 @@ class BodyStorePipeline:
     def _count_upload(self, size: int) -> None:
         self.stats.inc_value("store/files_uploaded")
         self.stats.inc_value("store/bytes_uploaded", size)
+        self._note_pending()
 
     async def process_item(self, item: Any) -> Any:
         adapter = ItemAdapter(item)

@@ -148,6 +148,8 @@ def test_s3_outage_mid_crawl_loses_nothing(
         moto.stop()
         stopped_at = log.stat().st_size
         time.sleep(OUTAGE_SECONDS)
+        # The fleet's status shows the storage lag the outage causes.
+        lag = fleet_status(redis_server, "s3")["storage"]["files_waiting_for_upload"]
         # What moto forgot must all be in the snapshot, or the test lost it, not the crawler.
         assert uploaded_keys(log) <= kept, "an upload landed between the snapshot and the stop"
         assert proc.poll() is None, "the crawl ended during the outage: make it longer"
@@ -163,6 +165,7 @@ def test_s3_outage_mid_crawl_loses_nothing(
     assert " unavailable (" in during and "kept in" in during
     assert "S3 upload" in during and "retry 1 of 1" in during
     assert during.count(".warc.gz finished") >= 2
+    assert lag >= 2
     text = log.read_text(errors="replace")
     assert "Uploads to s3://" in text and "resumed after" in text
 
@@ -179,6 +182,15 @@ def test_s3_outage_mid_crawl_loses_nothing(
     assert stats["store/pages"] == len(items)
     assert stats["store/files_spooled_at_close"] == 0
     assert not spooled(data)
+
+
+def fleet_status(redis_server: RedisServer, crawl: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "crawlproject", "--redis-url", redis_server.url, "--crawl", crawl,
+         "status", "--json"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    return dict(json.loads(out))
 
 
 # --- 2. a worker killed with SIGKILL while its WARC file is open -----------------------
