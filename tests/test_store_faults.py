@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.warc import (
-    OPEN_SUFFIX,
     RollingWarcWriter,
     WarcLocation,
     read_payload,

@@ -19,8 +19,9 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlproject.store.backends import BodyStore, LocalStore, StoreConfig, open_store
+from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.uploader import SpoolUploader
-from crawlproject.store.warc import OPEN_SUFFIX, RollingWarcWriter, WarcLocation, read_payload
+from crawlproject.store.warc import RollingWarcWriter, WarcLocation, read_payload
 from tests.support.s3_server import (
     TEST_ACCESS_KEY_ID,
     TEST_REGION,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.warc import (
-    OPEN_SUFFIX,
     RollingWarcWriter,
     WarcLocation,
     WarcReadError,

@@ -60,12 +60,11 @@ from pathlib import Path
 from types import TracebackType
 
 from crawlproject.store.rolling import (
-    OPEN_SUFFIX,
     RollingFile,
-    fsync_directory,
     hand_over,
     write_all,
 )
+from crawlproject.store.rolling import recover_open_files as rolling_recover
 from crawlproject.store.warc import payload_digest
 
 logger = logging.getLogger(__name__)
@@ -289,48 +288,12 @@ def remove_stale_tmp_files(directory: Path) -> int:
 def recover_open_indexes(directory: Path) -> list[Path]:
     """Finish the ``.cdxj.open`` files killed writers left (module doc); the
     renamed paths. Skips files a live writer holds."""
-    recovered: list[Path] = []
-    for path in sorted(directory.glob(f"*{CDXJ_SUFFIX}{OPEN_SUFFIX}")):
-        final_path = _recover_index(path)
-        if final_path is not None:
-            recovered.append(final_path)
-    if recovered:
-        fsync_directory(directory)
-    return recovered
+    return rolling_recover(directory, CDXJ_SUFFIX, "Index", _whole_lines)
 
 
-def _recover_index(path: Path) -> Path | None:
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:  # finished meanwhile by its writer
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.debug("Index %s is being written; not recovered", path)
-            return None
-        try:
-            if os.stat(path).st_ino != os.fstat(fd).st_ino:
-                return None  # renamed and replaced between our open and our lock
-        except FileNotFoundError:
-            return None
-        size = os.fstat(fd).st_size
-        good_bytes = _end_of_last_line(fd, size)
-        if good_bytes == 0:
-            path.unlink()
-            logger.warning("Index %s held no complete line (%d bytes); deleted", path, size)
-            return None
-        if good_bytes < size:
-            os.ftruncate(fd, good_bytes)
-            logger.warning("Index %s: cut a torn line of %d bytes", path, size - good_bytes)
-        os.fsync(fd)
-        final_path = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
-        os.replace(path, final_path)
-        logger.info("Index %s recovered (%d bytes)", final_path, good_bytes)
-        return final_path
-    finally:
-        os.close(fd)
+def _whole_lines(fd: int, size: int) -> tuple[int, str]:
+    good_bytes = _end_of_last_line(fd, size)
+    return good_bytes, f"{good_bytes} bytes of whole lines"
 
 
 def _end_of_last_line(fd: int, size: int) -> int:

@@ -28,6 +28,8 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 OPEN_SUFFIX = ".open"  # appended to the final name while the file is written
+# keep_bytes(fd, size) -> (bytes whole at the start of a file, what they hold).
+KeepBytes = Callable[[int, int], tuple[int, str]]
 SEQ_DIGITS = 5
 
 
@@ -181,3 +183,70 @@ def hand_over(on_finished: Callable[[Path], None] | None, path: Path) -> None:
         on_finished(path)
     except Exception:
         logger.exception("%s: on_finished failed", path)
+
+
+def recover_open_files(
+    directory: Path,
+    suffix: str,
+    what: str,
+    keep_bytes: KeepBytes,
+    prefix: str | None = None,
+) -> list[Path]:
+    """Finishes the ``<suffix>.open`` files killed writers left in ``directory``
+    (of one writer's ``prefix``), skipping those a live writer holds (locked).
+
+    ``keep_bytes(fd, size)`` tells how much of a file is whole, with a few words
+    on what that holds for the log: the rest (a torn tail) is cut, the file
+    renamed to its final name; a file with nothing whole is deleted. Returns
+    the renamed paths. Run it before a new writer of the directory starts.
+    """
+    if not directory.is_dir():
+        return []
+    recovered: list[Path] = []
+    for path in sorted(directory.glob(f"*{suffix}{OPEN_SUFFIX}")):
+        if prefix is not None and not path.name.startswith(f"{prefix}-"):
+            continue
+        final_path = _recover(path, what, keep_bytes)
+        if final_path is not None:
+            recovered.append(final_path)
+    if recovered:
+        fsync_directory(directory)
+    return recovered
+
+
+def _recover(
+    path: Path, what: str, keep_bytes: Callable[[int, int], tuple[int, str]]
+) -> Path | None:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:  # finished meanwhile by its writer
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.debug("%s %s is being written; not recovered", what, path)
+            return None
+        try:
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                return None  # renamed and replaced between our open and our lock
+        except FileNotFoundError:
+            return None
+        size = os.fstat(fd).st_size
+        good_bytes, held = keep_bytes(fd, size)
+        if good_bytes == 0:
+            path.unlink()
+            logger.warning("%s %s held nothing whole (%d bytes); deleted", what, path, size)
+            return None
+        if good_bytes < size:
+            os.ftruncate(fd, good_bytes)
+            logger.warning(
+                "%s %s: cut a torn tail of %d bytes after %s", what, path, size - good_bytes, held
+            )
+        os.fsync(fd)
+        final_path = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
+        os.replace(path, final_path)
+        logger.info("%s %s recovered: %s", what, final_path, held)
+        return final_path
+    finally:
+        os.close(fd)

@@ -39,10 +39,8 @@ The writer is not thread-safe: one writer, one thread.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import logging
-import os
 import re
 import time
 import zlib
@@ -66,7 +64,8 @@ from warcio.statusandheaders import (
 from warcio.utils import Digester
 from warcio.warcwriter import WARCWriter
 
-from crawlproject.store.rolling import OPEN_SUFFIX, RollingFile, fsync_directory
+from crawlproject.store.rolling import RollingFile
+from crawlproject.store.rolling import recover_open_files as rolling_recover
 
 logger = logging.getLogger(__name__)
 
@@ -371,58 +370,16 @@ def recover_open_files(directory: Path, prefix: str | None = None) -> list[Path]
     ``.warc.gz`` and returns the renamed paths; deletes a file without a page.
     Skips files a live writer holds. Run it before a new writer starts writing.
     """
-    if not directory.is_dir():
-        return []
-    recovered: list[Path] = []
-    for path in sorted(directory.glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")):
-        if prefix is not None and not path.name.startswith(f"{prefix}-"):
-            continue
-        final_path = _recover_one(path)
-        if final_path is not None:
-            recovered.append(final_path)
-    if recovered:
-        fsync_directory(directory)
-    return recovered
+    return rolling_recover(directory, WARC_SUFFIX, "WARC", _whole_records, prefix)
 
 
-def _recover_one(path: Path) -> Path | None:
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:  # finished meanwhile by its writer
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.debug("WARC %s is being written; not recovered", path)
-            return None
-        try:
-            if os.stat(path).st_ino != os.fstat(fd).st_ino:
-                return None  # renamed and replaced between our open and our lock
-        except FileNotFoundError:
-            return None
-        with open(fd, "rb", closefd=False) as stream:
-            good_bytes, record_types = _complete_members(stream)
-        size = os.fstat(fd).st_size
-        if not any(kind not in _NON_PAGE_TYPES for kind in record_types):
-            path.unlink()
-            logger.warning("WARC %s held no page (%d bytes); deleted", path, size)
-            return None
-        if good_bytes < size:
-            os.ftruncate(fd, good_bytes)
-            logger.warning(
-                "WARC %s: cut a torn tail of %d bytes after %d records",
-                path,
-                size - good_bytes,
-                len(record_types),
-            )
-        os.fsync(fd)
-        final_path = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
-        os.replace(path, final_path)
-        logger.info("WARC %s recovered: %d records", final_path, len(record_types))
-        return final_path
-    finally:
-        os.close(fd)
+def _whole_records(fd: int, size: int) -> tuple[int, str]:
+    """Bytes of the complete gzip members (none when they hold no page)."""
+    with open(fd, "rb", closefd=False) as stream:
+        good_bytes, record_types = _complete_members(stream)
+    if not any(kind not in _NON_PAGE_TYPES for kind in record_types):
+        return 0, "no page"
+    return good_bytes, f"{len(record_types)} records"
 
 
 def _complete_members(stream: io.BufferedReader) -> tuple[int, list[bytes]]:
