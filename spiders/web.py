@@ -23,6 +23,15 @@ Sitemaps: a downloader middleware schedules each ``Sitemap:`` URL of a host's
 robots.txt with ``callback=parse_sitemap``. Sitemap files (plain or ``.xml.gz``)
 and sitemap indexes are read with the same scope rules as links; page URLs keep
 their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats: ``sitemap/*``.
+
+Limits and hostile pages (crawlproject/limits.py): a download over a limit
+(size, decompressed size, timeout, redirects, a redirect loop) reaches
+``on_error``, which counts it (``limits/*``), records the fetch and finishes
+its lease; an empty or binary body served as text is counted
+(``content/empty_body``, ``content/binary_as_text``) and not processed; charset
+trouble is counted (``content/bad_charset``, ``content/no_charset``); a page's
+links beyond CRAWL_MAX_LINKS_PER_PAGE are dropped (``limits/links_truncated``).
+Each is logged once per host (per URL for download limits).
 """
 
 from __future__ import annotations
@@ -34,28 +43,32 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import urlsplit
 
 from lxml import etree
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import Response
+from scrapy.http import Response, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.python.failure import Failure
 
+from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
-from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY, is_frontier
 from crawlproject.frontier.urls import registered_domain
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
+from crawlproject.rules.traps import OncePerKey
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+    from crawlproject.frontier.scheduler import FrontierScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +80,8 @@ NOT_MODIFIED = 304
 SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped
 SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXSIZE is 0
 GZIP_MAGIC = b"\x1f\x8b"
+# (outcome, host) pairs remembered for "logged once per host" (LRU).
+LOGGED_ONCE_KEYS = 100_000
 # Keys of the fetch record a content processor's fields may not replace.
 RECORD_KEYS = frozenset(
     {"url", "final_url", "fetched_at", "status", "depth", "content_type", "length"}
@@ -106,6 +121,7 @@ class WebSpider(Spider):
             self.seed_urls += [u.strip() for u in lines if u.strip() and not u.startswith("#")]
         self.seed_roots = {r for u in self.seed_urls if (r := self.scope_root(u))}
         self._failed_processors: set[str] = set()  # names whose error was logged
+        self._logged = OncePerKey(LOGGED_ONCE_KEYS)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -118,6 +134,11 @@ class WebSpider(Spider):
     def content(self) -> ContentRegistry:
         """The processors by MIME type (CRAWL_CONTENT_PROCESSORS)."""
         return ContentRegistry.from_crawler(self.crawler)
+
+    @cached_property
+    def max_links_per_page(self) -> int:
+        """Links taken from one page at most (CRAWL_MAX_LINKS_PER_PAGE; 0: all)."""
+        return int(crawl_setting(self.settings, "CRAWL_MAX_LINKS_PER_PAGE"))
 
     @cached_property
     def store_bodies(self) -> bool:
@@ -200,7 +221,7 @@ class WebSpider(Spider):
         scope = response.meta.get(SCOPE_META_KEY)
         if response.meta.get(SEED_META_KEY):
             scope = self.scope_root(response.url) or scope
-        for url in links:
+        for url in self._capped_links(links, response):
             if not self.in_scope(url, response):
                 self.crawler.stats.inc_value("web/out_of_scope")
                 continue
@@ -217,10 +238,20 @@ class WebSpider(Spider):
         counted and logged, and the fetch record is kept as it is."""
         stats = self.crawler.stats
         mime = mime_type_of(response)
+        content_type = item["content_type"]
+        problem = limits.body_problem(response.body, mime, content_type)
+        if problem is not None:  # nothing worth parsing: the record is kept as is
+            item["content_problem"] = problem.rsplit("/", 1)[-1]
+            self._count_once_per_host(problem, response.url, f"served as {mime or '?'}")
+            return ()
         processor = self.content.processor_for(mime)
         if processor is None:
             stats.inc_value(f"content/unprocessed/{mime or 'none'}")
             return ()
+        if isinstance(response, TextResponse):
+            charset = limits.charset_problem(content_type, response.body, response.encoding)
+            if charset is not None:  # Scrapy decoded it anyway (replacement characters)
+                self._count_once_per_host(charset, response.url, f"decoded as {response.encoding}")
         try:
             result = processor.process(response)
         except Exception as exc:  # a plug-in's bug must not cost the record
@@ -231,6 +262,36 @@ class WebSpider(Spider):
             if key not in RECORD_KEYS:
                 item[key] = value
         return self._guarded_links(processor, response, result.links)
+
+    def _capped_links(self, links: Iterable[str], response: Response) -> Iterator[str]:
+        """The page's links, up to CRAWL_MAX_LINKS_PER_PAGE: a page of a million
+        links costs no more than one of the limit (the rest are never extracted
+        when the processor yields them lazily)."""
+        cap = self.max_links_per_page
+        if cap <= 0:
+            yield from links
+            return
+        for count, url in enumerate(links):
+            if count == cap:
+                self._count_once_per_host(
+                    limits.LINKS_TRUNCATED, response.url, f"more than {cap} links, the rest dropped"
+                )
+                return
+            yield url
+
+    def _count_once_per_host(self, stat: str, url: str, detail: str) -> None:
+        """Counts ``stat``; logs it (at INFO) for the first URL of each host only."""
+        self.crawler.stats.inc_value(stat)
+        host = urlsplit(url).netloc
+        first = self._logged.first(f"{stat} {host}")
+        logger.log(
+            logging.INFO if first else logging.DEBUG,
+            "%s at %s: %s%s",
+            stat,
+            url,
+            detail,
+            " (further ones on this host are logged at DEBUG)" if first else "",
+        )
 
     def _guarded_links(
         self, processor: ContentProcessor, response: Response, links: Iterable[str]
@@ -263,11 +324,22 @@ class WebSpider(Spider):
         request = getattr(failure, "request", None)
         error = type(failure.value).__name__
         self.crawler.stats.inc_value(f"web/error/{error}")
+        if isinstance(request, Request):
+            self._finish_failed(request)
         http_error = failure.check(HttpError) is not None
+        limit = limits.limit_of_failure(failure.value)
+        if limit is not None:  # a limit stopped the fetch: its one log line
+            self.crawler.stats.inc_value(limit)
         # IgnoreRequest (robots.txt forbidden or deferred, ...) is a decision, not a failure
-        skipped = failure.check(IgnoreRequest) is not None and not http_error
+        skipped = failure.check(IgnoreRequest) is not None and not http_error and limit is None
         level = logging.DEBUG if skipped or http_error else logging.INFO
-        logger.log(level, "Failed %s: %s", getattr(request, "url", "?"), failure.getErrorMessage())
+        logger.log(
+            level,
+            "Failed %s: %s%s",
+            getattr(request, "url", "?"),
+            f"{limit}: " if limit else "",
+            failure.getErrorMessage(),
+        )
         if skipped or not isinstance(request, Request):
             return []
         # A non-2xx answer (HttpErrorMiddleware) or a network error: it was a
@@ -287,8 +359,20 @@ class WebSpider(Spider):
                 else None,
                 "length": len(response.body) if response is not None else None,
                 "error": error,
+                **({"limit": limit.rsplit("/", 1)[-1]} if limit else {}),
             }
         ]
+
+    def _finish_failed(self, request: Request) -> None:
+        # A failure raised in a downloader middleware's process_response (a gzip
+        # bomb, REDIRECT_MAX_TIMES) skips the ack middleware: finish its lease
+        # here, or it would stay held (see FrontierScheduler.download_failed).
+        try:
+            scheduler = self.crawler.engine.scheduler
+        except (AttributeError, RuntimeError):  # no engine: nothing is leased
+            return
+        if is_frontier(scheduler):
+            cast("FrontierScheduler", scheduler).download_failed(request)
 
     # -- sitemaps ------------------------------------------------------------
 

@@ -383,6 +383,15 @@ class FrontierScheduler(BaseScheduler):
         if refused is not None:  # before the seen test: a refused URL costs no lookup
             self.stats.inc_value(f"rules/{refused}")
             logger.debug("Not queued (rule %s): %s", refused, request.url)
+            if refused == "url_too_long":  # one hostile page may hold thousands: once per host
+                host = urlsplit(canonical).netloc
+                if self._trap_logged.first(f"{refused} {host}"):
+                    logger.info(
+                        "URL rule %s: not queueing some URLs of %s (e.g. %.200s...)",
+                        refused,
+                        host,
+                        canonical,
+                    )
             self._hand_over(token, parent)
             return False
         depth = request.meta.get("depth", 0)
@@ -624,6 +633,21 @@ class FrontierScheduler(BaseScheduler):
         self._acks.append(("done", held.lease))
         self.stats.inc_value(f"frontier/outcome/{outcome}")
         self._write_event.set()
+
+    def download_failed(self, request: Request) -> None:
+        """A download failure reached the spider's errback: finishes its URL.
+
+        The downloader middleware acks failures in process_exception, but Scrapy
+        sends an exception raised by a middleware's process_response (a gzip
+        bomb over DOWNLOAD_MAXSIZE, REDIRECT_MAX_TIMES used up) past every
+        process_exception, straight to the errback: without this its lease
+        would stay held. Idempotent: a lease already finished, or given back by
+        ``defer`` (robots.txt), is not held any more and nothing happens; a
+        lease the spider middleware has (an HttpError) is acked by it.
+        """
+        held = self._lookup(request)
+        if held is not None and held.state is not LeaseState.SCRAPING:
+            self.lease_done(request, "failed")
 
     # -- claim loop ------------------------------------------------------------------
 

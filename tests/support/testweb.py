@@ -27,7 +27,10 @@ base64, sent instead of ``body``), ``content_type`` ("text/plain"),
 file: no Content-Encoding), ``reset`` (log the request with status 0, then
 abort the connection with an RST and no response bytes) and ``times`` (only
 the first N requests for that host and path get the spec; later ones get the
-normal route). ``{base}`` in ``body`` and header values becomes
+normal route), ``repeat`` (send the body N times over: large bodies, gzip bombs
+with ``gzip`` and a ``Content-Encoding: gzip`` header) and ``delay`` (seconds
+to wait before answering, on top of the host's latency: a download timeout).
+``{base}`` in ``body`` and header values becomes
 ``http://<host ip>:<port>``. Special routes come before every other route;
 they are not part of ``graph`` nor of ``expected_urls``.
 
@@ -175,8 +178,11 @@ MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPECIAL_KEYS = frozenset(
-    {"status", "body", "body_b64", "content_type", "headers", "gzip", "reset", "times"}
-)
+    {
+        "status", "body", "body_b64", "content_type", "headers", "gzip", "reset", "times",
+        "repeat", "delay",
+    }
+)  # fmt: skip
 INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
 POPULAR_PAGE = -1  # the popular page's number in ``graph``
 TRAP_KINDS = ("calendar", "session", "repeat", "minted")
@@ -1196,6 +1202,12 @@ class TestWeb:
                 return Reply(200, "text/html; charset=utf-8", trap)
         return Reply(404, "text/plain", b"not found\n")
 
+    def _special_delay(self, ip: str, path: str) -> float:
+        """Seconds a special route waits before answering (its ``delay``)."""
+        h = self._host_of.get(ip)
+        spec = self.special.get(h, {}).get(path) if h is not None else None
+        return float(spec.get("delay", 0.0)) if spec else 0.0
+
     def _special_reply(self, ip: str, spec: dict[str, Any]) -> Reply:
         if spec.get("reset"):
             return Reply(0, "", b"")
@@ -1204,6 +1216,7 @@ class TestWeb:
             payload = base64.b64decode(spec["body_b64"])
         else:
             payload = str(spec.get("body", "")).replace("{base}", base).encode()
+        payload *= int(spec.get("repeat", 1))
         if spec.get("gzip"):  # a .gz file, not a Content-Encoding
             payload = gzip.compress(payload, mtime=0)
         headers = tuple(
@@ -1236,6 +1249,8 @@ class TestWeb:
                 keep = "close" not in conn and (version == "HTTP/1.1" or "keep-alive" in conn)
                 await asyncio.sleep(self.latency.get(ip, 0.0))
                 parts = urlsplit(target)  # absolute-form targets too
+                if (delay := self._special_delay(ip, parts.path)) > 0:
+                    await asyncio.sleep(delay)
                 path = parts.path + (f"?{parts.query}" if parts.query else "")
                 status, ctype, payload, extra = self._route(
                     ip, method, parts.path, headers, body, parts.query
