@@ -49,6 +49,8 @@ def main() -> int:
             "-s", f"CRAWL_DATA_DIR={data}",
             "-s", f"CRAWL_HOST_DELAY={DEMO_DELAY_SECONDS}",
             "-s", "CRAWL_IDLE_CLOSE_SECONDS=2",
+            # The demo web is on loopback, which the private-address guard refuses.
+            "-s", "CRAWL_GUARD_ALLOW=127.0.0.0/8",
             "-s", "LOG_LEVEL=INFO",
             "-O", str(data / "pages.jsonl"),
         ]  # fmt: skip

@@ -29,6 +29,10 @@ It also attaches the crawler's stats to the DNS resolver
 (``crawlproject.dns.resolver.CachingResolver``) when the engine starts, since
 Scrapy builds the resolver before the crawler exists.
 
+A lookup the private-address guard refused (the name resolves to a private
+address: ``crawlproject.guard``) is not a DNS failure: it is neither counted
+here nor parks its host (the guard middleware counts it).
+
 Without the frontier as scheduler it only counts (nothing to park in).
 State per process is bounded: only hosts with a current failure streak are
 tracked, at most ``TRACKED_HOSTS_MAX``, least recently failed dropped first.
@@ -52,6 +56,7 @@ from twisted.internet.error import DNSLookupError
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, is_temporary
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.frontier.urls import InvalidURL
+from crawlproject.guard.errors import refusal_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -106,6 +111,8 @@ class DnsFailureMiddleware:
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
         if not isinstance(exception, DNS_ERRORS):
+            return None
+        if refusal_of(exception, urlparse_cached(request).hostname) is not None:
             return None
         self.stats.inc_value("dns/lookup_failed")
         if self._temporary(request):

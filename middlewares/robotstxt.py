@@ -24,6 +24,11 @@ A host whose robots.txt is unreachable is fully disallowed: its URLs wait in
 their queue while robots.txt is retried with backoff (:class:`RobotsDeferred`),
 and after ``CRAWL_ROBOTS_DEFER_RETRIES`` failed fetches they fail
 (:class:`RobotsUnreachable`, ``robotstxt/unreachable``) until a retry succeeds.
+A host whose robots.txt the private-address guard refuses (``middlewares/guard.py``:
+the host's address is refused, so its pages are too) raises the guard's
+``BlockedAddress`` for the request, and for those waiting on the same fetch;
+nothing is stored. A robots.txt *redirect* to a refused address is a refused
+request like any other ("unavailable").
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from crawlproject.frontier.scheduler import (
     frontier_of,
     require_frontier,
 )
+from crawlproject.guard.errors import BlockedAddress, refusal_of
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.policy import (
     FetchOutcome,
@@ -319,7 +325,7 @@ class RobotsTxtMiddleware:
         for hop in range(self.config.max_redirects + 1):
             if hop:
                 await asyncio.sleep(delay_seconds)
-            response, outcome = await self._get(url)
+            response, outcome = await self._get(url, first=not hop)
             at = loop.time()
             location = response.headers.get(b"Location") if response is not None else None
             if response is None or response.status not in REDIRECT_STATUSES or not location:
@@ -346,7 +352,7 @@ class RobotsTxtMiddleware:
             logger.info("robots.txt of %s: no answer (%s)", origin, outcome.error)
         return _Fetched(at, outcome, latency)
 
-    async def _get(self, url: str) -> tuple[Response | None, FetchOutcome]:
+    async def _get(self, url: str, first: bool = True) -> tuple[Response | None, FetchOutcome]:
         engine = self.crawler.engine
         assert engine is not None
         robots_request = Request(
@@ -366,12 +372,19 @@ class RobotsTxtMiddleware:
         self.stats.inc_value("robotstxt/request_count")
         try:
             response: Response = await engine.download_async(robots_request)
-        except IgnoreRequest as exc:  # another middleware refused it: nothing to obey
+        except Exception as exc:
+            host = urlparse_cached(robots_request).hostname or "?"
+            refused = refusal_of(exc, host)
+            if refused is not None and first:
+                # The host's own address is refused: so is every URL of it.
+                raise BlockedAddress(host, refused) from exc
+            if refused is None and not isinstance(exc, IgnoreRequest):
+                # Any failure to get an answer means "unreachable".
+                self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
+                return None, FetchOutcome(status=0, error=f"{type(exc).__name__}: {exc}")
+            # Another middleware refused it (or the guard a redirect): nothing to obey.
             self.stats.inc_value("robotstxt/ignored")
             return None, FetchOutcome(status=0, redirects_exhausted=True, error=str(exc))
-        except Exception as exc:  # any failure to get an answer means "unreachable"
-            self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
-            return None, FetchOutcome(status=0, error=f"{type(exc).__name__}: {exc}")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         return response, FetchOutcome(
             status=response.status,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.crawlproc import REPO_ROOT, stats_of
+from tests.support.crawlproc import LOOPBACK_ALLOW, REPO_ROOT, stats_of
 from tests.support.redis_server import RedisServer
 from tests.support.scrapyd_server import ScrapydServer, clean_env, isolated_python
 from tests.support.testweb import TestWeb, page_counts, politeness_report
@@ -100,6 +100,7 @@ def test_two_scrapyd_machines_crawl_one_frontier(
             "CRAWL_IDLE_CLOSE_SECONDS": 2,
             "CRAWL_IDLE_POLL_SECONDS": 0.2,
             "CRAWL_DATA_DIR": tmp_path / f"data-{i}",  # nothing written in the checkout
+            "CRAWL_GUARD_ALLOW": LOOPBACK_ALLOW,  # the test web is on loopback
             "LOG_LEVEL": "INFO",
         }
         fields = [("project", PROJECT), ("spider", "web"), ("_version", "1"),

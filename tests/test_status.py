@@ -18,7 +18,15 @@ from typing import Any
 from rich.console import Console
 
 from crawlproject.status.view import render
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, tail, wait_all, wait_until
+from tests.support.crawlproc import (
+    LOOPBACK_ALLOW,
+    REPO_ROOT,
+    start_worker,
+    stats_of,
+    tail,
+    wait_all,
+    wait_until,
+)
 from tests.support.processes import free_port
 from tests.support.redis_server import RedisServer
 from tests.support.testweb import TestWeb
@@ -112,7 +120,8 @@ def test_a_live_progress_line_on_a_terminal(
     primary, replica = pty.openpty()  # stderr is a terminal for the worker
     cmd = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", "crawl=tty",
            "-a", "seeds=" + ",".join(web.seeds), "-s", f"REDIS_URL={redis_server.url}",
-           "-s", f"CRAWL_DATA_DIR={tmp_path / 'data'}"]  # fmt: skip
+           "-s", f"CRAWL_DATA_DIR={tmp_path / 'data'}",
+           "-s", f"CRAWL_GUARD_ALLOW={LOOPBACK_ALLOW}"]  # fmt: skip
     for name, value in SETTINGS.items():
         cmd += ["-s", f"{name}={value}"]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

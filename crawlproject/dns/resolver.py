@@ -19,7 +19,21 @@ instance:
   literal URL such as ``http://[::1]:8080/`` is fetched: Scrapy's resolver
   hands it to ``gethostbyname``, which fails it as a DNS error).
 
-``DNSCACHE_ENABLED = False`` turns both caches off; ``DNSCACHE_SIZE`` is not
+The private-address guard (:mod:`crawlproject.guard.policy`,
+``CRAWL_GUARD_*``) is enforced here for host names: a name that resolves to a
+refused address (and is not allowlisted) fails with
+:class:`~crawlproject.guard.errors.BlockedAddressError`, a ``DNSLookupError``,
+so Twisted never connects. The refusal is kept with the resolved names (same
+size and TTL; with the caches off still 1,000 names for 60 s), and
+:meth:`CachingResolver.refusal` tells the guard middleware
+(``middlewares/guard.py``) that a download's DNS failure was a refusal (Twisted
+reports any failed lookup as "no results") and lets it refuse the name's next
+requests before they are downloaded. An IP literal handed to the resolver is checked too (Twisted
+connects to an IPv4 literal without asking the resolver: the middleware checks
+those). The guard reads the process's settings, as the rest of the resolver
+(a spider's ``custom_settings`` do not reach it).
+
+``DNSCACHE_ENABLED = False`` turns the caches off; ``DNSCACHE_SIZE`` is not
 used (``CRAWL_DNS_CACHE_SIZE`` is). ``DNS_TIMEOUT`` bounds each system lookup.
 
 Stats (``dns/lookups``, ``dns/failures``, ``dns/cache_hits``,
@@ -52,6 +66,8 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from crawlproject.frontier.config import ConfigError
+from crawlproject.guard.errors import BlockedAddressError
+from crawlproject.guard.policy import GuardPolicy
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
@@ -66,6 +82,10 @@ V = TypeVar("V")
 # How ThreadedResolver words the reason of a failure without an answer.
 _EAI_AGAIN = f"[Errno {socket.EAI_AGAIN}]"
 _TIMEOUT = "timeout error"
+
+# Refused names are remembered at least so many, so long (see CachingResolver).
+BLOCKED_MIN_SIZE = 1000
+BLOCKED_MIN_TTL_SECONDS = 60.0
 
 # A system lookup: (name, timeout in seconds) -> Deferred address (IPv4 text).
 Lookup = Callable[[str, float], Deferred[str]]
@@ -175,9 +195,11 @@ class CachingResolver:
         config: DnsConfig,
         lookup: Lookup | None = None,
         clock: Callable[[], float] = time.monotonic,
+        guard: GuardPolicy | None = None,
     ) -> None:
         self.reactor = reactor
         self.config = config
+        self.guard = guard if guard is not None and guard.enabled else None
         self._lookup = lookup if lookup is not None else _threaded_lookup(reactor)
         self._clock = clock
         enabled = config.cache_enabled
@@ -189,13 +211,25 @@ class CachingResolver:
         self._negative: TtlLru[str] = TtlLru(
             config.negative_cache_size if enabled else 0, config.negative_ttl_seconds
         )
+        # Names that resolved to an address the guard refuses, kept as
+        # resolved names are: name -> (address, reason). Kept (a little) even
+        # with the caches off: the guard middleware asks it why a download's
+        # lookup failed, Twisted having replaced the refusal by "no results".
+        self._blocked: TtlLru[tuple[str, str]] = TtlLru(
+            max(config.cache_size if enabled else 0, BLOCKED_MIN_SIZE),
+            max(config.cache_ttl_seconds, BLOCKED_MIN_TTL_SECONDS),
+        )
         # Lookups under way: each name's waiting callers.
         self._pending: dict[str, list[Deferred[str]]] = {}
         self._stats: list[StatsCollector] = []
 
     @classmethod
     def from_crawler(cls, crawler: _HasSettings, reactor: ReactorBase) -> Self:
-        return cls(reactor, DnsConfig.from_settings(crawler.settings))
+        return cls(
+            reactor,
+            DnsConfig.from_settings(crawler.settings),
+            guard=GuardPolicy.from_settings(crawler.settings),
+        )
 
     def install_on_reactor(self) -> None:
         # @implementer declares the interface; mypy does not read zope's declarations.
@@ -231,12 +265,23 @@ class CachingResolver:
         (e.g. ``"[Errno -2] Name or service not known"``); None otherwise."""
         return self._negative.get(_key(name), self._clock())
 
+    def refusal(self, name: str) -> BlockedAddressError | None:
+        """The guard's refusal of ``name`` while its resolution is cached (it
+        resolved to a refused address); None otherwise."""
+        key = _key(name)
+        blocked = self._blocked.get(key, self._clock())
+        return None if blocked is None else BlockedAddressError(key, *blocked)
+
     # -- IResolverSimple -------------------------------------------------------------
 
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
         # ``timeout`` is Twisted's per-call retry schedule; DNS_TIMEOUT rules
         # instead, as in Scrapy's resolver.
         if _is_ip_literal(name):
+            if self.guard is not None:
+                reason = self.guard.refuses(name, name)
+                if reason is not None:
+                    return defer.fail(BlockedAddressError(name, name, reason))
             return defer.succeed(name)
         key = _key(name)
         now = self._clock()
@@ -244,6 +289,10 @@ class CachingResolver:
         if address is not None:
             self._inc("dns/cache_hits")
             return defer.succeed(address)
+        blocked = self._blocked.get(key, now)
+        if blocked is not None:  # a new exception each time: raising one grows its traceback
+            self._inc("dns/cache_hits")
+            return defer.fail(BlockedAddressError(key, *blocked))
         reason = self._negative.get(key, now)
         if reason is not None:
             self._inc("dns/negative_hits")
@@ -267,6 +316,15 @@ class CachingResolver:
 
     def _resolved(self, address: str, key: str) -> None:
         self._negative.discard(key)
+        reason = self.guard.refuses(key, address) if self.guard is not None else None
+        if reason is not None:
+            self._positive.discard(key)
+            self._blocked.put(key, (address, reason), self._clock())
+            for waiter in self._pending.pop(key, []):
+                if not waiter.called:
+                    waiter.errback(BlockedAddressError(key, address, reason))
+            return
+        self._blocked.discard(key)
         self._positive.put(key, address, self._clock())
         for waiter in self._pending.pop(key, []):
             if not waiter.called:  # a caller may have cancelled it
@@ -276,6 +334,7 @@ class CachingResolver:
         self._inc("dns/failures")
         if failure.check(DNSLookupError):
             self._positive.discard(key)
+            self._blocked.discard(key)
             self._negative.put(key, _reason(failure, name), self._clock())
         for waiter in self._pending.pop(key, []):
             if not waiter.called:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+LOOPBACK_ALLOW = "127.0.0.0/8"  # CRAWL_GUARD_ALLOW for a crawl of a loopback test web
 
 
 class WorkerProcess(subprocess.Popen[bytes]):
@@ -49,6 +50,9 @@ def start_worker(
     settings = dict(extra_settings or {})
     # Local crawl data (WARC spool and bodies) beside the log, not in the checkout.
     settings.setdefault("CRAWL_DATA_DIR", str(Path(log_path).resolve().parent / "crawl-data"))
+    # The test webs listen on loopback, which the private-address guard refuses
+    # by default; a test of the guard passes its own (an empty list: none).
+    settings.setdefault("CRAWL_GUARD_ALLOW", LOOPBACK_ALLOW)
     for name, value in settings.items():
         cmd += ["-s", f"{name}={setting_value(value)}"]
     cmd += list(extra_args)

@@ -1,0 +1,144 @@
+"""The private-address guard (``CRAWL_GUARD_*``, :mod:`crawlproject.guard.policy`).
+
+Two downloader middlewares; see ``DOWNLOADER_MIDDLEWARES`` in
+crawlproject/settings.py.
+
+:class:`AddressGuardMiddleware` (order 50, before robots.txt handling at 100)
+refuses a request before it is downloaded when its URL's host is an IP literal
+the guard refuses, or a name the DNS resolver (``CachingResolver``) already
+found to resolve to one: it raises :class:`~crawlproject.guard.errors.BlockedAddress`
+(an ``IgnoreRequest``), so no robots.txt is fetched for it, nothing is retried
+and the spider's errback sees a decision, not a failure. Every request passes
+here, including robots.txt fetches (``engine.download``) and each redirect hop
+(RedirectMiddleware hands a hop back to the scheduler as a new request).
+
+A name not yet resolved is refused by the resolver itself when the download
+connects (``BlockedAddressError``; Scrapy sees a ``CannotResolveHostError``
+and the resolver tells it apart): no connection is made. :class:`BlockedLookupMiddleware`
+(order 560, above RetryMiddleware at 550: exceptions pass from high to low
+order) marks that request ``dont_retry``, as retrying it is pointless;
+``middlewares/dns.py`` does not count it as a DNS failure (nor park its host).
+
+Either way the refused request is counted once, here (``guard/blocked``; a
+robots.txt fetch ``guard/blocked_robotstxt``: its page is refused too, by the
+robots.txt middleware, and counted), logged at INFO once per host (per
+process, bounded), and a frontier slot it held is released at once: it made
+no contact with the host.
+
+Limits: with a proxy (``proxy`` meta, HttpProxyMiddleware) the proxy resolves
+the URL's host, so only IP literals are refused (and the proxy's own name is
+checked by the resolver: allowlist a proxy on a private address).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import Request, signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import load_object
+
+from crawlproject.dns.resolver import CachingResolver
+from crawlproject.frontier.scheduler import frontier_of, is_frontier
+from crawlproject.guard.errors import BlockedAddress, refusal_of
+from crawlproject.guard.policy import GuardPolicy
+from crawlproject.rules.traps import OncePerKey
+from middlewares.dns import _installed_resolver
+from middlewares.robotstxt import ROBOTS_META_KEY
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+LOGGED_HOSTS_MAX = 10_000
+
+
+class AddressGuardMiddleware:
+    def __init__(
+        self, crawler: Crawler, policy: GuardPolicy, stats: StatsCollector, on_frontier: bool
+    ) -> None:
+        self.crawler = crawler
+        self.policy = policy
+        self.stats = stats
+        self.on_frontier = on_frontier
+        self._resolver: CachingResolver | None = None
+        self._logged = OncePerKey(LOGGED_HOSTS_MAX)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> AddressGuardMiddleware:
+        policy = GuardPolicy.from_settings(crawler.settings)
+        if not policy.enabled:
+            logger.warning("Guard: off (CRAWL_GUARD_ENABLED): private addresses are fetched")
+            raise NotConfigured("CRAWL_GUARD_ENABLED is off")
+        logger.info(
+            "Guard: private, loopback, link-local and reserved addresses refused; allowed: %s",
+            policy.describe_allow(),
+        )
+        on_frontier = is_frontier(load_object(crawler.settings["SCHEDULER"]))
+        assert crawler.stats is not None
+        middleware = cls(crawler, policy, crawler.stats, on_frontier)
+        crawler.signals.connect(middleware._find_resolver, signals.engine_started)
+        return middleware
+
+    def _find_resolver(self) -> None:
+        resolver = _installed_resolver()
+        if isinstance(resolver, CachingResolver) and resolver.guard is not None:
+            self._resolver = resolver
+        else:
+            logger.warning(
+                "Guard: the DNS resolver is %s, not crawlproject.dns.resolver.CachingResolver "
+                "with the guard on: host names are not checked (set TWISTED_DNS_RESOLVER)",
+                type(resolver).__name__,
+            )
+
+    def process_request(self, request: Request) -> None:
+        host = urlparse_cached(request).hostname
+        if not host:
+            return None
+        reason = self.policy.refuses_literal(host)
+        if reason is None and self._resolver is not None:
+            refusal = self._resolver.refusal(host)
+            reason = refusal.reason if refusal is not None else None
+        if reason is not None:
+            raise BlockedAddress(host, reason)
+        return None
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        reason = refusal_of(exception, urlparse_cached(request).hostname)
+        if reason is None:
+            return None
+        if request.meta.get(ROBOTS_META_KEY):
+            self.stats.inc_value("guard/blocked_robotstxt")
+            return None
+        self.stats.inc_value("guard/blocked")
+        host = urlparse_cached(request).hostname or "?"
+        if self._logged.first(host):
+            logger.info(
+                "Guard: not fetching %s: %s is a %s address (CRAWL_GUARD_ALLOW)",
+                request.url,
+                host,
+                reason,
+            )
+        if self.on_frontier:
+            # No contact with the host: its next URL need not wait a delay.
+            frontier_of(self.crawler).release_unfetched(request)
+        return None
+
+
+class BlockedLookupMiddleware:
+    """Keeps RetryMiddleware from retrying a download the resolver refused."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BlockedLookupMiddleware:
+        if not GuardPolicy.from_settings(crawler.settings).enabled:
+            raise NotConfigured("CRAWL_GUARD_ENABLED is off")
+        return cls()
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if refusal_of(exception, urlparse_cached(request).hostname) is not None:
+            request.meta["dont_retry"] = True
+        return None
