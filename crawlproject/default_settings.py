@@ -331,3 +331,24 @@ CRAWL_CONTENT_MAX_TEXT_CHARS = 20_000
 # Pages of a PDF whose text is extracted, at most: extraction runs on the
 # worker's reactor thread, so this bounds what one large PDF costs it.
 CRAWL_CONTENT_PDF_MAX_PAGES = 50
+
+# Links taken from one page at most, in document order; the rest are dropped
+# (stat limits/links_truncated, one log line per host). Real navigation-heavy
+# pages (news front pages, category listings) have a few hundred links; a page
+# of thousands is a link farm or a generated trap, and each link costs a
+# canonicalization, a seen test and frontier space. 0: no limit. (Scrapy's own
+# download limits stay Scrapy settings: DOWNLOAD_MAXSIZE, DOWNLOAD_WARNSIZE,
+# DOWNLOAD_TIMEOUT, REDIRECT_MAX_TIMES, set in crawlproject/settings.py; the
+# outcomes are listed in crawlproject/limits.py.)
+CRAWL_MAX_LINKS_PER_PAGE = 1000
+
+# Private-address guard against SSRF (crawlproject/guard/, middlewares/guard.py):
+# requests (every redirect hop and robots.txt fetch too) to loopback, private,
+# link-local, multicast, reserved and other non-public addresses are refused,
+# IP literals before the download, host names on the address they resolve to
+# (stat guard/blocked). CRAWL_GUARD_ALLOW lets some through: networks in CIDR
+# form ("10.1.0.0/16", "127.0.0.1") and host names, exact ("intranet.example")
+# or by suffix ("*.corp.example"); an invalid entry stops the worker at start.
+# Crawling a web on loopback (tests, ./run demo) needs "127.0.0.0/8".
+CRAWL_GUARD_ENABLED = True
+CRAWL_GUARD_ALLOW: list[str] = []

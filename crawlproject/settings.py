@@ -23,7 +23,22 @@ DOWNLOAD_DELAY = 0
 AUTOTHROTTLE_ENABLED = False
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 32
+# Limits on one fetch (outcomes and their stats: crawlproject/limits.py).
+# Scrapy's 180 s timeout lets one dead-slow host hold its politeness slot for
+# minutes; 30 s is plenty for a page, and RetryMiddleware still tries it again.
 DOWNLOAD_TIMEOUT = 30
+# Scrapy's 1 GiB limit (also applied to the decompressed body: a gzip bomb
+# stops there) is no page's size; 10 MiB keeps real large pages and PDFs, and
+# bounds what one answer costs a worker's memory. Warn from 2 MiB (Scrapy: 32 MiB).
+DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
+# Scrapy follows 20 redirects; real chains are 1-3 (http -> https -> www ->
+# page). 5, like Heritrix's default, ends chains that only burn fetches.
+REDIRECT_MAX_TIMES = 5
+# URL length: the frontier's CRAWL_MAX_URL_LENGTH (rules/url_too_long) covers
+# every URL it is given (links, seeds, sitemaps, redirects); Scrapy's
+# UrlLengthMiddleware would only cover links, and logs each one in full.
+URLLENGTH_LIMIT = 0
 # Scrapy 2.19 starts CONCURRENT_ITEMS tasks per response; at its default of 100
 # that took 15-17 % of a worker's CPU (bench/crawl_rate.py, BENCHMARKS.md).
 CONCURRENT_ITEMS = 16
@@ -56,6 +71,11 @@ ITEM_PIPELINES = {
 # politeness) and caches per process without expiry; ROBOTSTXT_OBEY stays off.
 DOWNLOADER_MIDDLEWARES = {
     "middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10,
+    # The private-address guard (CRAWL_GUARD_*): refuses loopback, private,
+    # link-local... addresses before robots.txt (100) and any download; the
+    # second keeps RetryMiddleware (550) from retrying a refused lookup.
+    "middlewares.guard.AddressGuardMiddleware": 50,
+    "middlewares.guard.BlockedLookupMiddleware": 560,
     # Conditional refetches and failed fetches for recrawl; above the ack
     # middleware, so it sees a final failure before its lease is acked.
     "middlewares.recrawl.RecrawlDownloaderMiddleware": 20,
@@ -68,6 +88,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Notes the body's Content-Encoding before HttpCompressionMiddleware (590)
     # decodes it and drops the header, so the WARC record still says it.
     "middlewares.wire_encoding.WireEncodingMiddleware": 595,
+    # Stops a redirect loop at its first repeat (above RedirectMiddleware, 600,
+    # which would follow it first) and lets sitemaps be larger than pages.
+    "middlewares.limits.LimitsMiddleware": 610,
 }
 # DNS: a large expiring cache that also remembers failures (CRAWL_DNS_*);
 # Scrapy's keeps 10,000 names for ever and forgets failures.
@@ -75,6 +98,9 @@ TWISTED_DNS_RESOLVER = "crawlproject.dns.resolver.CachingResolver"
 ROBOTSTXT_OBEY = False
 
 EXTENSIONS = {
+    # Masks secrets (AWS keys, passwords in URLs, ...) in every log line; built
+    # before Scrapy logs the overridden settings.
+    "crawlproject.security.redaction.SecretRedaction": 0,
     # The worker's share of `crawlproject status`: counters and gauges in the
     # crawl's Redis, optional Prometheus metrics, a live progress line.
     "crawlproject.status.reporter.StatusReporter": 500,
