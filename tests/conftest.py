@@ -20,6 +20,7 @@ from redis.asyncio import Redis  # noqa: E402
 from crawlproject.frontier.client import RedisFrontier  # noqa: E402
 from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
+from tests.support.s3_server import TEST_BUCKET, MotoServer  # noqa: E402
 from tests.support.testweb import TestWeb  # noqa: E402
 
 
@@ -86,3 +87,11 @@ async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
     yield make
     for c in clients:
         await c.aclose()
+
+
+@pytest.fixture
+def moto() -> Iterator[MotoServer]:
+    """A real moto_server (S3 over HTTP) with the bucket TEST_BUCKET."""
+    with MotoServer() as server:
+        server.client().create_bucket(Bucket=TEST_BUCKET)
+        yield server

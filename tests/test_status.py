@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import pty
 import re
@@ -13,7 +12,6 @@ import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -21,6 +19,7 @@ from crawlproject.status.view import render
 from tests.support.crawlproc import (
     LOOPBACK_ALLOW,
     REPO_ROOT,
+    crawl_status,
     start_worker,
     stats_of,
     tail,
@@ -35,15 +34,6 @@ SETTINGS = {
     "CRAWL_HOST_DELAY": 0.3, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2,
     "CRAWL_STATUS_REPORT_SECONDS": 0.3, "CRAWL_DEDUPE_ENABLED": False,
 }  # fmt: skip
-
-
-def status_json(redis_server: RedisServer, crawl: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "crawlproject", "--redis-url", redis_server.url, "--crawl", crawl,
-         "status", "--json"],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
-    return dict(json.loads(out))
 
 
 def metric(text: str, name: str) -> float:
@@ -66,7 +56,7 @@ def test_status_and_metrics_during_and_after_a_crawl(
     try:
         wait_until(lambda: len(web.log) >= 12 or proc.poll() is not None, timeout=60)
         assert proc.poll() is None, tail(proc.log_path)
-        live = status_json(redis_server, "watched")
+        live = crawl_status(redis_server.url, "watched")
         served = len(web.log)  # read after the status: it can only be ahead of it
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
             metrics = answer.read().decode()
@@ -93,7 +83,7 @@ def test_status_and_metrics_during_and_after_a_crawl(
     assert metric(metrics, "crawl_store_pages_total") <= pages
 
     # After it: the fleet's totals match the server's log exactly.
-    final = status_json(redis_server, "watched")
+    final = crawl_status(redis_server.url, "watched")
     stats = stats_of(proc.log_path)
     assert final["fleet"]["pages"] == len(web.log) == stats["response_received_count"]
     assert final["frontier"]["done"] == len(web.expected_urls)

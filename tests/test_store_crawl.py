@@ -7,20 +7,18 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from crawlproject.store.warc import read_payload
 from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from tests.support.redis_server import RedisServer
-from tests.support.s3_server import TEST_REGION, MotoServer
+from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
 from tests.support.testweb import TestWeb
 
 GZ_PAGE = "<html><body><p>" + "sent gzip-encoded " * 50 + "</p></body></html>"
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
-BUCKET = "crawl-bodies"
+BUCKET = TEST_BUCKET
 
 
 def crawl(
@@ -114,13 +112,6 @@ def test_pages_are_stored_as_warc_on_local_disk(
     assert any(h.lower().startswith("content-type: text/html") for h in head)
     missing = subprocess.run([*cli, "body", url + "nope"], cwd=REPO_ROOT, capture_output=True)
     assert missing.returncode == 1 and b"not stored" in missing.stderr
-
-
-@pytest.fixture
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        server.client().create_bucket(Bucket=BUCKET)
-        yield server
 
 
 def test_pages_are_stored_in_s3(

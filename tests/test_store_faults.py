@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
@@ -28,6 +28,7 @@ from crawlproject.store.warc import (
 from tests.support.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
+    crawl_status,
     start_worker,
     stats_of,
     stop_worker,
@@ -35,10 +36,10 @@ from tests.support.crawlproc import (
     wait_until,
 )
 from tests.support.redis_server import RedisServer
-from tests.support.s3_server import TEST_REGION, MotoServer
+from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
 from tests.support.testweb import TestWeb
 
-BUCKET = "crawl-bodies"
+BUCKET = TEST_BUCKET
 OUTAGE_SECONDS = 20.0
 IDLE = {"CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 SCRAPED = "Scraped from <"
@@ -78,13 +79,6 @@ def spooled(data: Path) -> list[Path]:
 
 
 # --- 1. the S3 store away for 20 s mid-crawl ------------------------------------------
-
-
-@pytest.fixture
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        server.client().create_bucket(Bucket=BUCKET)
-        yield server
 
 
 def download_all(client: Any, into: Path) -> set[str]:
@@ -149,7 +143,7 @@ def test_s3_outage_mid_crawl_loses_nothing(
         stopped_at = log.stat().st_size
         time.sleep(OUTAGE_SECONDS)
         # The fleet's status shows the storage lag the outage causes.
-        lag = fleet_status(redis_server, "s3")["storage"]["files_waiting_for_upload"]
+        lag = crawl_status(redis_server.url, "s3")["storage"]["files_waiting_for_upload"]
         # What moto forgot must all be in the snapshot, or the test lost it, not the crawler.
         assert uploaded_keys(log) <= kept, "an upload landed between the snapshot and the stop"
         assert proc.poll() is None, "the crawl ended during the outage: make it longer"
@@ -182,15 +176,6 @@ def test_s3_outage_mid_crawl_loses_nothing(
     assert stats["store/pages"] == len(items)
     assert stats["store/files_spooled_at_close"] == 0
     assert not spooled(data)
-
-
-def fleet_status(redis_server: RedisServer, crawl: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "crawlproject", "--redis-url", redis_server.url, "--crawl", crawl,
-         "status", "--json"],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
-    return dict(json.loads(out))
 
 
 # --- 2. a worker killed with SIGKILL while its WARC file is open -----------------------

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,12 @@ from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import payload_digest, recover_open_files
 from tests.support.crawlproc import REPO_ROOT
 from tests.support.redis_server import RedisServer
-from tests.support.s3_server import TEST_REGION, MotoServer
+from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
 from tests.support.testweb import TestWeb
 from tests.test_store_crawl import crawl, sent_bodies
 
 FETCHED_AT = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-BUCKET = "crawl-bodies"
+BUCKET = TEST_BUCKET
 KEY_PREFIX = "crawl/"
 UPLOAD_TIMEOUT_SECONDS = 10.0
 
@@ -276,13 +276,6 @@ def test_pages_are_stored_as_objects_on_local_disk(
     assert head == ["200 OK", "Content-Type: text/html"]
     missing = subprocess.run([*cli, "body", copies[0] + "nope"], cwd=REPO_ROOT, capture_output=True)
     assert missing.returncode == 1 and b"not stored" in missing.stderr
-
-
-@pytest.fixture
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        server.client().create_bucket(Bucket=BUCKET)
-        yield server
 
 
 def test_objects_are_stored_in_s3_one_put_per_distinct_body(

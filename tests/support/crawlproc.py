@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK_ALLOW = "127.0.0.0/8"  # CRAWL_GUARD_ALLOW for a crawl of a loopback test web
@@ -130,3 +131,13 @@ def wait_all(
     if check and any(codes):
         raise RuntimeError(f"worker exit codes {codes}\n{_tails(procs, tail_lines)}")
     return codes
+
+
+def crawl_status(redis_url: str, crawl: str) -> dict[str, Any]:
+    """``crawlproject status --json`` of a crawl, as a dict."""
+    out = subprocess.run(
+        [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", crawl,
+         "status", "--json"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    return dict(json.loads(out))

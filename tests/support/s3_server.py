@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 TEST_ACCESS_KEY_ID = "testing"
 TEST_SECRET_ACCESS_KEY = "testing"
 TEST_REGION = "us-east-1"
+TEST_BUCKET = "crawl-bodies"  # the bucket of the tests' `moto` fixture (tests/conftest.py)
 
 
 def find_moto_server() -> str:
