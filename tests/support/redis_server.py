@@ -101,9 +101,11 @@ class RedisServer:
         stop_process(self.proc, graceful)  # SIGTERM lets redis flush its AOF
         self.proc = None
 
-    def restart(self, graceful: bool = True) -> RedisServer:
-        """Stop (SIGTERM, or SIGKILL if not graceful) and start on the same port and dir."""
+    def restart(self, graceful: bool = True, down_seconds: float = 0.0) -> RedisServer:
+        """Stop (SIGTERM, or SIGKILL if not graceful) and start on the same port
+        and dir, after ``down_seconds`` of outage."""
         self._terminate(graceful)
+        time.sleep(down_seconds)
         return self.start()
 
     def stop(self) -> None:
