@@ -43,6 +43,7 @@ from scrapy.utils.project import get_project_settings
 
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.config import RecrawlConfig
@@ -120,7 +121,7 @@ async def _with_redis(
         embedded = EmbeddedRedis(config.data_dir)
         redis = await embedded.connect(client_name=CLI_CLIENT_ID)
     else:
-        redis = Redis.from_url(config.redis_url, decode_responses=False)
+        redis = redis_client(config.redis_url)
     keys = CrawlKeys(crawl, config.shards)
     try:
         if status_args is not None:

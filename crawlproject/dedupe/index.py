@@ -27,6 +27,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 
 # Pages judged within this window go to Redis in one round trip.
@@ -161,10 +162,7 @@ class DedupeIndex:
                 if len(calls) == 1:
                     replies = [await self.redis.evalsha(sha, 1, key, *calls[0])]
                 else:
-                    pipe = self.redis.pipeline(transaction=False)
-                    for args in calls:
-                        pipe.evalsha(sha, 1, key, *args)
-                    replies = list(await pipe.execute())
+                    replies = await evalsha_many(self.redis, [(sha, key, args) for args in calls])
             except NoScriptError:
                 if attempt == 2:
                     raise

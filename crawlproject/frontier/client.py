@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 
 SEEN_FP_BYTES = 6  # stored per URL; the bucket number carries the other bits
@@ -241,12 +242,12 @@ class RedisFrontier:
         a server that lost its scripts (restart, SCRIPT FLUSH) gets them again.
         """
         script = self._scripts[name]
+        runs = [
+            (script.sha, self.keys.ready(shard), self._args(shard, *args)) for shard, args in calls
+        ]
         for attempt in (1, 2):
-            pipe = self.redis.pipeline(transaction=False)
-            for shard, args in calls:
-                pipe.evalsha(script.sha, 1, self.keys.ready(shard), *self._args(shard, *args))
             try:
-                return list(await pipe.execute())
+                return await evalsha_many(self.redis, runs)
             except NoScriptError:
                 if attempt == 2:
                     raise

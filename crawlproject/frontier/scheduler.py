@@ -63,6 +63,7 @@ from crawlproject.frontier.client import (
 )
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.embedded import (
     WORKER_CLIENT_PREFIX,
     EmbeddedRedis,
@@ -237,9 +238,7 @@ class FrontierScheduler(BaseScheduler):
             self._embedded = EmbeddedRedis(self.config.data_dir)
             self._redis = await self._embedded.connect(client_name=name)
         else:
-            self._redis = Redis.from_url(
-                self.config.redis_url, client_name=name, decode_responses=False
-            )
+            self._redis = redis_client(self.config.redis_url, client_name=name)
         self.frontier = RedisFrontier(
             self._redis,
             CrawlKeys(crawl, self.config.shards),

@@ -1,0 +1,66 @@
+"""The frontier's Redis client from ``REDIS_URL``: one server, or a Redis Cluster.
+
+``redis://`` / ``rediss://`` (TLS) / ``unix://`` URLs give a plain client;
+``redis+cluster://host:port`` (or ``rediss+cluster://``) gives redis-py's
+cluster client, which finds the other nodes itself. Every key the crawl uses
+carries a hash tag (``cp:{crawl/shard}:``, ``cp:{crawl/dd}:``, ``cp:{crawl}:``:
+crawlproject/frontier/keys.py), so each script touches one slot, and the
+cluster client routes it by its first key; pipelines of several slots are
+split by node (``transaction=False`` everywhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+
+
+def redis_client(url: str, client_name: str | None = None) -> Redis:
+    """A client of ``url`` (bytes replies). The cluster client offers the same
+    commands, scripts and pipelines the frontier uses, so it is typed as one."""
+    scheme, _, rest = url.partition("://")
+    plain = CLUSTER_SCHEMES.get(scheme.lower())
+    if plain is None:
+        return Redis.from_url(url, client_name=client_name, decode_responses=False)
+    cluster = RedisCluster.from_url(
+        f"{plain}://{rest}", client_name=client_name, decode_responses=False
+    )
+    return cast(Redis, cluster)
+
+
+def is_cluster(redis: object) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
+async def evalsha_many(redis: Redis, calls: Sequence[tuple[str, str, Sequence[Any]]]) -> list[Any]:
+    """EVALSHA ``(sha, key, args)`` for each call, replies in order, in one
+    round trip on one server (a pipeline). redis-py refuses scripts in a
+    cluster pipeline: there the calls go concurrently, each to its slot's node
+    (the calls of one key still run in order)."""
+    if not is_cluster(redis):
+        pipe = redis.pipeline(transaction=False)
+        for sha, key, args in calls:
+            pipe.evalsha(sha, 1, key, *args)
+        return list(await pipe.execute())
+    by_key: dict[str, list[int]] = {}
+    for i, (_, key, _) in enumerate(calls):
+        by_key.setdefault(key, []).append(i)
+    replies: list[Any] = [None] * len(calls)
+
+    async def run_key(indexes: list[int]) -> None:
+        for i in indexes:
+            sha, key, args = calls[i]
+            replies[i] = await redis.evalsha(sha, 1, key, *args)
+
+    await asyncio.gather(*(run_key(ix) for ix in by_key.values()))
+    return replies

@@ -1,0 +1,41 @@
+"""The crawl on a real Redis Cluster (3 masters): the 3-worker crawl of
+tests/test_crawl_fleet.py, unchanged, with REDIS_URL=redis+cluster://..."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests import test_crawl_fleet
+from tests.support.redis_cluster import RedisCluster
+from tests.support.testweb import TestWeb
+
+
+@pytest.fixture
+def cluster() -> Iterator[RedisCluster]:
+    nodes = RedisCluster().start()
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def test_the_fleet_crawl_runs_on_a_redis_cluster(
+    cluster: RedisCluster, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    test_crawl_fleet.test_three_workers_fetch_every_page_once_politely(
+        cluster.url, testweb_factory, tmp_path
+    )
+    # The crawl's keys are spread over the masters (4 frontier shards, the
+    # dedupe index and the crawl's own keys: one hash tag each).
+    sizes = []
+    for node in cluster.nodes:
+        client = redis.Redis(port=node.port)
+        try:
+            sizes.append(int(client.dbsize()))
+        finally:
+            client.close()
+    assert sum(1 for n in sizes if n > 0) >= 2, sizes
