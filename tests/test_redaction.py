@@ -41,3 +41,23 @@ def test_a_worker_log_holds_no_credential(
     log = proc.log_path.read_text()
     assert "Overridden settings" in log and "'AWS_SECRET_ACCESS_KEY': '***'" in log
     assert SECRET_KEY not in log and KEY_ID not in log
+
+
+def test_a_password_protected_redis_and_no_password_in_the_log(
+    redis_server_factory: Callable[..., RedisServer],
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+) -> None:
+    password = "n0t-in-any-log-Zq81"
+    protected = redis_server_factory(extra_args=["--requirepass", password])
+    url = protected.url.replace("redis://", f"redis://:{password}@")
+    web = testweb_factory(hosts=1, pages=3, latency_ms=0, links=2, cross_links=0, query_variants=0)
+    out = tmp_path / "items.jsonl"
+    proc = start_worker(
+        REPO_ROOT, url, "auth", web.seeds, {"CRAWL_HOST_DELAY": 0.05,
+        "CRAWL_IDLE_CLOSE_SECONDS": 1.0}, tmp_path / "worker.log", extra_args=["-O", str(out)],
+    )  # fmt: skip
+    wait_all([proc], timeout=60)
+    assert len(out.read_text().splitlines()) == len(web.expected_urls)  # AUTH worked
+    log = proc.log_path.read_text()
+    assert "Frontier open" in log and password not in log

@@ -36,7 +36,8 @@ def _ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
             sock.sendall(b"PING\r\n")  # inline command: no RESP client needed
-            return sock.recv(64).startswith(b"+PONG")
+            # -NOAUTH: up, and protected by a password (requirepass).
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
     except OSError:
         return False
 
