@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
 from scrapy.exceptions import NotConfigured
@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # An idle writer's open file is checked this often (at most) for its age, so a
 # quiet worker still finishes it after CRAWL_STORE_ROTATE_SECONDS.
@@ -235,21 +237,7 @@ class BodyStorePipeline:
             self.stats.inc_value("store/pages")
             self.stats.inc_value("store/bytes", len(response.body))
             return item
-        if self._in_thread == 0 and len(response.body) <= INLINE_WRITE_MAX_BYTES:
-            # A small page is written at once: cheaper than a hand-off to the
-            # thread (BENCHMARKS.md), and short enough not to hold the reactor.
-            location = self._write(response, fetched_at)
-        else:
-            # Large pages (gzip takes ms) go to the writer thread; while one is
-            # there every write goes there too, so records keep their order
-            # and the writer is never used by two threads at once.
-            self._in_thread += 1
-            try:
-                location = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._write, response, fetched_at
-                )
-            finally:
-                self._in_thread -= 1
+        location = await self._run_write(self._write, response, fetched_at)
         adapter["warc_file"] = self._key_prefix + location.filename
         adapter["warc_offset"] = location.offset
         adapter["warc_length"] = location.length
@@ -257,11 +245,12 @@ class BodyStorePipeline:
         self.stats.inc_value("store/bytes", len(response.body))
         return item
 
-    async def _run_write(
-        self, write: Callable[..., StoredObject], response: Response, *args: Any
-    ) -> StoredObject:
-        """``write(response, *args)`` inline for a small body, else in the writer
-        thread: the rule of the WARC branch of process_item."""
+    async def _run_write(self, write: Callable[..., T], response: Response, *args: Any) -> T:
+        """``write(response, *args)``, both formats: a small page at once, on
+        the reactor's thread (cheaper than a hand-off, BENCHMARKS.md, and short
+        enough not to hold the reactor); a large one (gzip takes ms) in the
+        writer thread. While one is there every write goes there too, so
+        records keep their order and the writer is never used by two threads."""
         if self._in_thread == 0 and len(response.body) <= INLINE_WRITE_MAX_BYTES:
             return write(response, *args)
         self._in_thread += 1
