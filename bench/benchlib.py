@@ -13,6 +13,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
+from tests.support.redis_cluster import RedisCluster as TestRedisCluster
 from tests.support.redis_server import RedisServer as TestRedisServer
 
 PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
@@ -51,6 +52,12 @@ class RedisServer(TestRedisServer):
             **extra,
         }
 
+    def flushall(self) -> None:
+        self.client.flushall()
+
+    def keys_per_node(self) -> list[int]:
+        return [int(self.client.dbsize())]
+
     def used_memory(self) -> int:
         return int(self.client.info("memory")["used_memory"])
 
@@ -79,3 +86,36 @@ class RedisServer(TestRedisServer):
     def stop(self) -> None:
         self.client.close()
         super().stop()
+
+
+class ClusterServer:
+    """A real 3-master Redis Cluster (tests/support/redis_cluster.py) with the
+    parts of ``RedisServer`` a throughput benchmark uses: CPU and FLUSHALL are
+    summed or sent over every master."""
+
+    def __init__(self) -> None:
+        self.cluster = TestRedisCluster().start()
+        self.nodes = [redis.Redis(port=n.port) for n in self.cluster.nodes]
+        self.client = self.nodes[0]  # INFO server: every node runs the same redis-server
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.flushall()
+
+    def cpu_seconds(self) -> float:
+        return sum(
+            float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+            for info in (node.info("cpu") for node in self.nodes)
+        )
+
+    def keys_per_node(self) -> list[int]:
+        return [int(node.dbsize()) for node in self.nodes]
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.close()
+        self.cluster.stop()

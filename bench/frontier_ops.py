@@ -1,6 +1,7 @@
 """Frontier throughput without HTTP: pages/s through the real Lua scripts.
 
     /work/venv/bin/python bench/frontier_ops.py [--duration 20] [--max-pages 100000]
+        [--redis single,cluster]
 
 A driver simulates a worker at Redis level: claim a batch on every shard, release
 the pages' host slots, add 20 links per page (about half already seen) in one
@@ -30,6 +31,13 @@ Baseline, same run and same Redis: scrapy-redis 0.9.1 as its Scheduler drives it
 ``RFPDupeFilter.request_seen`` then ``PriorityQueue.push`` if new. In ``frontier``
 mode the same Redis commands are sent with the fingerprint/pickle precomputed.
 scrapy-redis has no politeness, no leases and no acks: it does less per page.
+
+``--redis single,cluster`` runs every scenario on one redis-server and then on a
+real Redis Cluster of 3 masters (Debian's redis-server, ``redis-cli --cluster
+create``; REDIS_URL ``redis+cluster://``, the client the workers use), and gives
+each cluster row's ratio to the same scenario on one Redis. Redis CPU is summed
+over the masters. scrapy-redis is left out on the cluster (its keys carry no
+hash tags and its dupefilter and queue are one key each).
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from typing import Any, TypeVar
 
 import redis
 import scrapy_redis
-from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RedisServer, fill_probe
+from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, ClusterServer, RedisServer, fill_probe
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy.settings import Settings
@@ -67,6 +75,7 @@ from scrapy_redis.queue import PriorityQueue
 from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.priority import DepthPriority
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
@@ -75,6 +84,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the issue's target for one Redis
 T = TypeVar("T")
+Server = RedisServer | ClusterServer
 
 
 @dataclass(frozen=True)
@@ -213,7 +223,7 @@ async def drive_ours(
     AOPIC (each link gets its page's credit share / links)."""
     links, pick = Links(UrlSpace(cfg.hosts, ns), real), Picker(cfg.seen_fraction, ns)
     entry = pooled(links.ours, pool_size(cfg, real))
-    r = AsyncRedis.from_url(cfg.url)
+    r = redis_client(cfg.url)  # one server or the cluster, as a worker connects
     f = _frontier(r, cfg, system)
     await f.prepare()
     worker = f"bench-{ns}"
@@ -224,7 +234,8 @@ async def drive_ours(
     deadline, limit = t0 + cfg.duration, cfg.max_pages
     while pages < limit and time.monotonic() < deadline:
         a = time.perf_counter()
-        items, shares = [], []
+        items: list[tuple[Any, bytes]] = []
+        shares: list[float | None] = []
         for shard in range(cfg.shards):  # like FrontierScheduler._claim_some
             batch = await f.claim(shard, cfg.claim_n, worker)
             items += batch.items
@@ -340,15 +351,15 @@ def driver(system: str, mode: str, cfg: Config, ns: int, barrier: Barrier, out: 
 # -- scenarios -----------------------------------------------------------------------
 
 
-def seed(server: RedisServer, system: str, cfg: Config) -> None:
+def seed(server: Server, system: str, cfg: Config) -> None:
     """Empty Redis, then seeds_per_host URLs on each host (namespace 0)."""
-    server.client.flushall()
+    server.flushall()
     links = Links(UrlSpace(cfg.hosts, 0), False)
     ids = range(cfg.hosts * cfg.seeds_per_host)
     if system in POLICY_MODES:
 
         async def go() -> None:
-            r = AsyncRedis.from_url(cfg.url)
+            r = redis_client(cfg.url)
             f = _frontier(r, cfg, system)
             await f.prepare()
             seed_score = 1.0 if POLICY_MODES[system] == "credit" else 0.0  # a seed's credit
@@ -366,7 +377,7 @@ def seed(server: RedisServer, system: str, cfg: Config) -> None:
 
 
 def scenario(
-    server: RedisServer, system: str, mode: str, procs: int, cfg: Config
+    server: Server, kind: str, system: str, mode: str, procs: int, cfg: Config
 ) -> dict[str, Any]:
     seed(server, system, cfg)
     ctx = mp.get_context("spawn")
@@ -391,6 +402,7 @@ def scenario(
         for k, v in r["ops"].items():
             ops[k] += v
     return {
+        "redis": kind,
         "system": system,
         "mode": mode,
         "procs": procs,
@@ -408,10 +420,11 @@ def scenario(
         "empty_claims": sum(r["empty_claims"] for r in runs),
         # client-side wall time per 1,000 pages, summed over processes
         "ms_per_1k_pages": {k: round(v / max(pages, 1) * 1e6, 1) for k, v in ops.items()},
+        "keys_per_node": server.keys_per_node(),
     }
 
 
-def machine(server: RedisServer) -> dict[str, Any]:
+def machine(server: Server) -> dict[str, Any]:
     model = next(
         (
             ln.split(":", 1)[1].strip()
@@ -442,6 +455,7 @@ def main() -> None:
     p.add_argument("--procs", default="1,2")
     p.add_argument("--modes", default="frontier,worker")
     p.add_argument("--systems", default="ours,scrapy-redis")
+    p.add_argument("--redis", default="single", help="single, cluster or single,cluster")
     a = p.parse_args()
     cfg = Config(
         a.hosts,
@@ -455,43 +469,45 @@ def main() -> None:
         ds.CRAWL_SEEN_BUCKET_BITS,
     )
     Links(UrlSpace(cfg.hosts, 1), False).verify()
-    server = RedisServer()
-    cfg = Config(**{**asdict(cfg), "url": server.url})
+    kinds = a.redis.split(",")
+    servers: dict[str, Server] = {}
     rows: list[dict[str, Any]] = []
     try:
-        info = machine(server)
+        # Both up from the start, so each scenario runs on one Redis and on the
+        # cluster back to back (this machine's speed drifts over an hour).
+        for kind in kinds:
+            servers[kind] = ClusterServer() if kind == "cluster" else RedisServer()
+        info = machine(servers[kinds[0]])
         for mode in a.modes.split(","):
             for procs in (int(x) for x in a.procs.split(",")):
                 for system in a.systems.split(","):
-                    rows.append(scenario(server, system, mode, procs, cfg))
-                    r = rows[-1]
-                    print(
-                        f"  {system:12} {mode:8} x{procs}: {r['pages_per_s']:>8,.0f} pages/s",
-                        flush=True,
-                    )
+                    for kind, server in servers.items():
+                        if kind == "cluster" and system not in POLICY_MODES:
+                            continue  # scrapy-redis has no cluster keys
+                        run = Config(**{**asdict(cfg), "url": server.url})
+                        rows.append(scenario(server, kind, system, mode, procs, run))
+                        r = rows[-1]
+                        print(
+                            f"  {kind:7} {system:12} {mode:8} x{procs}: "
+                            f"{r['pages_per_s']:>8,.0f} pages/s",
+                            flush=True,
+                        )
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
     for r in rows:
+        same = [b for b in rows if (b["mode"], b["procs"]) == (r["mode"], r["procs"])]
         base = next(
-            (
-                b
-                for b in rows
-                if b["system"] == "scrapy-redis"
-                and b["mode"] == r["mode"]
-                and b["procs"] == r["procs"]
-            ),
-            None,
+            (b for b in same if b["system"] == "scrapy-redis" and b["redis"] == r["redis"]), None
         )
         if r["system"] == "ours" and base:
             r["ratio_vs_scrapy_redis"] = round(r["pages_per_s"] / base["pages_per_s"], 2)
-        depth = next(
-            (
-                b
-                for b in rows
-                if b["system"] == "ours" and (b["mode"], b["procs"]) == (r["mode"], r["procs"])
-            ),
-            None,
+        single = next(
+            (b for b in same if b["system"] == r["system"] and b["redis"] == "single"), None
         )
+        if r["redis"] == "cluster" and single:
+            r["ratio_cluster_vs_single"] = round(r["pages_per_s"] / single["pages_per_s"], 3)
+        depth = next((b for b in same if b["system"] == "ours" and b["redis"] == r["redis"]), None)
         if r["system"] == "ours-aopic" and depth:
             r["ratio_aopic_vs_depth"] = round(r["pages_per_s"] / depth["pages_per_s"], 3)
     report(rows, cfg, info)
@@ -516,14 +532,15 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
         f"{info['cpus']} CPUs, redis {info['redis_server']}"
     )
     head = (
-        f"{'system':12} {'mode':8} {'procs':>5} {'pages':>8} {'pages/s':>8} {'links/s':>9} "
+        f"{'redis':7} {'system':12} {'mode':8} {'procs':>5} {'pages':>8} {'pages/s':>8} "
+        f"{'links/s':>9} "
         f"{'redis CPU':>9} {'us/page':>7} {'1-core cap':>10} {'driver CPU':>10} {'vs s-r':>6}"
     )
     print(head + "\n" + "-" * len(head))
     for r in rows:
         ratio = f"{r['ratio_vs_scrapy_redis']:.2f}x" if "ratio_vs_scrapy_redis" in r else ""
         print(
-            f"{r['system']:12} {r['mode']:8} {r['procs']:>5} {r['pages']:>8} "
+            f"{r['redis']:7} {r['system']:12} {r['mode']:8} {r['procs']:>5} {r['pages']:>8} "
             f"{r['pages_per_s']:>8,.0f} {r['links_per_s']:>9,.0f} {r['redis_cpu_cores']:>9.2f} "
             f"{r['redis_cpu_us_per_page']:>7.0f} {r['redis_bound_pages_per_s']:>10,} "
             f"{r['driver_cpu_cores']:>10.2f} {ratio:>6}"
@@ -534,6 +551,12 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
     print("per link. frontier mode: payloads templated (checked = real bytes); worker mode: the")
     print(f"full per-link Python path. Target: >= {TARGET_PAGES_S:,} pages/s on one Redis.")
     for r in rows:
+        if "ratio_cluster_vs_single" in r:
+            print(
+                f"  3-master cluster / one Redis, {r['system']} {r['mode']} x{r['procs']}: "
+                f"{r['ratio_cluster_vs_single']:.3f} (keys per master {r['keys_per_node']})"
+            )
+    for r in rows:
         if "ratio_aopic_vs_depth" in r:
             print(
                 f"  AOPIC / depth policy, {r['mode']} x{r['procs']}: "
@@ -542,7 +565,8 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
     for r in rows:
         if r["ms_per_1k_pages"]:
             parts = ", ".join(f"{k} {v:.0f}" for k, v in r["ms_per_1k_pages"].items())
-            print(f"  ours {r['mode']} x{r['procs']}: ms per 1k pages (client wall): {parts}")
+            name = f"{r['redis']} {r['system']} {r['mode']} x{r['procs']}"
+            print(f"  {name}: ms per 1k pages (client wall): {parts}")
 
 
 if __name__ == "__main__":
