@@ -15,11 +15,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import redis
 
+from crawlproject.frontier.connection import CLUSTER_SCHEMES
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, decode_state
@@ -32,16 +33,33 @@ from tests.support.crawlproc import (
     tail,
     wait_all,
 )
-from tests.support.redis_server import RedisServer
 from tests.support.testweb import TestWeb, page_path
 
 SHARDS = 4  # CRAWL_FRONTIER_SHARDS' default
+
+
+class Server(Protocol):
+    """One redis-server or a Redis Cluster (tests/test_redis_cluster.py runs
+    these tests on a cluster too): all the tests need is the crawl's REDIS_URL."""
+
+    @property
+    def url(self) -> str: ...
+
+
+def sync_client(url: str) -> redis.Redis:
+    scheme, _, rest = url.partition("://")
+    if scheme in CLUSTER_SCHEMES:
+        cluster = redis.RedisCluster.from_url(f"{CLUSTER_SCHEMES[scheme]}://{rest}")
+        return cluster  # type: ignore[return-value]  # same commands as one server
+    return redis.Redis.from_url(url)
+
+
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 TRACK = {**FAST, "CRAWL_RECRAWL_TRACK": True, "CRAWL_DEDUPE_ENABLED": False}
 
 
 def crawl(
-    redis_server: RedisServer, name: str, web: TestWeb, tmp_path: Path, tag: str, **settings: Any
+    redis_server: Server, name: str, web: TestWeb, tmp_path: Path, tag: str, **settings: Any
 ) -> tuple[dict[str, int], list[dict[str, Any]]]:
     out = tmp_path / f"{tag}.jsonl"
     proc = start_worker(
@@ -53,7 +71,7 @@ def crawl(
 
 
 def recrawl_cli(
-    redis_server: RedisServer, name: str, *args: str, wait: bool = True, **settings: object
+    redis_server: Server, name: str, *args: str, wait: bool = True, **settings: object
 ) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "crawlproject", "--redis-url", redis_server.url,
            "--crawl", name]  # fmt: skip
@@ -73,14 +91,14 @@ def promoted(proc: subprocess.Popen[str]) -> int:
 
 
 def state_of(
-    redis_server: RedisServer, name: str, url: str, scheduled: bool = True
+    redis_server: Server, name: str, url: str, scheduled: bool = True
 ) -> tuple[FetchState, float | None]:
     canonical = UrlCanonicalizer([]).canonicalize(url)
     pkey = host_key(canonical)
     keys = CrawlKeys(name, SHARDS)
     prefix = keys.shard_prefixes[keys.shard_of(pkey)]
     fp = UrlCanonicalizer([]).fingerprint(canonical)
-    client = redis.Redis.from_url(redis_server.url)
+    client = sync_client(redis_server.url)
     try:
         text = client.hget(prefix + "fs:" + pkey, fp)
         due = client.zscore(prefix + "rdue", fp + pkey.encode())
@@ -96,7 +114,7 @@ def page_requests(web: TestWeb) -> list[Any]:
 
 
 def test_recrawl_revalidates_unchanged_pages_and_refetches_changed_ones(
-    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+    redis_server: Server, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(hosts=2, pages=4, latency_ms=0, links=2, cross_links=1,
                           query_variants=0, validators=True)  # fmt: skip
@@ -158,7 +176,7 @@ def test_recrawl_revalidates_unchanged_pages_and_refetches_changed_ones(
 
 
 def test_two_recrawl_services_never_queue_a_url_twice(
-    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+    redis_server: Server, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(hosts=3, pages=40, latency_ms=0, links=3, cross_links=1,
                           query_variants=0, validators=True)  # fmt: skip
@@ -177,7 +195,7 @@ def test_two_recrawl_services_never_queue_a_url_twice(
 
 
 def test_continuous_workers_serve_the_recrawl_service(
-    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+    redis_server: Server, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(hosts=1, pages=3, latency_ms=0, links=2, cross_links=0,
                           query_variants=0, validators=True)  # fmt: skip
@@ -219,7 +237,7 @@ def test_continuous_workers_serve_the_recrawl_service(
 
 
 def test_gone_pages_stop_being_recrawled_and_redirects_are_recrawled_from_their_start(
-    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+    redis_server: Server, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(
         hosts=1, pages=3, latency_ms=0, links=2, cross_links=0, query_variants=0,

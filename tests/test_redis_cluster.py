@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests import test_crawl_fleet
+from tests import test_crawl_fleet, test_recrawl
+from tests.support.crawlproc import crawl_status
 from tests.support.redis_cluster import RedisCluster
 from tests.support.testweb import TestWeb
 
@@ -39,3 +40,21 @@ def test_the_fleet_crawl_runs_on_a_redis_cluster(
         finally:
             client.close()
     assert sum(1 for n in sizes if n > 0) >= 2, sizes
+
+
+def test_recrawl_and_status_run_on_a_redis_cluster(
+    cluster: RedisCluster, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    # Tracked fetches, `crawlproject recrawl --all/--once/--status` and two
+    # recrawl cycles of conditional requests, unchanged, on the cluster.
+    test_recrawl.test_recrawl_revalidates_unchanged_pages_and_refetches_changed_ones(
+        cluster, testweb_factory, tmp_path
+    )
+    # `crawlproject status` reads the fleet's counters from the cluster: three
+    # crawls of the same 8 pages, each page once a crawl, robots.txt once a host
+    # (kept in the cluster between crawls).
+    status = crawl_status(cluster.url, "fresh")
+    assert status["recrawl"]["tracked"] == 8
+    assert status["fleet"]["pages"] == 3 * 8 + 2
+    assert status["frontier"]["done"] == 3 * 8
+    assert status["frontier"]["queued"] == 0 and status["frontier"]["leased"] == 0
