@@ -12,6 +12,7 @@ split by node (``transaction=False`` everywhere).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -36,6 +37,27 @@ def redis_client(url: str, client_name: str | None = None) -> Redis:
         f"{plain}://{rest}", client_name=client_name, decode_responses=False
     )
     return cast(Redis, cluster)
+
+
+def is_setup_error(exc: BaseException, url: str) -> bool:
+    """A connection error that waiting cannot cure: the TLS handshake failed
+    (certificate not trusted, client certificate refused, TLS to a plain port)
+    or a certificate file of a ``rediss`` URL cannot be read. redis-py raises
+    its ConnectionError with the original error as the cause or context. A
+    lost connection (EOF, reset, refused) may be a Redis starting up: not this."""
+    tls_url = url.split("://", 1)[0].lower().startswith("rediss")
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLError) and not isinstance(
+            cause, ssl.SSLEOFError | ssl.SSLZeroReturnError
+        ):
+            return True
+        if tls_url and isinstance(cause, FileNotFoundError | PermissionError | IsADirectoryError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def is_cluster(redis: object) -> bool:

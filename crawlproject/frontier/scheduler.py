@@ -63,7 +63,7 @@ from crawlproject.frontier.client import (
 )
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.connection import redis_client
+from crawlproject.frontier.connection import is_setup_error, redis_client
 from crawlproject.frontier.embedded import (
     WORKER_CLIENT_PREFIX,
     EmbeddedRedis,
@@ -257,7 +257,9 @@ class FrontierScheduler(BaseScheduler):
                 await self.frontier.prepare()
                 break
             except RedisConnectionError as exc:
-                if attempt == CONNECT_ATTEMPTS:
+                # A TLS or certificate-file error is the URL's, not a Redis
+                # still starting: say so once, at once.
+                if attempt == CONNECT_ATTEMPTS or is_setup_error(exc, self.config.redis_url or ""):
                     raise
                 logger.warning("Frontier Redis not reachable yet (%s); retrying", exc)
                 await asyncio.sleep(0.5 * 2**attempt)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tests.support.processes import free_port, stop_process
+from tests.support.redis_tls import TlsFiles, ping_tls
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +44,31 @@ def _ping(port: int) -> bool:
 
 
 class RedisServer:
-    """One redis-server process; its data dir survives ``restart()``."""
+    """One redis-server process; its data dir survives ``restart()``.
+
+    With ``tls`` it listens for TLS only (mutual TLS: see redis_tls.py) and
+    ``url`` is a ``rediss://`` URL carrying the client's certificate files.
+    """
 
     def __init__(
         self,
         appendonly: bool = False,
         executable: str | None = None,
         extra_args: list[str] | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.executable = executable or find_redis_server()
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
+        self.tls = tls
         self.port = 0
         self.dir: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        if self.tls is not None:
+            return f"rediss://127.0.0.1:{self.port}/0?{self.tls.url_query()}"
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
@@ -81,15 +90,18 @@ class RedisServer:
 
     def _launch(self, port: int, timeout: float) -> bool:
         assert self.dir is not None
+        ports = ["--port", str(port)]
+        if self.tls is not None:
+            ports = ["--port", "0", "--tls-port", str(port), *self.tls.server_args()]
         args = [
-            self.executable, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+            self.executable, *ports, "--bind", "127.0.0.1", "--dir", str(self.dir),
             "--save", "", "--appendonly", "yes" if self.appendonly else "no",
             "--logfile", str(self.logfile), "--daemonize", "no", *self.extra_args,
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.proc.poll() is None:
-            if _ping(port):
+            if _ping(port) if self.tls is None else ping_tls(port, self.tls):
                 self.port = port
                 return True
             time.sleep(0.005)
