@@ -9,6 +9,8 @@ from crawlproject.default_settings import *  # noqa: F403
 BOT_NAME = "crawlproject"
 SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
+# `scrapy crawl` that exits 1 when the worker's frontier failed.
+COMMANDS_MODULE = "crawlproject.commands"
 
 # The robots token "crawlproject" leads the User-Agent header.
 USER_AGENT = "crawlproject/0.1 (+polite distributed crawler; robots token: crawlproject)"

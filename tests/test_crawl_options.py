@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -100,12 +102,25 @@ def test_unreachable_or_mismatched_frontier_closes_clearly(
     proc = start_worker(
         REPO_ROOT, "redis://user:s3cret@127.0.0.1:1/0", "gone", seeds, FAST, tmp_path / "gone.log"
     )
-    wait_all([proc], timeout=60, check=False)
+    # Exit status 1 (Scrapy's own would be 0): a supervisor sees the failure.
+    assert wait_all([proc], timeout=60, check=False) == [1]
     text = proc.log_path.read_text()
     assert "Cannot open the frontier (ConnectionError at redis://user:***@127.0.0.1:1/0)" in text
     assert "Spider closed (frontier_unavailable)" in text
     assert "s3cret" not in text  # no credential in the log
     assert "Traceback" not in text
+    # The operator's commands say the same in one line, exit status 1.
+    for command in (["status"], ["recrawl", "--status"], ["counts"]):
+        cli = subprocess.run(
+            [sys.executable, "-m", "crawlproject", "--redis-url",
+             "redis://user:s3cret@127.0.0.1:1/0", *command],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert cli.returncode == 1, (command, cli.stderr)
+        assert cli.stderr.startswith(
+            "crawlproject: cannot use Redis at redis://user:***@127.0.0.1:1/0: Error 111"
+        ), (command, cli.stderr)
+        assert len(cli.stderr.splitlines()) == 1, (command, cli.stderr)
 
     # Nothing listens on port 9: robots.txt is unreachable, and with no
     # deferral its one URL fails at once, so the crawl ends.
@@ -121,7 +136,7 @@ def test_unreachable_or_mismatched_frontier_closes_clearly(
         REPO_ROOT, redis_server.url, "fixed", seeds, {**FAST, "CRAWL_FRONTIER_SHARDS": 2},
         tmp_path / "mismatch.log",
     )  # fmt: skip
-    wait_all([proc], timeout=60, check=False)
+    assert wait_all([proc], timeout=60, check=False) == [1]
     text = proc.log_path.read_text()
     assert "was created with shards=4; this worker has 2" in text
     assert "Spider closed (frontier_unavailable)" in text

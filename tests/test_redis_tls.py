@@ -109,7 +109,8 @@ def test_a_wrong_tls_setup_ends_the_worker_at_once_with_one_clear_error(
         for name, (url, _, _) in cases.items()
     }
     # wait_all fails the test if a worker is still running then (a hang).
-    wait_all(list(procs.values()), timeout=FAIL_WITHIN_SECONDS, check=False)
+    codes = wait_all(list(procs.values()), timeout=FAIL_WITHIN_SECONDS, check=False)
+    assert codes == [1] * len(cases), codes  # a supervisor sees the failure
     assert time.monotonic() - started < FAIL_WITHIN_SECONDS
     for name, (url, causes, at_once) in cases.items():
         text = procs[name].log_path.read_text()

@@ -105,6 +105,11 @@ MAINTENANCE_MAX_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
 CONNECT_ATTEMPTS = 3  # at start: 1 s, then 2 s between attempts
 TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
+# Spider close reasons of a failed worker; `scrapy crawl` exits 1 on them
+# (crawlproject/commands/crawl.py).
+FRONTIER_UNAVAILABLE = "frontier_unavailable"  # could not open the frontier
+FRONTIER_ERROR = "frontier_error"  # the frontier failed mid-crawl
+FAILED_FINISH_REASONS = frozenset({FRONTIER_UNAVAILABLE, FRONTIER_ERROR})
 # done: finished here; moved: a redirect or retry took the URL over; dead: undecodable.
 ACK_MODES = ("done", "moved", "dead")
 
@@ -223,7 +228,7 @@ class FrontierScheduler(BaseScheduler):
         engine = self.crawler.engine
         if engine is not None:
             self._closer = asyncio.ensure_future(
-                engine.close_spider_async(reason="frontier_unavailable")
+                engine.close_spider_async(reason=FRONTIER_UNAVAILABLE)
             )
 
     async def _connect(self, spider: Spider) -> None:
@@ -352,7 +357,7 @@ class FrontierScheduler(BaseScheduler):
             logger.exception("Frontier task failed; closing the spider")
             self.crawler.stats.inc_value("frontier/task_errors")
             if self.crawler.engine is not None and not self._stop.is_set():
-                await self.crawler.engine.close_spider_async(reason="frontier_error")
+                await self.crawler.engine.close_spider_async(reason=FRONTIER_ERROR)
 
     # -- the engine's side ------------------------------------------------------
 
