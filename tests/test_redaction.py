@@ -25,6 +25,16 @@ def test_secret_settings_and_url_passwords_are_masked() -> None:
     assert redact(line, [SECRET_KEY]) == (
         f"key {MASK} at redis://:{MASK}@10.0.0.5:6379/0 and http://u:{MASK}@h/ and ftp://h/"
     )
+    # A TLS key's passphrase in the URL's query; the file paths stay readable,
+    # and a crawled page's ?token= is no credential of ours.
+    url = "rediss://h:6380/0?ssl_keyfile=/etc/w.key&ssl_password=hunter22&ssl_cert_reqs=required"
+    assert redact(f"Cannot open the frontier (at {url})", []) == (
+        "Cannot open the frontier (at rediss://h:6380/0?ssl_keyfile=/etc/w.key"
+        f"&ssl_password={MASK}&ssl_cert_reqs=required)"
+    )
+    assert redact("Crawled <GET http://h/p?token=abc&page=2>", []) == (
+        "Crawled <GET http://h/p?token=abc&page=2>"
+    )
 
 
 def test_a_worker_log_holds_no_credential(

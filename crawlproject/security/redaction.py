@@ -10,7 +10,9 @@ is) that rewrites any record mentioning a secret:
 * the value of every setting someone set whose name says it is secret
   (``SECRET``, ``PASSWORD``, ``TOKEN``, ``KEY_ID``, ``CREDENTIAL`` in it: AWS
   keys and session tokens, passwords, ...), wherever it appears;
-* the password part of any ``scheme://user:password@host`` URL.
+* the password part of any ``scheme://user:password@host`` URL, and the
+  value of a URL query parameter whose name says it is secret
+  (``rediss://...?ssl_password=...``).
 
 Values shorter than ``MIN_SECRET_CHARS`` are not masked by value (masking
 "1" everywhere would wreck every log line); URLs are masked whatever the
@@ -38,6 +40,12 @@ SECRET_NAME_PARTS = ("SECRET", "PASSWORD", "PASSWD", "TOKEN", "KEY_ID", "CREDENT
 MIN_PRIORITY = SETTINGS_PRIORITIES["project"]
 # scheme://user:password@ -> scheme://user:***@ (user may be empty: redis://:pw@h)
 _URL_PASSWORD_RE = re.compile(r"(?P<head>\b[a-zA-Z][\w+.-]*://[^\s:/@'\"]*:)[^\s@/'\"]+@")
+# ?ssl_password=x -> ?ssl_password=*** (not "token": crawled URLs are full of
+# pagination and CSRF tokens, and their log lines should stay greppable)
+_QUERY_SECRET_RE = re.compile(
+    r"(?P<head>[?&][\w.-]*(?:secret|password|passwd)[\w.-]*=)[^&\s'\"#]+",
+    re.IGNORECASE,
+)
 
 
 def secret_values(settings: BaseSettings) -> list[str]:
@@ -56,7 +64,8 @@ def secret_values(settings: BaseSettings) -> list[str]:
 def redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, MASK)
-    return _URL_PASSWORD_RE.sub(lambda m: m.group("head") + MASK + "@", text)
+    text = _URL_PASSWORD_RE.sub(lambda m: m.group("head") + MASK + "@", text)
+    return _QUERY_SECRET_RE.sub(lambda m: m.group("head") + MASK, text)
 
 
 class RedactingFilter(logging.Filter):
