@@ -35,10 +35,12 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
 from crawlproject.frontier.client import RedisFrontier
@@ -49,6 +51,7 @@ from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.security.redaction import redact
 from crawlproject.status.view import collect_status, render
 from crawlproject.store.backends import StoreConfig, open_store
 from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
@@ -204,15 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.watch is not None and args.watch <= 0:
             parser.error("--watch wants a number of seconds > 0")
         try:
-            return asyncio.run(
-                _with_redis(config, crawl, "status", [], status_args=(args.json, args.watch))
+            status_args = (args.json, args.watch)
+            return _run_with_redis(
+                config, _with_redis(config, crawl, "status", [], status_args=status_args)
             )
         except KeyboardInterrupt:
             return 0
     if args.command == "recrawl":
         mode = "status" if args.status else "all" if args.all else "once" if args.once else "run"
         recrawl_config = RecrawlConfig.from_settings(settings)
-        return asyncio.run(_with_redis(config, crawl, mode, [], recrawl_config))
+        return _run_with_redis(config, _with_redis(config, crawl, mode, [], recrawl_config))
     urls: list[str] = []
     if args.command == "seed":
         urls = list(args.urls)
@@ -225,7 +229,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not urls:
             parser.error("no URLs given")
     action = "requeue" if args.command == "parked" and args.requeue else args.command
-    return asyncio.run(_with_redis(config, crawl, action, urls))
+    return _run_with_redis(config, _with_redis(config, crawl, action, urls))
+
+
+def _run_with_redis(config: FrontierConfig, command: Coroutine[Any, Any, int]) -> int:
+    """Runs a command; a Redis that cannot be used (down, wrong URL, TLS or
+    password refused) is one line on stderr and exit status 1, no traceback."""
+    try:
+        return asyncio.run(command)
+    except RedisError as exc:
+        where = redact(config.redis_url, []) if config.redis_url else "the embedded Redis"
+        print(f"crawlproject: cannot use Redis at {where}: {exc}", file=sys.stderr)
+        return 1
 
 
 def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
