@@ -263,6 +263,20 @@ CRAWL_STORE_ROTATE_SECONDS = 3600.0
 # A stopping worker waits this long for its files to reach the store; what is
 # left stays spooled and the next worker started on this machine uploads it.
 CRAWL_STORE_CLOSE_TIMEOUT_SECONDS = 30.0
+# Backpressure: while the store is unreachable, finished files wait in the
+# spool. When the spool directory (CRAWL_DATA_DIR/spool/<crawl>/: every file,
+# open ones too, of every worker sharing it) holds more than
+# CRAWL_STORE_SPOOL_MAX_BYTES, or its filesystem has less than
+# CRAWL_STORE_SPOOL_MIN_FREE_BYTES free, the worker stops taking new pages
+# (it keeps its leases and finishes the pages in flight) and resumes by itself
+# below 80 % of the cap and above 1.25 x the floor. 8 GiB: 7 finished files of
+# the default 1 GB plus the open one, hours of a busy worker's output (~1 MB/s);
+# 1 GiB free leaves room for the pages in flight and the rest of the machine.
+# Checked every CRAWL_STORE_SPOOL_CHECK_SECONDS (a directory scan in a thread);
+# the spool may pass the cap by what the worker writes in that time. 0: no limit.
+CRAWL_STORE_SPOOL_MAX_BYTES = 8 * 1024**3
+CRAWL_STORE_SPOOL_MIN_FREE_BYTES = 1024**3
+CRAWL_STORE_SPOOL_CHECK_SECONDS = 1.0
 
 # Recrawl (crawlproject/recrawl/): keep fetched pages fresh. Keep per-URL fetch
 # state (last fetch, interval, body digest and SimHash, ETag, Last-Modified) and

@@ -25,6 +25,16 @@ CDX index has them); as an object, ``body_key`` (the object's store key).
 Small pages are written on the reactor thread (a thread hand-off costs more
 than their gzip); large ones in a writer thread, so the reactor never waits
 long.
+
+Backpressure (crawlproject/store/backpressure.py): the spool is measured every
+``CRAWL_STORE_SPOOL_CHECK_SECONDS``; over ``CRAWL_STORE_SPOOL_MAX_BYTES`` (or
+under ``CRAWL_STORE_SPOOL_MIN_FREE_BYTES`` free) the engine is paused: no new
+request starts, the ones in flight finish and are stored, the frontier keeps
+renewing the worker's leases; it resumes once uploads have made room. A write
+that fails for lack of space pauses the worker too, and the page waits in
+this pipeline and is written again after the resume: its lease is acked only
+after its items leave the pipelines (middlewares/frontier_ack.py), so it is
+never acked unstored.
 """
 
 from __future__ import annotations
@@ -45,14 +55,22 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
+from crawlproject.frontier.wake import wake_engine
 from crawlproject.store.backends import StoreConfig, open_store
+from crawlproject.store.backpressure import (
+    Change,
+    SpoolGate,
+    SpoolUsage,
+    is_space_error,
+    measure_spool,
+)
 from crawlproject.store.config import (
     RESPONSE_ITEM_KEY,
     STORE_FORMAT_OBJECT,
     WIRE_ENCODING_META_KEY,
     BodyStoreConfig,
 )
-from crawlproject.store.index import build_index
+from crawlproject.store.index import build_index, index_bytes
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import RollingWarcWriter, WarcLocation, payload_digest
@@ -73,6 +91,10 @@ ROTATION_CHECK_MAX_SECONDS = 30.0
 # 2.6 KB, bench/warc_write.py); larger ones in the writer thread.
 INLINE_WRITE_MAX_BYTES = 64 * 1024
 
+# The spool is measured at most this often: a scan of a huge spool (the object
+# format's many files) must not cost more than a tenth of its thread's time.
+SPOOL_CHECK_MIN_INTERVAL_PER_SCAN = 10.0
+
 
 class BodyStorePipeline:
     def __init__(
@@ -81,11 +103,19 @@ class BodyStorePipeline:
         config: BodyStoreConfig,
         store_config: StoreConfig,
         stats: StatsCollector,
+        gate: SpoolGate,
     ) -> None:
         self.crawler = crawler
         self.config = config
         self.store_config = store_config
         self.stats = stats
+        self.gate = gate
+        self._spool: Path | None = None  # the directory the gate measures
+        self._watch_task: asyncio.Task[None] | None = None
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        # Set while not paused: pages whose write failed for lack of space wait on it.
+        self._running = asyncio.Event()
+        self._running.set()
         self._writer: RollingWarcWriter | None = None
         self._objects: ObjectWriter | None = None  # the writer of the object format
         self._uploader: SpoolUploader | None = None
@@ -107,6 +137,7 @@ class BodyStorePipeline:
             config=config,
             store_config=StoreConfig.from_settings(crawler.settings),
             stats=crawler.stats,
+            gate=SpoolGate(config.spool_max_bytes, config.spool_min_free_bytes),
         )
 
     async def open_spider(self) -> None:
@@ -121,7 +152,12 @@ class BodyStorePipeline:
         self._key_prefix = f"{crawl}/warc/"
         store = open_store(self.store_config)
         self._uploader = SpoolUploader(
-            store, spool, self._key_prefix, on_uploaded=self._on_uploaded, index_builder=build_index
+            store,
+            spool,
+            self._key_prefix,
+            on_uploaded=self._on_uploaded,
+            index_builder=build_index,
+            index_data=index_bytes,
         )
         loop = self._loop = asyncio.get_running_loop()
         # Start-up recovery reads leftover files: disk I/O, off the reactor.
@@ -137,6 +173,7 @@ class BodyStorePipeline:
         )
         logger.info("Storing page bodies as WARC: spool %s, store %s", spool, store.uri)
         self._start_rotation_checks()
+        self._start_spool_watch(spool)
 
     async def _open_objects(self, crawl: str, worker: str) -> None:
         spool = self.config.object_spool_dir(crawl)
@@ -166,6 +203,7 @@ class BodyStorePipeline:
         )
         logger.info("Storing page bodies as objects: spool %s, store %s", spool, store.uri)
         self._start_rotation_checks()
+        self._start_spool_watch(spool)
 
     def _start_rotation_checks(self) -> None:
         self._rotation_task = asyncio.get_running_loop().create_task(self._rotate_when_due())
@@ -188,6 +226,103 @@ class BodyStorePipeline:
                 logger.exception("Could not finish the open file; the next write retries")
             finally:
                 self._in_thread -= 1
+
+    # --- backpressure -------------------------------------------------------------------
+
+    def _start_spool_watch(self, spool: Path) -> None:
+        self._spool = spool
+        if self.gate.max_bytes or self.gate.min_free_bytes:
+            self._ensure_watching()
+
+    def _ensure_watching(self) -> None:
+        # Also started by a failed write with both limits off: only it resumes.
+        if self._watch_task is None and self._spool is not None:
+            self._watch_task = asyncio.get_running_loop().create_task(
+                self._watch_spool(self._spool)
+            )
+
+    async def _watch_spool(self, spool: Path) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                usage = await asyncio.to_thread(measure_spool, spool)
+            except OSError:
+                logger.exception("Could not measure the spool %s", spool)
+            else:
+                self._apply(self.gate.check(usage), usage)
+            scan_seconds = loop.time() - started
+            await asyncio.sleep(
+                max(
+                    self.config.spool_check_seconds,
+                    scan_seconds * SPOOL_CHECK_MIN_INTERVAL_PER_SCAN,
+                )
+            )
+
+    def _apply(self, change: Change | None, usage: SpoolUsage) -> None:
+        """Acts on the gate's decision; keeps the gauges `crawlproject status` shows."""
+        self.stats.set_value("store/spool_bytes", usage.spooled_bytes)
+        self.stats.set_value("store/backpressure_paused", int(self.gate.paused))
+        self.stats.set_value("store/backpressure_seconds", round(self.gate.paused_seconds(), 3))
+        engine = self.crawler.engine
+        if change is Change.PAUSE:
+            self._running.clear()
+            self.stats.inc_value("store/backpressure_pauses")
+            if engine is not None:
+                engine.pause()
+            logger.warning(
+                "Paused taking new pages: %s (%d bytes in %d file(s) spooled in %s, "
+                "%d file(s) waiting for upload); leases kept, resuming once uploads make room",
+                self.gate.reason, usage.spooled_bytes, usage.files, self._spool,
+                self._uploader.pending() if self._uploader is not None else 0,
+            )  # fmt: skip
+            # The open file can only be uploaded once finished: without this, a
+            # cap near CRAWL_STORE_ROTATE_BYTES would hold the pause until it ages out.
+            task = asyncio.get_running_loop().create_task(self._finish_open_file())
+            self._side_tasks.add(task)  # held: the loop keeps only weak references
+            task.add_done_callback(self._side_tasks.discard)
+        elif change is Change.RESUME:
+            if engine is not None:
+                engine.unpause()
+                wake_engine(self.crawler)  # else the engine's 5 s heartbeat restarts it
+            self._running.set()
+            logger.info(
+                "Resumed taking new pages after %.1f s paused: the spool holds %d bytes "
+                "(%d file(s)), %d bytes free",
+                self.gate.last_pause_seconds, usage.spooled_bytes, usage.files, usage.free_bytes,
+            )  # fmt: skip
+
+    async def _finish_open_file(self) -> None:
+        writer = self._writer or self._objects
+        if writer is None:
+            return
+        self._in_thread += 1  # as in _rotate_when_due: no inline write meanwhile
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, writer.rotate)
+        except OSError:
+            logger.exception("Could not finish the open file; its rotation retries")
+        finally:
+            self._in_thread -= 1
+
+    async def _write_when_room(self, write: Callable[..., T], response: Response, *args: Any) -> T:
+        """``_run_write``; a write that fails for lack of space pauses the worker
+        and is tried again once it resumes, so the page is neither lost nor
+        acked unstored (module doc). Other write errors propagate."""
+        while True:
+            try:
+                return await self._run_write(write, response, *args)
+            except OSError as exc:
+                self.stats.inc_value("store/write_failed")
+                if not is_space_error(exc) or self._spool is None:
+                    logger.error("Could not store %s: %s", response.url, exc)
+                    raise
+                usage = await asyncio.to_thread(measure_spool, self._spool)
+                self._apply(self.gate.write_failed(usage), usage)
+                self._ensure_watching()
+                logger.debug("Storing %s waits for spool space (%s)", response.url, exc)
+            await self._running.wait()
+
+    # --- uploads ------------------------------------------------------------------------
 
     def _file_finished(self, path: Path) -> None:
         """A finished file goes to the uploader (from the writer's thread)."""
@@ -227,7 +362,7 @@ class BodyStorePipeline:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
             return item
         if self._objects is not None:
-            stored = await self._run_write(
+            stored = await self._write_when_room(
                 self._write_object, response, content_type, fetched_at, digest
             )
             adapter["body_key"] = stored.key
@@ -237,7 +372,7 @@ class BodyStorePipeline:
             self.stats.inc_value("store/pages")
             self.stats.inc_value("store/bytes", len(response.body))
             return item
-        location = await self._run_write(self._write, response, fetched_at)
+        location = await self._write_when_room(self._write, response, fetched_at)
         adapter["warc_file"] = self._key_prefix + location.filename
         adapter["warc_offset"] = location.offset
         adapter["warc_length"] = location.length
@@ -293,10 +428,13 @@ class BodyStorePipeline:
 
     async def close_spider(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._rotation_task is not None:
-            self._rotation_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._rotation_task
+        for task in (self._rotation_task, self._watch_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.gate.paused:
+            self.stats.set_value("store/backpressure_seconds", round(self.gate.paused_seconds(), 3))
         if self._writer is not None:
             # Finishes the open file; on_finished hands it to the uploader.
             await loop.run_in_executor(self._executor, self._writer.close)

@@ -1,6 +1,7 @@
 """Faults around page-body storage, through real crawls: the S3 store gone for
-20 s mid-crawl (a real moto_server, stopped and started again), a worker killed
-with SIGKILL while its WARC file is open, and a torn ``.open`` file recovered."""
+20 s mid-crawl (a real moto_server, stopped and started again), the same under
+load with two workers whose spool cap pauses them, a worker killed with SIGKILL
+while its WARC file is open, and a torn ``.open`` file recovered."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from crawlproject.store.backpressure import measure_spool
 from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.warc import (
     RollingWarcWriter,
@@ -37,7 +40,8 @@ from tests.support.crawlproc import (
 )
 from tests.support.redis_server import RedisServer
 from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
-from tests.support.testweb import TestWeb
+from tests.support.tcp_proxy import TcpProxy
+from tests.support.testweb import TestWeb, page_counts
 
 BUCKET = TEST_BUCKET
 OUTAGE_SECONDS = 20.0
@@ -176,6 +180,224 @@ def test_s3_outage_mid_crawl_loses_nothing(
     assert stats["store/pages"] == len(items)
     assert stats["store/files_spooled_at_close"] == 0
     assert not spooled(data)
+
+
+# --- 1b. the same outage under load: the spool stays bounded (backpressure) ----------
+
+SPOOL_CAP = 150_000
+ROTATE = 20_000
+BP_OUTAGE_SECONDS = 13.0
+PAUSED = "Paused taking new pages: the spool holds"
+PAGE_RECORDS_MAX_BYTES = 3_000  # a test-web page's WARC records, gzipped (~2.2 KB)
+
+
+def float_stat(log: Path, name: str) -> float:
+    """A float stat from the dump Scrapy logs at close (stats_of reads ints only)."""
+    for line in log.read_text(errors="replace").splitlines():
+        if f"'{name}': " in line:
+            return float(line.split(": ", 1)[1].rstrip(",}"))
+    raise AssertionError(f"{name} not in {log}")
+
+
+def test_s3_outage_under_load_pauses_workers_and_bounds_the_spool(
+    redis_server: RedisServer,
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+    moto: MotoServer,
+) -> None:
+    # Two workers, 12 hosts at 0.1 s a page each: tens of pages/s, ~1.5 KB of
+    # WARC a page, so a 150 KB spool cap is passed a few seconds into the outage.
+    # The outage is the network to S3 cut (a proxy in front of moto): with files
+    # finishing every fraction of a second, a snapshot taken before stopping
+    # moto (which forgets its objects) would race the uploads.
+    web = testweb_factory(
+        hosts=12, pages=60, latency_ms=5, links=2, cross_links=1, query_variants=0
+    )
+    client = moto.client()
+    proxy = TcpProxy("127.0.0.1", moto.port).restore()
+    base = {
+        **IDLE, "CRAWL_HOST_DELAY": 0.1, "CRAWL_DEDUPE_ENABLED": False,
+        "CRAWL_STORE_ROTATE_BYTES": ROTATE, "CRAWL_STORE_SPOOL_MAX_BYTES": SPOOL_CAP,
+        "CRAWL_STORE_SPOOL_CHECK_SECONDS": 0.2, "CRAWL_STORE_RETRY_ATTEMPTS": 1,
+        "CRAWL_STORE_RETRY_BASE_SECONDS": 0.1, "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS": 60,
+        "CRAWL_STORE_URI": f"s3://{BUCKET}/bodies", "AWS_ENDPOINT_URL": proxy.url,
+        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION_NAME": TEST_REGION, "CRAWL_STATUS_REPORT_SECONDS": 0.5,
+    }  # fmt: skip
+    datas = [tmp_path / "data1", tmp_path / "data2"]
+    logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+    feeds = [tmp_path / "w1.jsonl", tmp_path / "w2.jsonl"]
+    procs = [
+        start_worker(
+            REPO_ROOT, redis_server.url, "bp", web.seeds, {**base, "CRAWL_DATA_DIR": str(data)},
+            log, ["-O", str(feed)],
+        )
+        for data, log, feed in zip(datas, logs, feeds, strict=True)
+    ]  # fmt: skip
+
+    def running() -> bool:
+        return all(p.poll() is None for p in procs)
+
+    samples: list[int] = []  # the larger worker spool, every 50 ms of the outage
+    try:
+        wait_until(lambda: all(len(uploaded_keys(log)) >= 2 for log in logs) or not running())
+        assert running(), "the crawl ended before the outage"
+        proxy.cut()
+        cut_at = [log.stat().st_size for log in logs]
+        outage_start = time.monotonic()
+        outage_end = outage_start + BP_OUTAGE_SECONDS
+        paused_at: float | None = None
+        flat_from: tuple[float, int] | None = None  # (time, web requests) once drained
+        status: dict[str, Any] = {}
+        while time.monotonic() < outage_end:
+            samples.append(max(measure_spool(d / "spool").spooled_bytes for d in datas))
+            now = time.monotonic()
+            if paused_at is None and all(
+                PAUSED in log.read_bytes()[at:].decode(errors="replace")
+                for log, at in zip(logs, cut_at, strict=True)
+            ):
+                paused_at = now
+            # Pages in flight when the workers paused finish within ~1 s (5 ms pages).
+            if paused_at is not None and flat_from is None and now - paused_at >= 1.5:
+                flat_from = (now, len(web.log))
+                status = crawl_status(redis_server.url, "bp")
+            time.sleep(0.05)
+        requests_at_end = len(web.log)
+        assert running(), "the crawl ended during the outage: make it longer"
+        proxy.restore()
+        wait_all(procs, timeout=90)
+    finally:
+        for proc in procs:
+            stop_worker(proc, signal.SIGKILL)
+        proxy.cut()
+
+    during = [
+        log.read_bytes()[at:].decode(errors="replace") for log, at in zip(logs, cut_at, strict=True)
+    ]
+    # Both workers paused early in the outage, with a line saying why, and resumed.
+    assert paused_at is not None, "the workers never both paused"
+    assert flat_from is not None and outage_end - flat_from[0] >= 3.0
+    for text in during:
+        assert " unavailable (" in text and "kept in" in text
+        assert PAUSED in text and f"over its cap of {SPOOL_CAP}" in text
+        assert "Resumed taking new pages after" in text
+    # `crawlproject status` showed both paused, with their spools.
+    assert status["storage"]["workers_paused"] == 2
+    assert status["storage"]["bytes_spooled"] > SPOOL_CAP
+    # No new request reached the web while both were paused.
+    assert requests_at_end == flat_from[1]
+    # The spool stayed bounded: the cap, plus the writes between two checks
+    # (under one file at this rate) and the pages in flight at the pause (one
+    # per host: a host's URLs are fetched one at a time). Unbounded, 13 s at
+    # ~50 pages/s of ~2.2 KB would have added over 1 MB.
+    peak = max(samples)
+    assert SPOOL_CAP < peak <= SPOOL_CAP + ROTATE + web.hosts * PAGE_RECORDS_MAX_BYTES, peak
+
+    # After the outage: every URL fetched once, every page stored byte-identical.
+    assert page_counts(web.log) == Counter(dict.fromkeys(web.expected_urls, 1))
+    store = tmp_path / "store"
+    download_all(client, store)
+    bodies = sent_bodies(web)
+    items = [item for feed in feeds for item in read_items(feed)]
+    assert sorted(i["url"] for i in items) == sorted(bodies)
+    for item in items:
+        assert payload_of(store / "bodies", item) == bodies[item["url"]]
+    paused_seconds = [float_stat(log, "store/backpressure_seconds") for log in logs]
+    for data, log, seconds in zip(datas, logs, paused_seconds, strict=True):
+        stats = stats_of(log)
+        assert stats["store/backpressure_pauses"] >= 1
+        assert stats["store/backpressure_paused"] == 0
+        assert stats["store/files_spooled_at_close"] == 0
+        assert seconds >= 3.0
+        assert not spooled(data)
+    print(
+        f"cap {SPOOL_CAP} B, peak spool {peak} B, both paused {paused_at - outage_start:.1f} s "
+        f"into the outage, web flat for {outage_end - flat_from[0]:.1f} s at "
+        f"{requests_at_end} requests of {len(web.log)}, paused {paused_seconds} s"
+    )
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs (a filesystem that really fills up); skips without the
+    right to mount one (root in a container that allows it)."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_pauses_the_worker_and_loses_no_page(
+    redis_server: RedisServer,
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+    moto: MotoServer,
+    small_disk: Path,
+) -> None:
+    # No spool limits: the spool (on a 256 KiB filesystem) fills while S3 is
+    # unreachable until a write fails with ENOSPC. The page must then wait
+    # (stored once there is room), not be acked unstored.
+    web = testweb_factory(hosts=4, pages=60, latency_ms=5, links=2, cross_links=1, query_variants=0)
+    client = moto.client()
+    proxy = TcpProxy("127.0.0.1", moto.port).restore()
+    settings = {
+        **IDLE, "CRAWL_HOST_DELAY": 0.1, "CRAWL_DEDUPE_ENABLED": False,
+        "CRAWL_DATA_DIR": str(small_disk), "CRAWL_STORE_ROTATE_BYTES": 20_000,
+        "CRAWL_STORE_SPOOL_MAX_BYTES": 0, "CRAWL_STORE_SPOOL_MIN_FREE_BYTES": 0,
+        "CRAWL_STORE_RETRY_ATTEMPTS": 1, "CRAWL_STORE_RETRY_BASE_SECONDS": 0.1,
+        "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS": 60, "CRAWL_STORE_URI": f"s3://{BUCKET}/bodies",
+        "AWS_ENDPOINT_URL": proxy.url, "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION_NAME": TEST_REGION,
+    }  # fmt: skip
+    log, feed = tmp_path / "full.log", tmp_path / "full.jsonl"
+    proc = start_worker(REPO_ROOT, redis_server.url, "full", web.seeds, settings, log,
+                        ["-O", str(feed)])  # fmt: skip
+    try:
+        wait_until(lambda: len(uploaded_keys(log)) >= 1 or proc.poll() is not None)
+        proxy.cut()
+        wait_until(
+            lambda: (
+                "a write failed: no space left" in log.read_text(errors="replace")
+                or proc.poll() is not None
+            ),
+            timeout=30,
+        )
+        assert proc.poll() is None, "the crawl ended before the disk filled"
+        time.sleep(1.5)  # the pages in flight finish (or wait for room too)
+        requests = len(web.log)
+        time.sleep(3.0)
+        assert len(web.log) == requests, "the worker went on fetching with a full disk"
+        proxy.restore()
+        wait_all([proc], timeout=60)
+    finally:
+        stop_worker(proc, signal.SIGKILL)
+        proxy.cut()
+
+    text = log.read_text(errors="replace")
+    assert "Resumed taking new pages after" in text
+    assert "Could not store" not in text  # no page given up
+    stats = stats_of(log)
+    assert stats["store/write_failed"] >= 1
+    assert stats["store/backpressure_pauses"] >= 1
+    assert stats["store/files_spooled_at_close"] == 0
+    # Every URL fetched once, and every page stored, byte-identical.
+    assert page_counts(web.log) == Counter(dict.fromkeys(web.expected_urls, 1))
+    store = tmp_path / "store"
+    download_all(client, store)
+    bodies = sent_bodies(web)
+    items = read_items(feed)
+    assert sorted(i["url"] for i in items) == sorted(bodies)
+    for item in items:
+        assert payload_of(store / "bodies", item) == bodies[item["url"]]
+    assert stats["store/pages"] == len(items)
 
 
 # --- 2. a worker killed with SIGKILL while its WARC file is open -----------------------

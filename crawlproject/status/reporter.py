@@ -7,7 +7,8 @@ A Scrapy extension (``EXTENSIONS``), on with the frontier scheduler. Every
   ``stats`` hash (the fleet's totals: ``crawlproject status`` reads them), and
   its responses to the current 10-second bucket of ``tp`` (throughput);
 * writes its gauges to ``w:<worker>`` (responses/s, requests in flight, WARC
-  files waiting for upload), expiring when it stops reporting;
+  files waiting for upload, bytes spooled, paused for a full spool),
+  expiring when it stops reporting;
 * with a terminal on stderr (``CRAWL_PROGRESS = "auto"``), rewrites one line:
   pages/s, the fleet's queue and errors, instead of waiting for Scrapy's
   once-a-minute log line; plain logs otherwise.
@@ -69,6 +70,9 @@ COUNTER_PREFIXES = (
     "store/bytes_uploaded",
     "store/objects_",
     "store/skipped_content_type/",
+    "store/backpressure_pauses",
+    "store/backpressure_seconds",
+    "store/write_failed",
     "recrawl/",
     "trap/",
     "sitemap/",
@@ -248,6 +252,9 @@ class StatusReporter:
             "responses_per_second": round(self._rate, 3),
             "in_flight": len(self.crawler.engine.downloader.active) if self.crawler.engine else 0,
             "store_files_pending": int(self.stats.get_value("store/files_pending", 0) or 0),
+            # Backpressure (pipelines/store.py): bytes spooled, 1 while paused for them.
+            "store_spool_bytes": int(self.stats.get_value("store/spool_bytes", 0) or 0),
+            "store_paused": int(self.stats.get_value("store/backpressure_paused", 0) or 0),
             "reported_at": round(wall, 3),
         }
         pipe.hset(keys.worker_gauges(worker), mapping=gauges)  # type: ignore[arg-type]

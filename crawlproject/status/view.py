@@ -10,7 +10,8 @@ What it shows (all from Redis; times on Redis' clock):
   10-second buckets the workers add to (``tp``);
 * workers alive (a heartbeat within the lease time) with their gauges;
 * the fleet's counters (``stats``): pages, items, errors, robots.txt,
-  duplicates, storage (files waiting for upload: the storage lag), recrawl;
+  duplicates, storage (files waiting for upload: the storage lag; bytes
+  spooled and workers paused until their spool drains), recrawl;
 * the recrawl backlog (tracked, overdue, oldest overdue age) when there is one.
 
 The signals for adding crawlers: queued URLs and hosts ready now grow while
@@ -139,6 +140,9 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             ),
             "files_uploaded": fleet_stats.get("store/files_uploaded", 0),
             "pages_stored": fleet_stats.get("store/pages", 0),
+            "bytes_spooled": int(sum(g.get("store_spool_bytes", 0) for g in gauges.values())),
+            # Workers not taking new pages until their spool drains (backpressure).
+            "workers_paused": sum(1 for g in gauges.values() if g.get("store_paused")),
         },
         "recrawl": {
             "tracked": backlog.tracked,
@@ -168,13 +172,16 @@ def render(status: dict[str, Any]) -> Any:
         ("done", f["done"], "files waiting for upload",
          status["storage"]["files_waiting_for_upload"]),
         ("parked URLs", f["parked"], "recrawl overdue", status["recrawl"]["overdue"]),
+        ("bytes spooled", status["storage"]["bytes_spooled"], "workers paused (spool full)",
+         status["storage"]["workers_paused"]),
     ]  # fmt: skip
     for a, av, b, bv in rows:
         head.add_row(a, _fmt(av), b, _fmt(bv))
     parts: list[Any] = [head]
     if w["gauges"]:
         workers = Table(title="workers")
-        for col in ("worker", "pages/s", "in flight", "files pending", "report age s"):
+        for col in ("worker", "pages/s", "in flight", "files pending", "spool MB", "paused",
+                    "report age s"):  # fmt: skip
             workers.add_column(col, justify="right" if col != "worker" else "left")
         for worker, g in sorted(w["gauges"].items()):
             age = status["time"] - g.get("reported_at", status["time"])
@@ -183,6 +190,8 @@ def render(status: dict[str, Any]) -> Any:
                 f"{g.get('responses_per_second', 0):.1f}",
                 _fmt(g.get("in_flight", 0)),
                 _fmt(g.get("store_files_pending", 0)),
+                f"{g.get('store_spool_bytes', 0) / 1e6:.1f}",
+                "yes" if g.get("store_paused") else "",
                 f"{age:.1f}",
             )
         parts.append(workers)

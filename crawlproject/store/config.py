@@ -36,6 +36,9 @@ class BodyStoreConfig:
     close_timeout_seconds: float
     data_dir: Path
     store_format: str = STORE_FORMAT_WARC
+    spool_max_bytes: int = 0  # 0: no cap
+    spool_min_free_bytes: int = 0  # 0: no floor
+    spool_check_seconds: float = 1.0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BodyStoreConfig:
@@ -47,6 +50,9 @@ class BodyStoreConfig:
             close_timeout_seconds=crawl_setting(settings, "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS"),
             data_dir=Path(crawl_setting(settings, "CRAWL_DATA_DIR")),
             store_format=str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower(),
+            spool_max_bytes=crawl_setting(settings, "CRAWL_STORE_SPOOL_MAX_BYTES"),
+            spool_min_free_bytes=crawl_setting(settings, "CRAWL_STORE_SPOOL_MIN_FREE_BYTES"),
+            spool_check_seconds=crawl_setting(settings, "CRAWL_STORE_SPOOL_CHECK_SECONDS"),
         )
         if config.store_format not in STORE_FORMATS:
             raise ConfigError(
@@ -57,6 +63,12 @@ class BodyStoreConfig:
             raise ConfigError("CRAWL_STORE_ROTATE_BYTES and _SECONDS must be > 0")
         if config.close_timeout_seconds < 0:
             raise ConfigError("CRAWL_STORE_CLOSE_TIMEOUT_SECONDS must be >= 0")
+        if config.spool_max_bytes < 0 or config.spool_min_free_bytes < 0:
+            raise ConfigError(
+                "CRAWL_STORE_SPOOL_MAX_BYTES and _MIN_FREE_BYTES must be >= 0 (0: no limit)"
+            )
+        if config.spool_check_seconds <= 0:
+            raise ConfigError("CRAWL_STORE_SPOOL_CHECK_SECONDS must be > 0")
         return config
 
     def spool_dir(self, crawl: str) -> Path:

@@ -49,12 +49,22 @@ def index_path(warc_path: Path) -> Path:
 
 def build_index(warc_path: Path) -> Path:
     """Writes the index of a finished WARC file beside it; returns its path."""
-    lines = sorted(_lines(warc_path))
+    data = index_bytes(warc_path)
     out = index_path(warc_path)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    try:
+        tmp.write_bytes(data)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk must not keep a partial one
+        raise
     tmp.replace(out)
     return out
+
+
+def index_bytes(warc_path: Path) -> bytes:
+    """The index of a finished WARC file, in memory (what build_index writes)."""
+    lines = sorted(_lines(warc_path))
+    return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
 def _lines(warc_path: Path) -> Iterator[str]:

@@ -37,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crawlproject.store.backends import BodyStore, StoreError, StoreUnavailable, check_key
+from crawlproject.store.backpressure import is_space_error
+from crawlproject.store.index import INDEX_SUFFIX
 from crawlproject.store.warc import WARC_SUFFIX, finished_files, recover_open_files
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ class SpoolUploader:
     ``index_builder(path) -> index path``, when given, writes the index of a
     finished file beside it (crawlproject/store/index.py); it is uploaded
     after the file, under the same prefix, and both leave the spool together.
+    ``index_data(path) -> bytes`` is the same index in memory, used when the
+    spool's disk is too full to write it: else a full disk could never drain.
 
     ``key_for(path) -> key`` names a file's object in the store (default:
     ``key_prefix + path.name``). ``sweep(spool_dir)``, run by :meth:`start`,
@@ -87,6 +91,7 @@ class SpoolUploader:
         retry_max_seconds: float = 60.0,
         on_uploaded: UploadedCallback | None = None,
         index_builder: Callable[[Path], Path] | None = None,
+        index_data: Callable[[Path], bytes] | None = None,
         key_for: Callable[[Path], str] | None = None,
         sweep: SpoolSweep | None = None,
     ) -> None:
@@ -105,6 +110,7 @@ class SpoolUploader:
         self.retry_max_seconds = retry_max_seconds
         self.on_uploaded = on_uploaded
         self.index_builder = index_builder
+        self.index_data = index_data
         self.key_for = key_for
         self.sweep = sweep if sweep is not None else _sweep_warc_spool
         # Guards every field below; notified when a file is queued or close() begins.
@@ -272,10 +278,20 @@ class SpoolUploader:
         # The index is built from the finished file here, in this thread, so a
         # file recovered from a killed worker gets one too; WARC first, then its
         # index: an index never names a file the store does not have.
-        index = self.index_builder(path) if self.index_builder is not None else None
+        index: Path | None = None
+        in_memory: bytes | None = None
+        if self.index_builder is not None:
+            try:
+                index = self.index_builder(path)
+            except OSError as exc:
+                if not (is_space_error(exc) and self.index_data is not None):
+                    raise
+                in_memory = self.index_data(path)
         self.store.put_file(path, key)
         if index is not None:
             self.store.put_file(index, self.key_prefix + index.name)
+        if in_memory is not None:
+            self.store.put_bytes(self.key_prefix + path.name + INDEX_SUFFIX, in_memory)
         for done in (path, index):
             if done is None:
                 continue
