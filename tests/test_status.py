@@ -90,6 +90,11 @@ def test_status_and_metrics_during_and_after_a_crawl(
     assert final["frontier"]["queued"] == final["frontier"]["leased"] == 0
     assert final["storage"]["pages_stored"] == len(web.expected_urls)
     assert final["fleet"]["groups"]["robotstxt"]["request_count"] == web.hosts
+    # Each host's first URL waited for its robots.txt (a download exception to
+    # Scrapy, a decision here): a clean crawl shows no errors.
+    assert final["fleet"]["groups"]["web/error"]["RobotsDeferred"] > 0
+    assert stats["downloader/exception_count"] > 0
+    assert final["fleet"]["errors"] == 0
     assert final["workers"]["alive"] == 0  # it said goodbye
     assert final["recrawl"] == {"tracked": 0, "overdue": 0, "oldest_overdue_seconds": 0.0}
     # The terminal view renders the same numbers.

@@ -31,7 +31,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ COUNTER_PREFIXES = (
     "downloader/response_count",
     "downloader/response_status_count/",
     "downloader/exception_count",
+    "downloader/exception_type_count/",
     "downloader/response_bytes",
     "response_received_count",
     "item_scraped_count",
@@ -86,6 +87,11 @@ COUNTER_PREFIXES = (
 )
 PAGES_STAT = "response_received_count"
 ERRORS_STATS = ("downloader/exception_count", "log_count/ERROR")
+EXCEPTION_TYPE_PREFIX = "downloader/exception_type_count/"
+# Raised by downloader middlewares as decisions, not failures (a robots.txt
+# refusal, a URL put back while its host's robots.txt is fetched): Scrapy
+# counts them as download exceptions; they have stats of their own.
+NOT_ERRORS = ("RobotsForbidden", "RobotsDeferred")
 THROUGHPUT_BUCKET_SECONDS = 10
 THROUGHPUT_KEEP_SECONDS = 600
 GAUGES_TTL_REPORTS = 3  # a worker's gauges outlive it by this many report periods
@@ -276,7 +282,7 @@ class StatusReporter:
                 await frontier.redis.hdel(keys.throughput, *old)
 
     def _show_progress(self) -> None:
-        errors = sum(int(self.stats.get_value(k, 0) or 0) for k in ERRORS_STATS)
+        errors = error_count(self.stats.get_stats())
         pages = int(self.stats.get_value(PAGES_STAT, 0) or 0)
         queued = "?" if self._fleet_queued is None else f"{self._fleet_queued:,}"
         line = f"{self._rate:7.1f} pages/s | {pages:,} pages | queue {queued} | errors {errors:,}"
@@ -287,3 +293,13 @@ class StatusReporter:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def error_count(stats: Mapping[str, Any]) -> int:
+    """Errors among a worker's or the fleet's stats: download exceptions and
+    ERROR log lines, without the decisions in ``NOT_ERRORS``."""
+    errors = sum(int(stats.get(k, 0) or 0) for k in ERRORS_STATS)
+    for key, value in stats.items():
+        if key.startswith(EXCEPTION_TYPE_PREFIX) and key.rsplit(".", 1)[-1] in NOT_ERRORS:
+            errors -= int(value or 0)
+    return errors

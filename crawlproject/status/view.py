@@ -25,7 +25,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from crawlproject.recrawl.store import RecrawlStore
-from crawlproject.status.reporter import THROUGHPUT_BUCKET_SECONDS
+from crawlproject.status.reporter import THROUGHPUT_BUCKET_SECONDS, error_count
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -123,8 +123,7 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
         "fleet": {
             "pages": fleet_stats.get("response_received_count", 0),
             "items": fleet_stats.get("item_scraped_count", 0),
-            "errors": fleet_stats.get("log_count/ERROR", 0)
-            + fleet_stats.get("downloader/exception_count", 0),
+            "errors": error_count(fleet_stats),
             "groups": {
                 group.rstrip("/"): {
                     k[len(group) :]: v
