@@ -5,6 +5,8 @@
     crawlproject counts                   frontier counters as JSON
     crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
                                           --requeue puts them all back in their queues
+    crawlproject poisoned                 URLs set aside after CRAWL_MAX_RECLAIMS reclaims
+                                          (each worker that took them died or hung; JSON)
     crawlproject recrawl [--once|--all]   queue the URLs due for a recrawl (runs until
                                           stopped; --once: one pass; --all: every
                                           tracked URL now, due or not, then exit)
@@ -146,6 +148,8 @@ async def _with_redis(
                 print(json.dumps(counts, sort_keys=True))
             elif action == "parked":
                 print(json.dumps(await frontier.parked_by_host(), sort_keys=True))
+            elif action == "poisoned":
+                print(json.dumps(sorted(await frontier.poisoned_urls())))
             else:  # parked --requeue
                 print(f"requeued {await frontier.unpark_all()} parked URL(s)")
     finally:
@@ -172,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parked = sub.add_parser("parked", help="URLs set aside as traps, per host")
     parked.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
+    )
+    sub.add_parser(
+        "poisoned", help="URLs set aside after CRAWL_MAX_RECLAIMS reclaims (they kill workers)"
     )
     status = sub.add_parser("status", help="the fleet at a glance (frontier, workers, counters)")
     status.add_argument("--json", action="store_true", help="one JSON object (a line per refresh)")

@@ -45,6 +45,11 @@ CRAWL_POLITENESS_KEY = "host"
 # A claimed URL is leased to one worker for this long; live workers renew their
 # leases, so it only bounds how long a dead worker's URLs stay out of reach.
 CRAWL_LEASE_SECONDS = 30.0
+# A URL whose lease expired this many times (each worker that took it died or
+# hung: a page that crashes a parser or exhausts memory) is set aside in its
+# shard's `poison` list instead of going back to its queue, so it cannot kill
+# workers forever and the crawl can finish (0: no limit).
+CRAWL_MAX_RECLAIMS = 3
 # Workers finish once the whole crawl (all workers) had nothing queued or in
 # flight for this long.
 CRAWL_IDLE_CLOSE_SECONDS = 10.0

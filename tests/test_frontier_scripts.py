@@ -105,9 +105,9 @@ async def test_expired_lease_returns_url_to_head(make_frontier: MakeFrontier) ->
     f = await make_frontier(shards=1, delay_ms=0, lease_ms=200)
     await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
     (lease, _), = await claim_all(f)  # fmt: skip
-    assert await f.reclaim(0) == 0
+    assert await f.reclaim(0) == (0, 0)
     await asyncio.sleep(0.25)
-    assert await f.reclaim(0) == 1
+    assert await f.reclaim(0) == (1, 0)
     assert urls_of(await claim_all(f)) == ["http://a.test/1"]  # back at the head
     assert await f.ack([lease]) == (0, 1)  # the dead worker's late ack finds nothing
     counts = await f.counters()
@@ -121,9 +121,9 @@ async def test_renew_keeps_a_lease_alive(make_frontier: MakeFrontier) -> None:
     for _ in range(4):
         await asyncio.sleep(0.15)
         assert await f.renew([lease]) == []
-        assert await f.reclaim(0) == 0
+        assert await f.reclaim(0) == (0, 0)
     await asyncio.sleep(0.35)
-    assert await f.reclaim(0) == 1
+    assert await f.reclaim(0) == (1, 0)
     assert await f.renew([lease]) == [lease]
 
 

@@ -7,6 +7,7 @@ reactor (the asyncio reactor is Scrapy's default).
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -153,6 +154,7 @@ class RedisFrontier:
         aopic_tax: float = 0.1,
         host_url_cap: int = 0,
         pattern_url_cap: int = 0,
+        max_reclaims: int = 0,
     ) -> None:
         if priority_mode not in PRIORITY_MODES:
             raise ValueError(
@@ -169,6 +171,8 @@ class RedisFrontier:
         self.aopic_tax = aopic_tax
         self.host_url_cap = host_url_cap
         self.pattern_url_cap = pattern_url_cap
+        # Reclaims of one URL before it is set aside as poison (0: no limit).
+        self.max_reclaims = max_reclaims
         # Shard -> its ``done`` counter as of this client's last ack there.
         self.done_seen: dict[int, int] = {}
         self._scripts: dict[str, AsyncScript] = {
@@ -342,12 +346,30 @@ class RedisFrontier:
         pairs = zip(groups, results, strict=True)
         return [Lease(shard, int(i)) for (shard, _), gone in pairs for i in gone]
 
-    async def reclaim(self, shard: int) -> int:
-        return int(
-            await self._run(
-                "reclaim", shard, self.default_delay_ms, self.default_concurrency, RECLAIM_BATCH
-            )
+    async def reclaim(self, shard: int) -> tuple[int, int]:
+        """Takes back expired leases: (reclaimed, poisoned), see reclaim.lua."""
+        out = await self._run(
+            "reclaim",
+            shard,
+            self.default_delay_ms,
+            self.default_concurrency,
+            RECLAIM_BATCH,
+            self.max_reclaims,
         )
+        return int(out[0]), int(out[1])
+
+    async def poisoned_urls(self) -> list[str]:
+        """URLs set aside after CRAWL_MAX_RECLAIMS reclaims (``poison`` lists), all shards."""
+        urls: list[str] = []
+        for prefix in self.keys.shard_prefixes:
+            credit = await self.redis.get(prefix + "mode") == b"credit"
+            start = 0
+            while batch := await self.redis.lrange(
+                prefix + "poison", start, start + PARK_BATCH - 1
+            ):
+                urls += [_entry_url(_bytes(e), credit) for e in batch]
+                start += len(batch)
+        return urls
 
     # -- hosts, seeds, scope, workers -------------------------------------------------
 
@@ -458,9 +480,24 @@ def _group(leases: Sequence[Lease]) -> dict[int, list[int]]:
     return by_shard
 
 
+def _entry_url(entry: bytes, credit: bool) -> str:
+    """The URL of a ``host \\t band \\t item`` list entry (``parked``, ``poison``)."""
+    item = entry.split(b"\t", 2)[2]
+    if credit:  # fingerprint (8 bytes), credit \t L at enqueue \t request
+        item = item[8:].split(b"\t", 2)[2]
+    try:
+        return str(json.loads(item)["url"])
+    except (ValueError, KeyError, TypeError):
+        return item.decode("utf-8", "replace")  # undecodable: shown as stored
+
+
 def _lines(value: bytes | str) -> list[str]:
     text = _text(value)
     return text.split("\n") if text else []
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _text(value: bytes | str) -> str:

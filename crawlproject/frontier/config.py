@@ -49,6 +49,7 @@ class FrontierConfig:
     max_depth: int
     max_pages_per_host: int
     max_urls_per_pattern: int
+    max_reclaims: int
 
     @property
     def host_delay_ms(self) -> int:
@@ -110,6 +111,7 @@ class FrontierConfig:
             max_depth=crawl_setting(settings, "CRAWL_MAX_DEPTH"),
             max_pages_per_host=crawl_setting(settings, "CRAWL_MAX_PAGES_PER_HOST"),
             max_urls_per_pattern=crawl_setting(settings, "CRAWL_MAX_URLS_PER_PATTERN"),
+            max_reclaims=crawl_setting(settings, "CRAWL_MAX_RECLAIMS"),
         )
         config.validate(settings)
         return config
@@ -133,7 +135,7 @@ class FrontierConfig:
             raise ConfigError("CRAWL_AOPIC_TAX must be within [0, 1)")
         if self.aopic_seed_credit <= 0:
             raise ConfigError("CRAWL_AOPIC_SEED_CREDIT must be > 0")
-        for name in ("max_depth", "max_pages_per_host", "max_urls_per_pattern"):
+        for name in ("max_depth", "max_pages_per_host", "max_urls_per_pattern", "max_reclaims"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"CRAWL_{name.upper()} must be >= 0 (0: no limit)")
         if not self.priority_policy:

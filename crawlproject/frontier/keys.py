@@ -54,13 +54,22 @@ Per shard, prefix ``cp:{C/s}:``
 ``seq``            STRING lease id counter.
 ``seen:<bucket>``  STRING seen-URL fingerprints, 6 bytes each, packed back to
                          back; bucket = top ``CRAWL_SEEN_BUCKET_BITS`` bits.
+``reclaims``       HASH  URL (first 8 bytes of its request's SHA-1, 16 hex chars) ->
+                         times its lease was reclaimed (its worker died or hung);
+                         written only by reclaim.lua, the field dropped when the
+                         URL is acked (done, moved, dead) or poisoned, so only
+                         URLs reclaimed and not yet finished cost bytes.
 ``dead``           LIST  stored requests that could not be decoded.
+``poison``         LIST  ``host \t band \t item``: URLs reclaimed
+                         ``CRAWL_MAX_RECLAIMS`` times (each take killed or hung its
+                         worker), set aside so the crawl can finish; kept for an
+                         operator (``crawlproject poisoned``).
 ``parked``         LIST  ``host \t band \t item`` set aside by a trap
                          rule (e.g. a host serving a run of duplicate pages, or
                          one that does not resolve); kept for an operator.
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
-                         ``reclaimed``, ``deferred``, ``parked``, ``unparked``,
+                         ``reclaimed``, ``poisoned``, ``deferred``, ``parked``, ``unparked``,
                          ``host_capped``, ``pattern_capped``, ``recrawl_promoted``,
                          ``recrawl_lost`` (totals).
 ``fs:<pkey>``      HASH  recrawl (CRAWL_RECRAWL_TRACK): URL fingerprint (8 bytes) ->

@@ -256,6 +256,7 @@ class FrontierScheduler(BaseScheduler):
             aopic_tax=self.config.aopic_tax,
             host_url_cap=self.config.max_pages_per_host,
             pattern_url_cap=self.config.max_urls_per_pattern,
+            max_reclaims=self.config.max_reclaims,
         )
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
             try:
@@ -881,7 +882,16 @@ class FrontierScheduler(BaseScheduler):
                 self.stats.inc_value("frontier/leases_lost", len(lost))
                 logger.warning("%d lease(s) expired before renewal (worker stalled?)", len(lost))
         for shard in range(self.config.shards):
-            reclaimed = await self.frontier.reclaim(shard)
+            reclaimed, poisoned = await self.frontier.reclaim(shard)
+            if poisoned:
+                self.stats.inc_value("frontier/poisoned", poisoned)
+                logger.warning(
+                    "Set aside %d URL(s) of shard %d as poison: reclaimed %d times, each "
+                    "worker that took them died or hung (see crawlproject poisoned)",
+                    poisoned,
+                    shard,
+                    self.config.max_reclaims,
+                )
             if reclaimed:
                 self.stats.inc_value("frontier/leases_reclaimed", reclaimed)
                 logger.info("Reclaimed %d expired lease(s) in shard %d", reclaimed, shard)

@@ -6,6 +6,7 @@ What it shows (all from Redis; times on Redis' clock):
   hosts ready now (their delay has passed: ``due``, and ``ready`` entries
   whose time has come) and hosts waiting on their politeness delay; leases in
   flight and leases expired (their worker died or hung: reclaimed soon);
+  leases reclaimed and URLs poisoned (reclaimed CRAWL_MAX_RECLAIMS times: set aside);
 * throughput: responses per second over the last minute, from the
   10-second buckets the workers add to (``tp``);
 * workers alive (a heartbeat within the lease time) with their gauges;
@@ -105,6 +106,8 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             "seen_hits": counters.get("seen_hits", 0),
             "parked": counters.get("parked", 0) - counters.get("unparked", 0),
             "reclaimed": counters.get("reclaimed", 0),
+            # Set aside after CRAWL_MAX_RECLAIMS reclaims: they kill or hang workers.
+            "poisoned": counters.get("poisoned", 0),
             "start_urls": int(start_urls),
             "hosts_ready_now": hosts_ready,
             "hosts_waiting_on_delay": hosts_waiting,
@@ -171,6 +174,7 @@ def render(status: dict[str, Any]) -> Any:
         ("done", f["done"], "files waiting for upload",
          status["storage"]["files_waiting_for_upload"]),
         ("parked URLs", f["parked"], "recrawl overdue", status["recrawl"]["overdue"]),
+        ("leases reclaimed", f["reclaimed"], "poisoned URLs", f["poisoned"]),
         ("bytes spooled", status["storage"]["bytes_spooled"], "workers paused (spool full)",
          status["storage"]["workers_paused"]),
     ]  # fmt: skip

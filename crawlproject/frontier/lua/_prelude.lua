@@ -121,6 +121,13 @@ local function item_request(item)
   return string.sub(item, string.find(item, '\t', tab + 1, true) + 1)
 end
 
+-- A URL's field in `reclaims`: the first 8 bytes of its request's SHA-1, in
+-- hex. The request is the same bytes at every claim of the URL, and score
+-- mode has no fingerprint at hand; only reclaimed URLs ever get a field.
+local function reclaim_key(item)
+  return string.sub(redis.sha1hex(item_request(item)), 1, 16)
+end
+
 -- A host with queued URLs and a free slot is in `ready` (scored by the time it
 -- may be fetched) until that time passes; claim then moves it to `due`,
 -- scored band * SEQ_SPAN + seq (seq from `qseq`), so the best band goes first

@@ -6,13 +6,16 @@
 --   (it could not be decoded); nothing is lost silently.
 -- mode "return": put the URL back at the head of its band (a worker
 --   that stops hands back what it has not finished).
--- A lease still in state f also frees its host slot.
+-- A lease still in state f also frees its host slot. A URL that leaves for
+-- good (every mode but return) drops its count in `reclaims`, if any.
 -- Returns {acked, missing, done}: missing leases were already reclaimed; done is
 -- the shard's count of finished URLs (for max_pages).
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
 local mode = ARGV[4]
 local acked, missing, returned = 0, 0, 0
+-- Usually no URL of the shard was ever reclaimed: one EXISTS, no hashing.
+local reclaims = mode ~= 'return' and redis.call('EXISTS', P .. 'reclaims') == 1
 for i = 5, #ARGV do
   local id = ARGV[i]
   local v = redis.call('HGET', P .. 'lease', id)
@@ -27,6 +30,7 @@ for i = 5, #ARGV do
     elseif mode == 'dead' then
       redis.call('RPUSH', P .. 'dead', item_request(item))
     end
+    if reclaims then redis.call('HDEL', P .. 'reclaims', reclaim_key(item)) end
     if state == 'f' then
       release_slot(host, ddelay, dconc)
     elseif mode == 'return' then
