@@ -12,10 +12,19 @@ final outcome after redirects, retries and HTTP-error filtering:
   alone would let a killed worker lose a page it fetched but never stored;
 * the downloader middleware: the download failed for good (no middleware
   turned the exception into a retry or a response).
+
+An item a pipeline could not save for a reason not its own (it raised
+:class:`~crawlproject.frontier.outcomes.ItemNotSaved`: a failing disk, a
+database down) does not finish its page: the URL goes back to the frontier
+and the worker stops (close reason ``item_not_saved``, exit status 1), since
+what it fetched next would not be saved either. Any other item error finishes
+the URL as before: a poison item must not be fetched again and again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
@@ -23,13 +32,18 @@ from itemadapter import is_item
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from twisted.python.failure import Failure
 
+from crawlproject.frontier.outcomes import ITEM_NOT_SAVED, ItemNotSaved
 from crawlproject.frontier.scheduler import frontier_of, require_frontier
+
+logger = logging.getLogger(__name__)
 
 
 class _LeaseTracker(Protocol):
     def lease_scraping(self, request: Request) -> None: ...
     def lease_done(self, request: Request, outcome: str) -> None: ...
+    def lease_returned(self, request: Request) -> None: ...
 
 
 class _Base:
@@ -50,13 +64,17 @@ class FrontierAckSpiderMiddleware(_Base):
         # CONCURRENT_REQUESTS and CONCURRENT_ITEMS.
         self._items_in_pipelines: dict[int, int] = {}
         self._output_done: set[int] = set()
+        # Responses with an item that raised ItemNotSaved: returned, not acked.
+        self._not_saved: set[int] = set()
+        self._stopping: asyncio.Task[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierAckSpiderMiddleware:
         require_frontier(crawler)
         middleware = cls(crawler)
-        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+        for signal in (signals.item_scraped, signals.item_dropped):
             crawler.signals.connect(middleware._item_left_pipelines, signal=signal)
+        crawler.signals.connect(middleware._item_failed, signal=signals.item_error)
         return middleware
 
     def process_spider_input(self, response: Response) -> None:
@@ -86,13 +104,51 @@ class FrontierAckSpiderMiddleware(_Base):
             self._items_in_pipelines[key] -= 1
             self._ack_if_finished(response)
 
+    def _item_failed(self, response: object = None, failure: object = None, **_: Any) -> None:
+        if isinstance(failure, Failure) and failure.check(ItemNotSaved):
+            # Close before the lease is returned: the close task runs ahead of
+            # the write loop's wake-up, so the engine stops starting requests
+            # before the URL is back in Redis, where this worker could claim it.
+            self._stop_worker(response, failure.value)
+            if isinstance(response, Response) and id(response) in self._items_in_pipelines:
+                self._not_saved.add(id(response))
+        self._item_left_pipelines(response)
+
+    def _stop_worker(self, response: object, cause: BaseException | None) -> None:
+        url = response.url if isinstance(response, Response) else "(no page)"
+        engine = self.crawler.engine
+        if self._stopping is not None or engine is None:
+            logger.warning("Not saved: an item of %s (%s); the page goes back to the frontier",
+                           url, cause)  # fmt: skip
+            return
+        logger.error(
+            "Stopping the worker (%s): an item of %s could not be saved (%s); the page goes "
+            "back to the frontier, for a worker that can save it",
+            ITEM_NOT_SAVED, url, cause,
+        )  # fmt: skip
+        self._stopping = asyncio.get_running_loop().create_task(self._close_spider())
+
+    async def _close_spider(self) -> None:
+        engine = self.crawler.engine
+        assert engine is not None
+        try:
+            await engine.close_spider_async(reason=ITEM_NOT_SAVED)
+        except Exception:
+            logger.exception("Could not close the spider (%s)", ITEM_NOT_SAVED)
+
     def _ack_if_finished(self, response: Response) -> None:
         key = id(response)
         if key not in self._output_done or self._items_in_pipelines.get(key, 0) > 0:
             return
         self._output_done.discard(key)
         self._items_in_pipelines.pop(key, None)
-        if response.request is not None:
+        not_saved = key in self._not_saved
+        self._not_saved.discard(key)
+        if response.request is None:
+            return
+        if not_saved:
+            self.tracker.lease_returned(response.request)
+        else:
             self.tracker.lease_done(response.request, "scraped")
 
     def process_spider_exception(

@@ -34,7 +34,10 @@ renewing the worker's leases; it resumes once uploads have made room. A write
 that fails for lack of space pauses the worker too, and the page waits in
 this pipeline and is written again after the resume: its lease is acked only
 after its items leave the pipelines (middlewares/frontier_ack.py), so it is
-never acked unstored.
+never acked unstored. Any other write error (EIO, EROFS, a spool directory
+gone) raises ItemNotSaved (crawlproject/frontier/outcomes.py): the page goes
+back to the frontier and the worker stops (``item_not_saved``), since it could
+store nothing else either.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
+from crawlproject.frontier.outcomes import ItemNotSaved
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.frontier.wake import wake_engine
 from crawlproject.store.backends import StoreConfig, open_store
@@ -307,7 +311,8 @@ class BodyStorePipeline:
     async def _write_when_room(self, write: Callable[..., T], response: Response, *args: Any) -> T:
         """``_run_write``; a write that fails for lack of space pauses the worker
         and is tried again once it resumes, so the page is neither lost nor
-        acked unstored (module doc). Other write errors propagate."""
+        acked unstored (module doc). Other write errors raise ItemNotSaved:
+        the page goes back to the frontier and the worker stops."""
         while True:
             try:
                 return await self._run_write(write, response, *args)
@@ -315,7 +320,7 @@ class BodyStorePipeline:
                 self.stats.inc_value("store/write_failed")
                 if not is_space_error(exc) or self._spool is None:
                     logger.error("Could not store %s: %s", response.url, exc)
-                    raise
+                    raise ItemNotSaved(f"could not store {response.url}: {exc}") from exc
                 usage = await asyncio.to_thread(measure_spool, self._spool)
                 self._apply(self.gate.write_failed(usage), usage)
                 self._ensure_watching()

@@ -1,10 +1,12 @@
 """``scrapy crawl``, with an exit status a supervisor can act on.
 
 Scrapy exits 1 only when a crawl fails before its spider opens. A worker whose
-frontier cannot be opened or fails mid-crawl closes its spider with a reason
-of its own (``frontier_unavailable``, ``frontier_error``) and Scrapy would
-exit 0: Scrapyd, systemd or a shell loop would take a misconfigured worker
-for a finished crawl. Here those reasons exit 1.
+frontier cannot be opened or fails mid-crawl, or whose pipelines cannot save
+what it fetches, closes its spider with a reason of its own
+(``frontier_unavailable``, ``frontier_error``, ``item_not_saved``:
+crawlproject/frontier/outcomes.py) and Scrapy would exit 0: Scrapyd, systemd
+or a shell loop would take a broken worker for a finished crawl. Here those
+reasons exit 1.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
-from crawlproject.frontier.scheduler import FAILED_FINISH_REASONS
+from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
 
 if TYPE_CHECKING:
     import argparse

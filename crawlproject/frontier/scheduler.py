@@ -70,6 +70,7 @@ from crawlproject.frontier.embedded import (
     EmbeddedRedisError,
 )
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
 from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.priority import (
     CREDIT_META_KEY,
@@ -105,13 +106,9 @@ MAINTENANCE_MAX_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
 CONNECT_ATTEMPTS = 3  # at start: 1 s, then 2 s between attempts
 TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
-# Spider close reasons of a failed worker; `scrapy crawl` exits 1 on them
-# (crawlproject/commands/crawl.py).
-FRONTIER_UNAVAILABLE = "frontier_unavailable"  # could not open the frontier
-FRONTIER_ERROR = "frontier_error"  # the frontier failed mid-crawl
-FAILED_FINISH_REASONS = frozenset({FRONTIER_UNAVAILABLE, FRONTIER_ERROR})
-# done: finished here; moved: a redirect or retry took the URL over; dead: undecodable.
-ACK_MODES = ("done", "moved", "dead")
+# done: finished here; moved: a redirect or retry took the URL over; dead:
+# undecodable; return: its item could not be saved (ItemNotSaved), fetch it again.
+ACK_MODES = ("done", "moved", "dead", "return")
 
 
 class LeaseState(enum.Enum):
@@ -639,6 +636,21 @@ class FrontierScheduler(BaseScheduler):
             self._claim_event.set()
         self._acks.append(("done", held.lease))
         self.stats.inc_value(f"frontier/outcome/{outcome}")
+        self._write_event.set()
+
+    def lease_returned(self, request: Request) -> None:
+        """The URL was fetched but its item could not be saved (ItemNotSaved,
+        crawlproject/frontier/outcomes.py): back to the head of its host's
+        queue, after the links its page produced (the writer sends URLs before
+        acknowledgements), so a worker fetches it again."""
+        token = request.meta.get(LEASE_META_KEY)
+        held = self._held.pop(token, None) if isinstance(token, str) else None
+        if held is None:
+            return
+        if held.state is LeaseState.FETCHING:
+            self._claim_event.set()
+        self._acks.append(("return", held.lease))
+        self.stats.inc_value("frontier/outcome/not_saved")
         self._write_event.set()
 
     def download_failed(self, request: Request) -> None:
