@@ -98,6 +98,9 @@ INLINE_WRITE_MAX_BYTES = 64 * 1024
 # The spool is measured at most this often: a scan of a huge spool (the object
 # format's many files) must not cost more than a tenth of its thread's time.
 SPOOL_CHECK_MIN_INTERVAL_PER_SCAN = 10.0
+# While paused, the WARNING is repeated this often: a pause that lasts (a disk
+# someone must clear, a store down for hours) stays visible in the log's tail.
+PAUSE_REMINDER_SECONDS = 300.0
 
 
 class BodyStorePipeline:
@@ -116,6 +119,7 @@ class BodyStorePipeline:
         self.gate = gate
         self._spool: Path | None = None  # the directory the gate measures
         self._watch_task: asyncio.Task[None] | None = None
+        self._reminded_at = 0.0  # loop time of the last pause WARNING
         self._side_tasks: set[asyncio.Task[None]] = set()
         # Set while not paused: pages whose write failed for lack of space wait on it.
         self._running = asyncio.Event()
@@ -276,15 +280,26 @@ class BodyStorePipeline:
                 engine.pause()
             logger.warning(
                 "Paused taking new pages: %s (%d bytes in %d file(s) spooled in %s, "
-                "%d file(s) waiting for upload); leases kept, resuming once uploads make room",
+                "%d file(s) waiting for upload); leases kept, resuming once uploads or "
+                "freed disk space make room",
                 self.gate.reason, usage.spooled_bytes, usage.files, self._spool,
                 self._uploader.pending() if self._uploader is not None else 0,
             )  # fmt: skip
             # The open file can only be uploaded once finished: without this, a
             # cap near CRAWL_STORE_ROTATE_BYTES would hold the pause until it ages out.
+            self._reminded_at = asyncio.get_running_loop().time()
             task = asyncio.get_running_loop().create_task(self._finish_open_file())
             self._side_tasks.add(task)  # held: the loop keeps only weak references
             task.add_done_callback(self._side_tasks.discard)
+        elif change is None and self.gate.paused:
+            now = asyncio.get_running_loop().time()
+            if now - self._reminded_at >= PAUSE_REMINDER_SECONDS:
+                self._reminded_at = now
+                logger.warning(
+                    "Still paused after %.0f s: %s (%d bytes spooled, %d bytes free)",
+                    self.gate.current_pause_seconds(),
+                    self.gate.reason, usage.spooled_bytes, usage.free_bytes,
+                )  # fmt: skip
         elif change is Change.RESUME:
             if engine is not None:
                 engine.unpause()

@@ -62,7 +62,10 @@ def test_paused_seconds_add_up_over_pauses_and_count_the_current_one() -> None:
     clock.now += 2
     assert gate.pauses == 2
     assert gate.paused_seconds() == pytest.approx(5.0)
+    assert gate.current_pause_seconds() == pytest.approx(2.0)  # the pause going on
     assert gate.check(usage(101)) is None  # already paused: no second pause
+    gate.check(usage(0))
+    assert gate.current_pause_seconds() == 0.0
 
 
 def test_pauses_on_low_free_space_and_resumes_above_the_floor_over_080() -> None:

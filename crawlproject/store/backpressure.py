@@ -115,8 +115,10 @@ class SpoolGate:
 
     def paused_seconds(self) -> float:
         """Time spent paused, the current pause included."""
-        current = self.clock() - self._paused_since if self.paused else 0.0
-        return self._paused_total + current
+        return self._paused_total + self.current_pause_seconds()
+
+    def current_pause_seconds(self) -> float:
+        return self.clock() - self._paused_since if self.paused else 0.0
 
     def check(self, usage: SpoolUsage) -> Change | None:
         if not self.paused:
