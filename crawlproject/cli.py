@@ -5,8 +5,9 @@
     crawlproject counts                   frontier counters as JSON
     crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
                                           --requeue puts them all back in their queues
-    crawlproject poisoned                 URLs set aside after CRAWL_MAX_RECLAIMS reclaims
-                                          (each worker that took them died or hung; JSON)
+    crawlproject poisoned [--requeue]     URLs set aside after CRAWL_MAX_RECLAIMS reclaims
+                                          (each worker that took them died or hung; JSON);
+                                          --requeue puts them back once the cause is fixed
     crawlproject recrawl [--once|--all]   queue the URLs due for a recrawl (runs until
                                           stopped; --once: one pass; --all: every
                                           tracked URL now, due or not, then exit)
@@ -150,6 +151,8 @@ async def _with_redis(
                 print(json.dumps(await frontier.parked_by_host(), sort_keys=True))
             elif action == "poisoned":
                 print(json.dumps(sorted(await frontier.poisoned_urls())))
+            elif action == "requeue-poisoned":
+                print(f"requeued {await frontier.unpark_all('poison')} poisoned URL(s)")
             else:  # parked --requeue
                 print(f"requeued {await frontier.unpark_all()} parked URL(s)")
     finally:
@@ -177,9 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parked.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
     )
-    sub.add_parser(
+    poisoned = sub.add_parser(
         "poisoned", help="URLs set aside after CRAWL_MAX_RECLAIMS reclaims (they kill workers)"
     )
+    poisoned.add_argument(
+        "--requeue", action="store_true",
+        help="put every poisoned URL back in its host queue (once the cause is fixed)",
+    )  # fmt: skip
     status = sub.add_parser("status", help="the fleet at a glance (frontier, workers, counters)")
     status.add_argument("--json", action="store_true", help="one JSON object (a line per refresh)")
     status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS")
@@ -235,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"not http(s) URLs: {', '.join(bad[:5])}")
         if not urls:
             parser.error("no URLs given")
-    action = "requeue" if args.command == "parked" and args.requeue else args.command
+    action = args.command
+    if getattr(args, "requeue", False):
+        action = "requeue" if args.command == "parked" else "requeue-poisoned"
     return _run_with_redis(config, _with_redis(config, crawl, action, urls))
 
 

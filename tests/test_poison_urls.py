@@ -85,6 +85,12 @@ async def test_the_nth_reclaim_sets_the_url_aside(make_frontier: MakeFrontier, m
     counts = await f.counters()
     assert (counts["poisoned"], counts["reclaimed"]) == (1, 3)
     assert (counts["queued"], counts["leased"]) == (0, 1)
+    # An operator who fixed the cause puts it back (crawlproject poisoned --requeue).
+    assert await f.unpark_all("poison") == 1
+    assert await f.redis.llen(prefix + "poison") == 0
+    counts = await f.counters()
+    assert (counts["queued"], counts["unpoisoned"], counts["poisoned"]) == (1, 1, 1)
+    assert "unparked" not in counts
 
 
 async def test_a_url_in_processing_is_set_aside_too(make_frontier: MakeFrontier) -> None:
@@ -214,3 +220,11 @@ def test_a_url_that_kills_its_workers_is_set_aside_and_the_crawl_finishes(
     shown = subprocess.run([*cli, "poisoned"], cwd=REPO_ROOT, check=True, capture_output=True)
     # The request as stored (a link's fragment kept: the fetch drops it).
     assert [url.partition("#")[0] for url in json.loads(shown.stdout)] == [poison]
+    requeued = subprocess.run(
+        [*cli, "poisoned", "--requeue"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
+    )
+    assert requeued.stdout.strip() == "requeued 1 poisoned URL(s)"
+    counts = json.loads(
+        subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True).stdout
+    )
+    assert counts["queued"] == 1 and counts["unpoisoned"] == 1

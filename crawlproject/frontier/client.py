@@ -417,8 +417,9 @@ class RedisFrontier:
                 start += len(batch)
         return dict(counts)
 
-    async def unpark_all(self) -> int:
-        """Puts every parked URL back in its host queue; returns how many."""
+    async def unpark_all(self, list_name: str = "parked") -> int:
+        """Puts every URL of the ``parked`` (trap verdicts) or ``poison``
+        (reclaimed too often) lists back in its host queue; returns how many."""
         total = 0
         for shard in range(self.keys.shards):
             while True:
@@ -429,6 +430,7 @@ class RedisFrontier:
                         self.default_delay_ms,
                         self.default_concurrency,
                         PARK_BATCH,
+                        list_name,
                     )
                 )
                 total += n

@@ -63,15 +63,15 @@ Per shard, prefix ``cp:{C/s}:``
 ``poison``         LIST  ``host \t band \t item``: URLs reclaimed
                          ``CRAWL_MAX_RECLAIMS`` times (each take killed or hung its
                          worker), set aside so the crawl can finish; kept for an
-                         operator (``crawlproject poisoned``).
+                         operator (``crawlproject poisoned [--requeue]``).
 ``parked``         LIST  ``host \t band \t item`` set aside by a trap
                          rule (e.g. a host serving a run of duplicate pages, or
                          one that does not resolve); kept for an operator.
 ``n``              HASH  counters: ``queued``, ``leased`` (gauges); ``enqueued``,
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
-                         ``reclaimed``, ``poisoned``, ``deferred``, ``parked``, ``unparked``,
-                         ``host_capped``, ``pattern_capped``, ``recrawl_promoted``,
-                         ``recrawl_lost`` (totals).
+                         ``reclaimed``, ``poisoned``, ``unpoisoned``, ``deferred``,
+                         ``parked``, ``unparked``, ``host_capped``, ``pattern_capped``,
+                         ``recrawl_promoted``, ``recrawl_lost`` (totals).
 ``fs:<pkey>``      HASH  recrawl (CRAWL_RECRAWL_TRACK): URL fingerprint (8 bytes) ->
                          its fetch state, a line of text (last fetch, interval,
                          fetches, changes, gone, digest, SimHash, depth, ETag,

@@ -1,17 +1,21 @@
--- unpark(P, default_delay_ms, default_conc, max_n)
--- Puts up to max_n parked URLs (see park_host) back in their host queues, in
--- their bands, and clears the hosts' parked flag, so an operator can undo a
--- trap verdict (`crawlproject parked --requeue`). Returns the number
--- requeued (call again while it is max_n).
+-- unpark(P, default_delay_ms, default_conc, max_n, list)
+-- Puts up to max_n URLs set aside in `list` back in their host queues, in
+-- their bands, so an operator can undo a verdict: "parked" (a trap verdict,
+-- see park_host; also clears the hosts' parked flag: `crawlproject parked
+-- --requeue`) or "poison" (reclaimed CRAWL_MAX_RECLAIMS times, see reclaim;
+-- `crawlproject poisoned --requeue` once the cause is fixed). Returns the
+-- number taken off the list (call again while it is max_n).
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
 local max_n = tonumber(ARGV[4])
+local list = ARGV[5]
+if list ~= 'parked' and list ~= 'poison' then return redis.error_reply('unknown list ' .. tostring(list)) end
 local n, pushed = 0, 0
 while n < max_n do
-  local entry = redis.call('LPOP', P .. 'parked')
+  local entry = redis.call('LPOP', P .. list)
   if not entry then break end
   local host, band, item = string.match(entry, '^([^\t]*)\t(%d+)\t(.*)$')
-  redis.call('HDEL', P .. 'h:' .. host, 'parked')
+  if list == 'parked' then redis.call('HDEL', P .. 'h:' .. host, 'parked') end
   if not (CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1) then
     if queue_push(host, tonumber(band), item) then make_ready(host, ddelay, dconc) else raise_due(host, tonumber(band)) end
     pushed = pushed + 1
@@ -20,6 +24,6 @@ while n < max_n do
 end
 if pushed > 0 then
   redis.call('HINCRBY', P .. 'n', 'queued', pushed)
-  redis.call('HINCRBY', P .. 'n', 'unparked', pushed)
+  redis.call('HINCRBY', P .. 'n', list == 'parked' and 'unparked' or 'unpoisoned', pushed)
 end
 return n
