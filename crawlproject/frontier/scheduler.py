@@ -628,29 +628,24 @@ class FrontierScheduler(BaseScheduler):
 
     def lease_done(self, request: Request, outcome: str) -> None:
         """The URL is finished (``outcome`` for the stats: scraped, failed, spider_error)."""
-        token = request.meta.get(LEASE_META_KEY)
-        held = self._held.pop(token, None) if isinstance(token, str) else None
-        if held is None:
-            return
-        if held.state is LeaseState.FETCHING:
-            self._claim_event.set()
-        self._acks.append(("done", held.lease))
-        self.stats.inc_value(f"frontier/outcome/{outcome}")
-        self._write_event.set()
+        self._end_lease(request, "done", outcome)
 
     def lease_returned(self, request: Request) -> None:
         """The URL was fetched but its item could not be saved (ItemNotSaved,
         crawlproject/frontier/outcomes.py): back to the head of its host's
         queue, after the links its page produced (the writer sends URLs before
         acknowledgements), so a worker fetches it again."""
+        self._end_lease(request, "return", "not_saved")
+
+    def _end_lease(self, request: Request, ack_mode: str, outcome: str) -> None:
         token = request.meta.get(LEASE_META_KEY)
         held = self._held.pop(token, None) if isinstance(token, str) else None
         if held is None:
             return
         if held.state is LeaseState.FETCHING:
             self._claim_event.set()
-        self._acks.append(("return", held.lease))
-        self.stats.inc_value("frontier/outcome/not_saved")
+        self._acks.append((ack_mode, held.lease))
+        self.stats.inc_value(f"frontier/outcome/{outcome}")
         self._write_event.set()
 
     def download_failed(self, request: Request) -> None:
