@@ -20,7 +20,8 @@
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
-                                          Content-Type only: no other headers kept)
+                                          Content-Type only: no other headers kept);
+                                          a URL that redirected: its 3xx record
 
 All read the project settings (``REDIS_URL``, ``CRAWL_*``, ``AWS_*``), so they
 reach the same Redis and body store as ``scrapy crawl web`` run from the same
@@ -264,7 +265,8 @@ def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
     newest file first, then in the object format's indexes
     (crawlproject/store/objects.py), and prints its body (or status and
     headers: for the object format only the status and Content-Type, the
-    other headers are not kept)."""
+    other headers are not kept). A URL that redirected has a record of its
+    own (its 3xx): its body is printed, and where it leads on stderr."""
     store = open_store(config)
     prefix = f"{crawl}/warc/"
     keys = [
@@ -288,6 +290,10 @@ def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
         else:
             sys.stdout.buffer.write(page.body)
             sys.stdout.buffer.flush()
+            location = next((v for n, v in page.headers if n.lower() == "location"), None)
+            if 300 <= page.status < 400 and location:
+                # A redirect's record: its body (often empty) alone would puzzle.
+                print(f"{url}: {page.status} redirect to {location}", file=sys.stderr)
         return 0
     print(f"{url}: not stored in crawl {crawl!r} ({store.uri})", file=sys.stderr)
     return 1

@@ -90,6 +90,10 @@ DOWNLOADER_MIDDLEWARES = {
     # Notes the body's Content-Encoding before HttpCompressionMiddleware (590)
     # decodes it and drops the header, so the WARC record still says it.
     "middlewares.wire_encoding.WireEncodingMiddleware": 595,
+    # Keeps each 3xx that RedirectMiddleware (600) will follow in the next
+    # request's meta, so the WARC file archives it (CRAWL_STORE_*); below the
+    # loop check (610), so a looping redirect is not kept.
+    "middlewares.redirect_hops.RedirectHopsMiddleware": 605,
     # Stops a redirect loop at its first repeat (above RedirectMiddleware, 600,
     # which would follow it first) and lets sitemaps be larger than pages.
     "middlewares.limits.LimitsMiddleware": 610,

@@ -7,10 +7,14 @@ see it, and for a content type it stores (``CRAWL_STORE_CONTENT_TYPES``)
 writes the body to the local spool in the format ``CRAWL_STORE_FORMAT`` picks:
 
 * ``"warc"``: a response record and its request record in the worker's
-  rolling WARC file (crawlproject/store/warc.py);
+  rolling WARC file (crawlproject/store/warc.py), after one such pair per
+  redirect that led to the page (its 3xx answer, kept in the request's meta by
+  middlewares/redirect_hops.py; stat ``store/redirects``), so a replay tool
+  finds the URL as linked too;
 * ``"object"``: a gzip object named after the body's digest, written once per
   distinct body, and a line in the worker's rolling CDXJ index
-  (crawlproject/store/objects.py), in ``<spool>/objects/``.
+  (crawlproject/store/objects.py), in ``<spool>/objects/``. Redirects are
+  not stored in this format.
 
 Finished files go to the body store (``CRAWL_STORE_URI``: a local directory by
 default, or S3) through one uploader thread (crawlproject/store/uploader.py),
@@ -69,15 +73,17 @@ from crawlproject.store.backpressure import (
     measure_spool,
 )
 from crawlproject.store.config import (
+    REDIRECT_HOPS_META_KEY,
     RESPONSE_ITEM_KEY,
     STORE_FORMAT_OBJECT,
     WIRE_ENCODING_META_KEY,
     BodyStoreConfig,
 )
+from crawlproject.store.hops import Hop, parse_hops
 from crawlproject.store.index import build_index, index_bytes
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
 from crawlproject.store.uploader import SpoolUploader
-from crawlproject.store.warc import RollingWarcWriter, WarcLocation, payload_digest
+from crawlproject.store.warc import HttpExchange, RollingWarcWriter, WarcLocation, payload_digest
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -392,10 +398,12 @@ class BodyStorePipeline:
             self.stats.inc_value("store/pages")
             self.stats.inc_value("store/bytes", len(response.body))
             return item
-        location = await self._write_when_room(self._write, response, fetched_at)
+        location, redirects = await self._write_when_room(self._write, response, fetched_at)
         adapter["warc_file"] = self._key_prefix + location.filename
         adapter["warc_offset"] = location.offset
         adapter["warc_length"] = location.length
+        if redirects:
+            self.stats.inc_value("store/redirects", redirects)
         self.stats.inc_value("store/pages")
         self.stats.inc_value("store/bytes", len(response.body))
         return item
@@ -429,11 +437,15 @@ class BodyStorePipeline:
             digest=digest,
         )
 
-    def _write(self, response: Response, fetched_at: datetime) -> WarcLocation:
+    def _write(self, response: Response, fetched_at: datetime) -> tuple[WarcLocation, int]:
+        """Writes the redirects that led to the page (their 3xx answers, kept
+        by middlewares/redirect_hops.py), then the page, in one write; the
+        page's location and the number of redirect records."""
         assert self._writer is not None
         request = response.request
         ip = response.ip_address
-        return self._writer.write_exchange(
+        hops = parse_hops(request.meta.get(REDIRECT_HOPS_META_KEY)) if request is not None else []
+        page = HttpExchange(
             url=response.url,
             method=request.method if request is not None else "GET",
             request_headers=_headers(request.headers) if request is not None else [],
@@ -445,6 +457,8 @@ class BodyStorePipeline:
             fetched_at=fetched_at,
             ip_address=str(ip) if ip is not None else None,
         )
+        locations = self._writer.write_exchanges([*map(_hop_exchange, hops), page])
+        return locations[-1], len(hops)
 
     async def close_spider(self) -> None:
         loop = asyncio.get_running_loop()
@@ -510,6 +524,24 @@ def _response_headers(response: Response) -> list[tuple[str, str]]:
     if wire_encoding and b"Content-Encoding" not in response.headers:
         headers.append(("Content-Encoding", str(wire_encoding)))
     return headers
+
+
+def _hop_exchange(hop: Hop) -> HttpExchange:
+    # A redirect's request had no body: RedirectMiddleware follows a POST's
+    # 307/308 with its body, but the crawler only sends GETs.
+    return HttpExchange(
+        url=hop.url,
+        method=hop.method,
+        request_headers=hop.request_headers,
+        request_body=b"",
+        status=hop.status,
+        reason=_reason(hop.status),
+        response_headers=hop.headers,
+        body=hop.body,
+        fetched_at=_fetched_at(hop.fetched_at),
+        ip_address=hop.ip,
+        truncated=hop.truncated,
+    )
 
 
 def _reason(status: int) -> str:

@@ -64,6 +64,7 @@ from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
 from crawlproject.rules.traps import OncePerKey
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
+from crawlproject.store.hops import redirect_summary
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -84,7 +85,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 LOGGED_ONCE_KEYS = 100_000
 # Keys of the fetch record a content processor's fields may not replace.
 RECORD_KEYS = frozenset(
-    {"url", "final_url", "fetched_at", "status", "depth", "content_type", "length"}
+    {"url", "final_url", "fetched_at", "status", "depth", "content_type", "length", "redirects"}
 )
 
 
@@ -206,6 +207,8 @@ class WebSpider(Spider):
             "length": len(response.body),
             "title": None,  # the content processor's, if it finds one
         }
+        if redirected_from:
+            item["redirects"] = _redirects(response.meta, response.url)
         if response.status == NOT_MODIFIED:
             # A recrawl's conditional GET answered "unchanged": no body to
             # store, judge or follow (middlewares/recrawl.py records it).
@@ -360,6 +363,7 @@ class WebSpider(Spider):
                 "length": len(response.body) if response is not None else None,
                 "error": error,
                 **({"limit": limit.rsplit("/", 1)[-1]} if limit else {}),
+                **({"redirects": _redirects(request.meta, request.url)} if redirected_from else {}),
             }
         ]
 
@@ -484,6 +488,13 @@ class WebSpider(Spider):
                 warn_size,
             )
         return xml
+
+
+def _redirects(meta: dict[str, Any], final_url: str) -> list[dict[str, Any]]:
+    """The fetch record's ``redirects``: ``{url, status, location}`` per hop."""
+    return redirect_summary(
+        meta.get("redirect_urls") or (), meta.get("redirect_reasons") or (), final_url
+    )
 
 
 def _now_iso() -> str:

@@ -4,10 +4,12 @@ For ``x.warc.gz`` the uploader stores ``x.warc.gz.cdxj`` next to it: one line
 per response record, ``<url> <14-digit timestamp> <JSON>``, sorted, the JSON
 holding ``url``, ``mime``, ``status``, ``digest``, ``offset``, ``length`` and
 ``filename`` (as pywb's CDXJ does; the key is the page URL as fetched, not a
-SURT). Why files and not Redis: an index entry per page kept in Redis would
-cost the fleet ~100 bytes per page for ever (1.5 TB at 15 billion pages); index
-files cost nothing until read, travel with their WARC file, and are built from
-the finished file, so a file recovered from a killed worker gets an exact one.
+SURT), and for a redirect's record (a 3xx, crawlproject/store/hops.py) its
+``Location`` as ``redirect``, as Common Crawl's index has it. Why files and
+not Redis: an index entry per page kept in Redis would cost the fleet ~100
+bytes per page for ever (1.5 TB at 15 billion pages); index files cost
+nothing until read, travel with their WARC file, and are built from the
+finished file, so a file recovered from a killed worker gets an exact one.
 ``crawlproject body URL`` scans them (newest first); a crawl of billions of
 pages would merge them into a sorted, sharded index (ZipNum) instead.
 
@@ -79,17 +81,22 @@ def _lines(warc_path: Path) -> Iterator[str]:
             url = headers.get_header("WARC-Target-URI") or ""
             date = headers.get_header("WARC-Date") or ""
             records.read_to_end(record)
+            status = int(http.get_statuscode() or 0) if http else 0
             fields = {
                 "url": url,
                 "mime": (http.get_header("Content-Type") or "").split(";")[0].strip()
                 if http
                 else "",
-                "status": int(http.get_statuscode() or 0) if http else 0,
+                "status": status,
                 "digest": headers.get_header("WARC-Payload-Digest") or "",
                 "offset": offset,
                 "length": records.get_record_length(),
                 "filename": warc_path.name,
             }
+            location = http.get_header("Location") if http else None
+            if location and 300 <= status < 400:
+                # As Common Crawl's CDXJ has it: where a redirect record leads.
+                fields["redirect"] = location
             yield f"{url} {_timestamp14(date)} {json.dumps(fields, ensure_ascii=False)}"
 
 

@@ -2,7 +2,10 @@
 
 Each fetched page becomes a ``response`` record followed by its ``request`` record
 (WARC/1.1), each its own gzip member, so a reader seeks straight to one page with
-the (offset, length) a CDX index stores. A file is written as
+the (offset, length) a CDX index stores. The redirects that led to a page
+are exchanges of their own, written before it in the same write
+(:meth:`RollingWarcWriter.write_exchanges`; a redirect whose body was left out
+says so with ``WARC-Truncated``). A file is written as
 ``<prefix>-<UTC yyyymmddHHMMSS>-<seq>.warc.gz.open`` and renamed to ``.warc.gz``
 when finished (by size, by age, on :meth:`RollingWarcWriter.close`); only
 finished files go to a store (the uploader learns of them through ``on_finished``).
@@ -44,7 +47,7 @@ import logging
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -114,6 +117,25 @@ class StoredResponse:
     reason: str
     headers: list[tuple[str, str]]  # as stored: see the module doc for the renamed ones
     body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HttpExchange:
+    """One request and its response, as :meth:`RollingWarcWriter.write_exchanges` stores them."""
+
+    url: str
+    method: str
+    request_headers: list[tuple[str, str]]
+    request_body: bytes
+    status: int
+    reason: str
+    response_headers: list[tuple[str, str]]  # as received: see the module doc
+    body: bytes  # decoded
+    fetched_at: datetime
+    ip_address: str | None = None
+    # WARC-Truncated of the response record: why its body is not all there
+    # (a redirect's body left out, crawlproject/store/hops.py).
+    truncated: str | None = None
 
 
 class WarcReadError(ValueError):
@@ -246,40 +268,65 @@ class RollingWarcWriter:
         fetched_at: datetime,
         ip_address: str | None = None,
     ) -> WarcLocation:
+        exchange = HttpExchange(
+            url, method, request_headers, request_body, status, reason, response_headers, body,
+            fetched_at, ip_address,
+        )  # fmt: skip
+        return self.write_exchanges([exchange])[0]
+
+    def write_exchanges(self, exchanges: Sequence[HttpExchange]) -> list[WarcLocation]:
+        """Appends the exchanges' records in order with one write (a page after
+        the redirects that led to it); the location of each response record."""
+        if not exchanges:
+            return []
         self._file.rotate_if_due()
         self._take_buffer()  # drop what a write that raised half-way left behind
         current = self._file.current or self._file.open_new(self._warcinfo_record)
-        date = warc_date(fetched_at)
+        spans = []
+        for exchange in exchanges:
+            start = self._buffer.tell()
+            spans.append((start, self._serialize_exchange(exchange) - start))
+        offset = self._file.append(current, self._take_buffer(), fsync=self.fsync_each_write)
+        return [WarcLocation(current.final_path.name, offset + s, n) for s, n in spans]
+
+    def _serialize_exchange(self, exchange: HttpExchange) -> int:
+        """Serializes the response and request records; the buffer position at
+        the end of the response record."""
+        url, body = exchange.url, exchange.body
+        date = warc_date(exchange.fetched_at)
         common = [("WARC-Warcinfo-ID", self._warcinfo_id)]
-        if ip_address:
-            common.append(("WARC-IP-Address", ip_address))
+        if exchange.ip_address:
+            common.append(("WARC-IP-Address", exchange.ip_address))
 
         response_id = StatusAndHeadersParser.make_warc_id()
         head = _http_head(
-            f"HTTP/1.1 {status} {reason}", stored_response_headers(response_headers, len(body))
+            f"HTTP/1.1 {exchange.status} {exchange.reason}",
+            stored_response_headers(exchange.response_headers, len(body)),
         )
+        truncated = [("WARC-Truncated", exchange.truncated)] if exchange.truncated else []
         self._serialize(
-            "response", response_id, url, date, head, body, _RESPONSE_CONTENT_TYPE, common
-        )
-        response_length = self._buffer.tell()
+            "response", response_id, url, date, head, body, _RESPONSE_CONTENT_TYPE,
+            [*common, *truncated],
+        )  # fmt: skip
+        response_end = self._buffer.tell()
 
         target, host = _request_target(url)
+        request_headers = exchange.request_headers
         if not any(name.lower() == "host" for name, _ in request_headers):
             # Scrapy's download handler adds Host on the wire, not to request.headers.
             request_headers = [("Host", host), *request_headers]
-        head = _http_head(f"{method} {target} HTTP/1.1", request_headers)
+        head = _http_head(f"{exchange.method} {target} HTTP/1.1", request_headers)
         self._serialize(
             "request",
             StatusAndHeadersParser.make_warc_id(),
             url,
             date,
             head,
-            request_body,
+            exchange.request_body,
             _REQUEST_CONTENT_TYPE,
             [*common, ("WARC-Concurrent-To", response_id)],
         )
-        offset = self._file.append(current, self._take_buffer(), fsync=self.fsync_each_write)
-        return WarcLocation(current.final_path.name, offset, response_length)
+        return response_end
 
     def rotate(self) -> Path | None:
         """Finish the open file now; its final path, or None when none is open."""

@@ -1,0 +1,107 @@
+"""Keep each redirect's 3xx answer, so the WARC file archives it too.
+
+Scrapy's RedirectMiddleware (600) replaces a 3xx with a new request for its
+Location: the 3xx never reaches the spider, and a replay tool looking up the
+URL as linked would find nothing. This middleware sits just above it (605:
+responses pass from high to low order, so it sees the 3xx first; the redirect
+loop check, 610, has already run) and, for each 3xx RedirectMiddleware will
+follow, adds a bounded JSON-safe hop record (crawlproject/store/hops.py) to
+``request.meta["crawl_redirect_hops"]``. RedirectMiddleware copies meta into
+the next request, which the frontier stores as JSON, so the hops travel with
+it (to whichever worker fetches it) up to the final page, and the storage
+pipeline writes them as response records before the page's.
+
+The body is still as sent (HttpCompressionMiddleware, 590, runs later): the
+hop module decodes a small gzip or deflate body itself.
+
+Off with the storage pipeline (``CRAWL_STORE_ENABLED``) and for the object
+format (``CRAWL_STORE_FORMAT = "object"``), which stores no redirects: no one
+would read them, and they would only cost Redis memory.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from scrapy.exceptions import NotConfigured
+from w3lib.url import safe_url_string
+
+from crawlproject.limits import REDIRECT_STATUSES
+from crawlproject.setting_values import crawl_setting
+from crawlproject.store.config import REDIRECT_HOPS_META_KEY, STORE_FORMAT_OBJECT
+from crawlproject.store.hops import appended, build_hop
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+
+class RedirectHopsMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler  # for the spider's handle_httpstatus_list, as RedirectMiddleware
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedirectHopsMiddleware:
+        settings = crawler.settings
+        if not crawl_setting(settings, "CRAWL_STORE_ENABLED"):
+            raise NotConfigured("CRAWL_STORE_ENABLED is off")
+        if str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower() == (
+            STORE_FORMAT_OBJECT
+        ):
+            raise NotConfigured("the object format stores no redirects")
+        if not settings.getbool("REDIRECT_ENABLED"):
+            raise NotConfigured("REDIRECT_ENABLED is off")
+        return cls(crawler)
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        if self._will_follow(request, response):
+            ip = response.ip_address
+            hop = build_hop(
+                url=request.url,
+                status=response.status,
+                headers=_pairs(response.headers),
+                body=response.body,
+                fetched_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+                method=request.method,
+                request_headers=_pairs(request.headers),
+                ip=str(ip) if ip is not None else None,
+            )
+            request.meta[REDIRECT_HOPS_META_KEY] = appended(
+                request.meta.get(REDIRECT_HOPS_META_KEY), hop
+            )
+        return response
+
+    def _will_follow(self, request: Request, response: Response) -> bool:
+        """RedirectMiddleware.process_response's own tests (Scrapy 2.19): a hop
+        is only recorded for a redirect that gets a next request."""
+        meta = request.meta
+        if response.status not in REDIRECT_STATUSES or b"Location" not in response.headers:
+            return False
+        if meta.get("dont_redirect") or meta.get("handle_httpstatus_all"):
+            return False
+        if response.status in meta.get("handle_httpstatus_list", ()):
+            return False
+        if response.status in getattr(self.crawler.spider, "handle_httpstatus_list", ()):
+            return False
+        location = response.headers[b"Location"] or b""
+        if location.startswith(b"//"):
+            return urlsplit(request.url).scheme in ("http", "https")
+        try:
+            target = urljoin(request.url, safe_url_string(location))
+            return urlsplit(target).scheme in ("http", "https")
+        except ValueError:
+            return False
+
+
+def _pairs(headers: Any) -> list[tuple[str, str]]:
+    """Scrapy's Headers as (name, value) lines, latin-1 decoded (lossless)."""
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, values in headers.items()
+        for value in values
+    ]

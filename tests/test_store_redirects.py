@@ -1,0 +1,120 @@
+"""Redirects archived as WARC records of their own, through a real crawl: a
+page that 301s (with a gzip-encoded body) and a two-hop chain (301, 302)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from tests.support.redis_server import RedisServer
+from tests.support.testweb import TestWeb
+
+FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
+MOVED = "<html><body>Moved to <a href='/new'>/new</a></body></html>"
+
+
+def page(text: str) -> dict[str, object]:
+    return {"body": f"<html><body><p>{text}</p></body></html>", "content_type": "text/html"}
+
+
+def test_redirects_are_archived_before_their_page_and_indexed(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    # Redirect targets outside the page graph: no link reaches them first (a
+    # target already seen would not be fetched through the redirect).
+    web = testweb_factory(
+        hosts=1, pages=3, latency_ms=0, links=1, cross_links=0, query_variants=0,
+        special={1: {
+            "/old": {"status": 301, "body": MOVED, "content_type": "text/html", "gzip": True,
+                     "headers": {"Location": "{base}/new", "Content-Encoding": "gzip"}},
+            "/new": page("the new place"),
+            "/chain/a": {"status": 301, "headers": {"Location": "/chain/b"}},
+            "/chain/b": {"status": 302, "headers": {"Location": "{base}/final"}},
+            "/final": page("end of the chain"),
+            "/to-gone": {"status": 301, "headers": {"Location": "/missing"}},
+        }},
+    )  # fmt: skip
+    base = web.base_url(1)
+    old, new, a, b, final, to_gone = (
+        base + p for p in ("old", "new", "chain/a", "chain/b", "final", "to-gone")
+    )
+    data = tmp_path / "data"
+    out = tmp_path / "items.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis_server.url, "hops", [*web.seeds, old, a, to_gone],
+        {**FAST, "CRAWL_DATA_DIR": str(data), "CRAWL_DEDUPE_ENABLED": False},
+        tmp_path / "hops.log", extra_args=["-O", str(out)],
+    )  # fmt: skip
+    wait_all([proc], timeout=60)
+    stats = stats_of(proc.log_path)
+    items = {i["url"]: i for i in map(json.loads, out.read_text().splitlines())}
+
+    # The fetch records: as requested, where the body came from, and the hops.
+    assert items[old]["final_url"] == new
+    assert items[old]["redirects"] == [{"url": old, "status": 301, "location": new}]
+    assert items[a]["final_url"] == final
+    assert items[a]["redirects"] == [
+        {"url": a, "status": 301, "location": b},
+        {"url": b, "status": 302, "location": final},
+    ]
+    # A redirect to a 404: recorded as a failed fetch, its hop listed, nothing stored.
+    assert items[to_gone]["status"] == 404 and items[to_gone]["error"] == "HttpError"
+    assert items[to_gone]["redirects"] == [
+        {"url": to_gone, "status": 301, "location": base + "missing"}
+    ]
+    assert all("redirects" not in i for u, i in items.items() if u not in (old, a, to_gone))
+    assert stats["store/redirects"] == 3
+
+    # The WARC file: each hop's response record, then the page's, in order.
+    warc_dir = data / "bodies" / "hops" / "warc"
+    responses = []
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type == "response":
+                    http = record.http_headers
+                    responses.append((
+                        record.rec_headers.get_header("WARC-Target-URI"),
+                        int(http.get_statuscode()),
+                        http.get_header("Location"),
+                        record.content_stream().read(),
+                    ))  # fmt: skip
+    urls = [r[0] for r in responses]
+    assert urls[urls.index(old) : urls.index(old) + 2] == [old, new]
+    assert urls[urls.index(a) : urls.index(a) + 3] == [a, b, final]
+    by_url = {r[0]: r for r in responses}
+    assert by_url[old][1:3] == (301, base + "new")
+    assert by_url[old][3] == MOVED.encode()  # sent gzip-encoded, stored decoded
+    assert by_url[a][1:3] == (301, "/chain/b")  # the Location as sent
+    assert by_url[b][1:3] == (302, final)
+    assert by_url[final][1] == by_url[new][1] == 200
+
+    # The CDXJ indexes list the hops with their status and target.
+    lines = [
+        line for f in warc_dir.glob("*.cdxj") for line in f.read_text().splitlines()
+    ]  # fmt: skip
+    indexed = {line.split(" ", 1)[0]: json.loads(line.split(" ", 2)[2]) for line in lines}
+    assert (indexed[old]["status"], indexed[old]["redirect"]) == (301, new)
+    assert (indexed[a]["status"], indexed[a]["redirect"]) == (301, "/chain/b")
+    assert (indexed[b]["status"], indexed[b]["redirect"]) == (302, final)
+    assert indexed[final]["status"] == 200 and "redirect" not in indexed[final]
+    assert to_gone not in indexed
+
+    # crawlproject body finds the 301 of the URL as linked.
+    cli = [sys.executable, "-m", "crawlproject", "-s", f"CRAWL_DATA_DIR={data}", "--crawl", "hops"]
+    head = subprocess.run(
+        [*cli, "body", "--headers", old], cwd=REPO_ROOT, capture_output=True, text=True,
+        check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert head[0] == "301 Moved Permanently"
+    assert f"Location: {new}" in head
+    assert "X-Crawler-Content-Encoding: gzip" in head
+    shown = subprocess.run([*cli, "body", old], cwd=REPO_ROOT, capture_output=True, check=True)
+    assert shown.stdout == MOVED.encode()
+    assert f"301 redirect to {new}".encode() in shown.stderr
