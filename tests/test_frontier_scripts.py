@@ -147,6 +147,26 @@ async def test_layout_is_fixed_per_crawl(make_frontier: MakeFrontier) -> None:
         await make_frontier(crawl="c1", shards=3)
 
 
+async def test_workers_preparing_a_new_crawl_at_once_agree(
+    make_frontier: MakeFrontier, redis_url: str
+) -> None:
+    # Two workers started together: one may read the layout while the other is
+    # writing it. Its partial state must never look like an older version's
+    # (which had "shards" and no "queue_layout").
+    first = await make_frontier(crawl="race", shards=2)
+    meta = await first.redis.hgetall(first.keys.meta)
+    written = [k.decode() for k in meta]
+    assert written.index("queue_layout") < written.index("shards")
+    for _ in range(20):
+        await first.redis.delete(first.keys.meta)
+        await asyncio.gather(*(make_frontier(crawl="race", shards=2) for _ in range(4)))
+    # An older version's crawl is still refused.
+    await first.redis.delete(first.keys.meta)
+    await first.redis.hset(first.keys.meta, mapping={"created": "1", "shards": "2"})
+    with pytest.raises(FrontierMismatch, match="older version"):
+        await make_frontier(crawl="race", shards=2)
+
+
 async def test_start_urls_trim_never_drops_unread_seeds(make_frontier: MakeFrontier) -> None:
     f = await make_frontier()
     await f.redis.lpush(f.keys.start_urls, b"u1", b"u2")

@@ -196,11 +196,14 @@ class RedisFrontier:
     async def prepare(self) -> None:
         """Records the crawl's fixed layout, or checks it against ours."""
         fields = {
+            # First: older versions wrote "shards" and no layout, and another
+            # worker preparing the same new crawl at this moment must never be
+            # seen with "shards" but no layout yet (one HSETNX after another).
+            "queue_layout": QUEUE_LAYOUT,
             "shards": str(self.keys.shards),
             "seen_bucket_bits": str(self.seen_bucket_bits),
             # Scores of the two modes mean different things: never mixed in a crawl.
             "priority_mode": self.priority_mode,
-            "queue_layout": QUEUE_LAYOUT,
         }
         before = await self.redis.hgetall(self.keys.meta)
         if b"shards" in before and b"queue_layout" not in before:
