@@ -1,22 +1,23 @@
-"""Keep each redirect's 3xx answer, so the WARC file archives it too.
+"""Archive each redirect's 3xx answer when it is received, as Heritrix does.
 
 Scrapy's RedirectMiddleware (600) replaces a 3xx with a new request for its
 Location: the 3xx never reaches the spider, and a replay tool looking up the
 URL as linked would find nothing. This middleware sits just above it (605:
 responses pass from high to low order, so it sees the 3xx first; the redirect
 loop check, 610, has already run) and, for each 3xx RedirectMiddleware will
-follow, adds a bounded JSON-safe hop record (crawlproject/store/hops.py) to
-``request.meta["crawl_redirect_hops"]``. RedirectMiddleware copies meta into
-the next request, which the frontier stores as JSON, so the hops travel with
-it (to whichever worker fetches it) up to the final page, and the storage
-pipeline writes them as response records before the page's.
+follow, builds a bounded hop (crawlproject/store/hops.py) and sends it with
+the ``redirect_received`` signal (crawlproject/store/signals.py). The storage
+pipeline writes it to the WARC file before this returns, so the 3xx is
+archived whatever becomes of its target: already crawled (the frontier drops
+the next request as seen), failed, a duplicate or not stored; and its record
+comes before its target's. Nothing is added to the next request, so the
+frontier's Redis holds no more per redirect.
 
 The body is still as sent (HttpCompressionMiddleware, 590, runs later): the
 hop module decodes a small gzip or deflate body itself.
 
 Off with the storage pipeline (``CRAWL_STORE_ENABLED``) and for the object
-format (``CRAWL_STORE_FORMAT = "object"``), which stores no redirects: no one
-would read them, and they would only cost Redis memory.
+format (``CRAWL_STORE_FORMAT = "object"``), which does not archive redirects.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from w3lib.url import safe_url_string
 
 from crawlproject.limits import REDIRECT_STATUSES
 from crawlproject.setting_values import crawl_setting
-from crawlproject.store.config import REDIRECT_HOPS_META_KEY, STORE_FORMAT_OBJECT
-from crawlproject.store.hops import appended, build_hop
+from crawlproject.store.config import STORE_FORMAT_OBJECT
+from crawlproject.store.hops import build_hop
+from crawlproject.store.signals import redirect_received
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -56,7 +58,7 @@ class RedirectHopsMiddleware:
             raise NotConfigured("REDIRECT_ENABLED is off")
         return cls(crawler)
 
-    def process_response(
+    async def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
         if self._will_follow(request, response):
@@ -66,19 +68,21 @@ class RedirectHopsMiddleware:
                 status=response.status,
                 headers=_pairs(response.headers),
                 body=response.body,
-                fetched_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+                fetched_at=datetime.now(UTC),
                 method=request.method,
                 request_headers=_pairs(request.headers),
                 ip=str(ip) if ip is not None else None,
             )
-            request.meta[REDIRECT_HOPS_META_KEY] = appended(
-                request.meta.get(REDIRECT_HOPS_META_KEY), hop
-            )
+            # Awaited: the redirect is followed once its record is written (it
+            # waits while a full spool pauses the worker). A worker killed
+            # before the URL's lease is acked leaves it to be fetched again,
+            # the 3xx then archived twice: acceptable, as for a page.
+            await self.crawler.signals.send_catch_log_async(signal=redirect_received, hop=hop)
         return response
 
     def _will_follow(self, request: Request, response: Response) -> bool:
         """RedirectMiddleware.process_response's own tests (Scrapy 2.19): a hop
-        is only recorded for a redirect that gets a next request."""
+        is only archived for a redirect that gets a next request."""
         meta = request.meta
         if response.status not in REDIRECT_STATUSES or b"Location" not in response.headers:
             return False

@@ -7,14 +7,15 @@ see it, and for a content type it stores (``CRAWL_STORE_CONTENT_TYPES``)
 writes the body to the local spool in the format ``CRAWL_STORE_FORMAT`` picks:
 
 * ``"warc"``: a response record and its request record in the worker's
-  rolling WARC file (crawlproject/store/warc.py), after one such pair per
-  redirect that led to the page (its 3xx answer, kept in the request's meta by
-  middlewares/redirect_hops.py; stat ``store/redirects``), so a replay tool
-  finds the URL as linked too;
+  rolling WARC file (crawlproject/store/warc.py). Each redirect's 3xx answer
+  is written the same way when it is received (the ``redirect_received``
+  signal of middlewares/redirect_hops.py; stat ``store/redirects``), whatever
+  becomes of its target (already crawled, failed, a duplicate, not stored),
+  so a replay tool finds the URL as linked too;
 * ``"object"``: a gzip object named after the body's digest, written once per
   distinct body, and a line in the worker's rolling CDXJ index
-  (crawlproject/store/objects.py), in ``<spool>/objects/``. Redirects are
-  not stored in this format.
+  (crawlproject/store/objects.py), in ``<spool>/objects/``. This format does
+  not archive redirects.
 
 Finished files go to the body store (``CRAWL_STORE_URI``: a local directory by
 default, or S3) through one uploader thread (crawlproject/store/uploader.py),
@@ -73,15 +74,15 @@ from crawlproject.store.backpressure import (
     measure_spool,
 )
 from crawlproject.store.config import (
-    REDIRECT_HOPS_META_KEY,
     RESPONSE_ITEM_KEY,
     STORE_FORMAT_OBJECT,
     WIRE_ENCODING_META_KEY,
     BodyStoreConfig,
 )
-from crawlproject.store.hops import Hop, parse_hops
+from crawlproject.store.hops import Hop
 from crawlproject.store.index import build_index, index_bytes
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
+from crawlproject.store.signals import redirect_received
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import HttpExchange, RollingWarcWriter, WarcLocation, payload_digest
 
@@ -139,6 +140,8 @@ class BodyStorePipeline:
         self._rotation_task: asyncio.Task[None] | None = None
         # One thread: the writer is not thread-safe, and records stay in order.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+        # Sent by middlewares/redirect_hops.py (WARC format only).
+        crawler.signals.connect(self._redirect_received, signal=redirect_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BodyStorePipeline:
@@ -329,23 +332,24 @@ class BodyStorePipeline:
         finally:
             self._in_thread -= 1
 
-    async def _write_when_room(self, write: Callable[..., T], response: Response, *args: Any) -> T:
-        """``_run_write``; a write that fails for lack of space pauses the worker
-        and is tried again once it resumes, so the page is neither lost nor
-        acked unstored (module doc). Other write errors raise ItemNotSaved:
-        the page goes back to the frontier and the worker stops."""
+    async def _write_when_room(self, write: Callable[..., T], url: str, size: int, *args: Any) -> T:
+        """``_run_write`` of ``url`` (``size`` bytes of body); a write that fails
+        for lack of space pauses the worker and is tried again once it
+        resumes, so the page is neither lost nor acked unstored (module doc).
+        Other write errors raise ItemNotSaved: the page goes back to the
+        frontier and the worker stops."""
         while True:
             try:
-                return await self._run_write(write, response, *args)
+                return await self._run_write(write, size, *args)
             except OSError as exc:
                 self.stats.inc_value("store/write_failed")
                 if not is_space_error(exc) or self._spool is None:
-                    logger.error("Could not store %s: %s", response.url, exc)
-                    raise ItemNotSaved(f"could not store {response.url}: {exc}") from exc
+                    logger.error("Could not store %s: %s", url, exc)
+                    raise ItemNotSaved(f"could not store {url}: {exc}") from exc
                 usage = await asyncio.to_thread(measure_spool, self._spool)
                 self._apply(self.gate.write_failed(usage), usage)
                 self._ensure_watching()
-                logger.debug("Storing %s waits for spool space (%s)", response.url, exc)
+                logger.debug("Storing %s waits for spool space (%s)", url, exc)
             await self._running.wait()
 
     # --- uploads ------------------------------------------------------------------------
@@ -389,8 +393,9 @@ class BodyStorePipeline:
             return item
         if self._objects is not None:
             stored = await self._write_when_room(
-                self._write_object, response, content_type, fetched_at, digest
-            )
+                self._write_object, response.url, len(response.body),
+                response, content_type, fetched_at, digest,
+            )  # fmt: skip
             adapter["body_key"] = stored.key
             self.stats.inc_value(
                 "store/objects_written" if stored.written else "store/objects_already_stored"
@@ -398,29 +403,28 @@ class BodyStorePipeline:
             self.stats.inc_value("store/pages")
             self.stats.inc_value("store/bytes", len(response.body))
             return item
-        location, redirects = await self._write_when_room(self._write, response, fetched_at)
+        location = await self._write_when_room(
+            self._write, response.url, len(response.body), response, fetched_at
+        )
         adapter["warc_file"] = self._key_prefix + location.filename
         adapter["warc_offset"] = location.offset
         adapter["warc_length"] = location.length
-        if redirects:
-            self.stats.inc_value("store/redirects", redirects)
         self.stats.inc_value("store/pages")
         self.stats.inc_value("store/bytes", len(response.body))
         return item
 
-    async def _run_write(self, write: Callable[..., T], response: Response, *args: Any) -> T:
-        """``write(response, *args)``, both formats: a small page at once, on
-        the reactor's thread (cheaper than a hand-off, BENCHMARKS.md, and short
-        enough not to hold the reactor); a large one (gzip takes ms) in the
-        writer thread. While one is there every write goes there too, so
-        records keep their order and the writer is never used by two threads."""
-        if self._in_thread == 0 and len(response.body) <= INLINE_WRITE_MAX_BYTES:
-            return write(response, *args)
+    async def _run_write(self, write: Callable[..., T], size: int, *args: Any) -> T:
+        """``write(*args)``, both formats (``size``: the body's bytes): a small
+        page at once, on the reactor's thread (cheaper than a hand-off,
+        BENCHMARKS.md, and short enough not to hold the reactor); a large one
+        (gzip takes ms) in the writer thread. While one is there every write
+        goes there too, so records keep their order and the writer is never
+        used by two threads."""
+        if self._in_thread == 0 and size <= INLINE_WRITE_MAX_BYTES:
+            return write(*args)
         self._in_thread += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._executor, write, response, *args
-            )
+            return await asyncio.get_running_loop().run_in_executor(self._executor, write, *args)
         finally:
             self._in_thread -= 1
 
@@ -437,15 +441,12 @@ class BodyStorePipeline:
             digest=digest,
         )
 
-    def _write(self, response: Response, fetched_at: datetime) -> tuple[WarcLocation, int]:
-        """Writes the redirects that led to the page (their 3xx answers, kept
-        by middlewares/redirect_hops.py), then the page, in one write; the
-        page's location and the number of redirect records."""
+    def _write(self, response: Response, fetched_at: datetime) -> WarcLocation:
+        """Writes the page's response and request records; the page's location."""
         assert self._writer is not None
         request = response.request
         ip = response.ip_address
-        hops = parse_hops(request.meta.get(REDIRECT_HOPS_META_KEY)) if request is not None else []
-        page = HttpExchange(
+        return self._writer.write_exchange(
             url=response.url,
             method=request.method if request is not None else "GET",
             request_headers=_headers(request.headers) if request is not None else [],
@@ -457,8 +458,25 @@ class BodyStorePipeline:
             fetched_at=fetched_at,
             ip_address=str(ip) if ip is not None else None,
         )
-        locations = self._writer.write_exchanges([*map(_hop_exchange, hops), page])
-        return locations[-1], len(hops)
+
+    async def _redirect_received(self, hop: Hop) -> None:
+        """Writes a 3xx as it is received (the ``redirect_received`` signal),
+        with the pages' machinery: a full spool pauses, the write waits."""
+        if self._writer is None:  # not open yet, closed, or the object format
+            return
+        try:
+            location = await self._write_when_room(self._write_hop, hop.url, len(hop.body), hop)
+        except ItemNotSaved:
+            # Logged; the next page's write fails the same way and stops the worker.
+            return
+        if location is not None:
+            self.stats.inc_value("store/redirects")
+
+    def _write_hop(self, hop: Hop) -> WarcLocation | None:
+        writer = self._writer
+        if writer is None:  # closed while this write waited for spool space
+            return None
+        return writer.write_exchanges([_hop_exchange(hop)])[0]
 
     async def close_spider(self) -> None:
         loop = asyncio.get_running_loop()
@@ -469,9 +487,10 @@ class BodyStorePipeline:
                     await task
         if self.gate.paused:
             self.stats.set_value("store/backpressure_seconds", round(self.gate.paused_seconds(), 3))
-        if self._writer is not None:
+        writer, self._writer = self._writer, None  # a redirect received now is not written
+        if writer is not None:
             # Finishes the open file; on_finished hands it to the uploader.
-            await loop.run_in_executor(self._executor, self._writer.close)
+            await loop.run_in_executor(self._executor, writer.close)
         if self._objects is not None:
             # Finishes the open index file, handed to the uploader after its objects.
             await loop.run_in_executor(self._executor, self._objects.close)
@@ -538,7 +557,7 @@ def _hop_exchange(hop: Hop) -> HttpExchange:
         reason=_reason(hop.status),
         response_headers=hop.headers,
         body=hop.body,
-        fetched_at=_fetched_at(hop.fetched_at),
+        fetched_at=hop.fetched_at,
         ip_address=hop.ip,
         truncated=hop.truncated,
     )

@@ -1,5 +1,5 @@
 """Redirect hops (crawlproject/store/hops.py, middlewares/redirect_hops.py): their
-bounds, their trip through the frontier's JSON codec, and their WARC records."""
+bounds, the signal that archives each followed 3xx, and their WARC records."""
 
 from __future__ import annotations
 
@@ -18,31 +18,29 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawlproject import default_settings
 from crawlproject.frontier.codec import RequestCodec
-from crawlproject.store.config import REDIRECT_HOPS_META_KEY
 from crawlproject.store.hops import (
     BODY_MAX_BYTES,
     HEADER_MAX_LINES,
     HEADERS_MAX_CHARS,
-    MAX_HOPS,
     REQUEST_HEADERS_MAX_CHARS,
     TRUNCATED_LENGTH,
     TRUNCATED_UNSPECIFIED,
-    appended,
+    Hop,
     build_hop,
     hop_body,
-    parse_hops,
     redirect_summary,
 )
 from crawlproject.store.index import find, index_bytes
+from crawlproject.store.signals import redirect_received
 from crawlproject.store.warc import HttpExchange, RollingWarcWriter, read_payload
 from middlewares.redirect_hops import RedirectHopsMiddleware
 
 CODEC = RequestCodec(default_settings.CRAWL_REQUEST_CLASSES)
-WHEN = "2024-05-06T07:08:09.123456+00:00"
+WHEN = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 MOVED = b"<html><body>Moved <a href='https://a.test/x/'>here</a></body></html>"
 
 
-def hop(**kw: object) -> dict[str, object]:
+def hop(**kw: object) -> Hop:
     args: dict[str, object] = {
         "url": "http://a.test/x",
         "status": 301,
@@ -54,18 +52,16 @@ def hop(**kw: object) -> dict[str, object]:
     return build_hop(**args)  # type: ignore[arg-type]
 
 
-def test_a_hop_survives_json_and_reads_back() -> None:
+def test_a_hop_keeps_the_answer() -> None:
     record = hop(ip="127.0.0.3", request_headers=[("User-Agent", "ua")])
-    [back] = parse_hops(json.loads(json.dumps([record])))
-    assert back.url == "http://a.test/x" and back.status == 301
-    assert back.location == "https://a.test/x/"
-    assert back.body == MOVED and back.truncated is None
-    assert back.ip == "127.0.0.3" and back.request_headers == [("User-Agent", "ua")]
-    assert back.fetched_at == WHEN
-    # Base64: any byte goes through JSON unchanged.
+    assert record.url == "http://a.test/x" and record.status == 301
+    assert record.location == "https://a.test/x/"
+    assert record.body == MOVED and record.truncated is None
+    assert record.ip == "127.0.0.3" and record.request_headers == [("User-Agent", "ua")]
+    assert record.fetched_at == WHEN
     raw = bytes(range(256))
-    [binary] = parse_hops([hop(body=raw)])
-    assert binary.body == raw
+    assert hop(body=raw).body == raw
+    assert hop(ip="").ip is None
 
 
 def test_gzip_and_deflate_bodies_are_decoded_others_left_out() -> None:
@@ -90,10 +86,9 @@ def test_gzip_and_deflate_bodies_are_decoded_others_left_out() -> None:
     record = hop(
         headers=[("Location", "/y"), ("Content-Encoding", "gzip")], body=gzip.compress(MOVED)
     )
-    [back] = parse_hops([record])
-    assert back.body == MOVED and ("Content-Encoding", "gzip") in back.headers
+    assert record.body == MOVED and ("Content-Encoding", "gzip") in record.headers
     left_out = hop(body=b"x" * 10_000)
-    assert "body" not in left_out and left_out["truncated"] == TRUNCATED_LENGTH
+    assert left_out.body == b"" and left_out.truncated == TRUNCATED_LENGTH
 
 
 def test_a_hostile_redirect_is_bounded_and_still_encodes() -> None:
@@ -104,48 +99,14 @@ def test_a_hostile_redirect_is_bounded_and_still_encodes() -> None:
         body=b"b" * 1_000_000,
         request_headers=[("Cookie", "c" * 50_000), ("User-Agent", "ua")],
     )
-    stored = record["headers"]
-    assert isinstance(stored, list) and len(stored) <= HEADER_MAX_LINES
+    stored = record.headers
+    assert len(stored) <= HEADER_MAX_LINES
     assert sum(len(n) + len(v) for n, v in stored) <= HEADERS_MAX_CHARS
-    assert ["Location", location] in stored  # kept first, though it came last
-    assert record["request_headers"] == [["User-Agent", "ua"]]
-    assert sum(len(n) + len(v) for n, v in record["request_headers"]) <= REQUEST_HEADERS_MAX_CHARS
-    assert "body" not in record
-    assert len(json.dumps(record)) < 7_000  # headers 4 KB + request headers 2 KB + URL
-    # A whole chain of them in a request's meta: JSON through the codec, bounded.
-    hops: list[object] = []
-    for _ in range(MAX_HOPS + 5):
-        hops = appended(hops, record)
-    assert len(hops) == MAX_HOPS
-    request = Request("https://a.test/x/", meta={REDIRECT_HOPS_META_KEY: hops, "depth": 1})
-    data = CODEC.encode(request, None)
-    assert len(data) < 7_000 * MAX_HOPS + 1_000
-    decoded = CODEC.decode(data, None)
-    assert parse_hops(decoded.meta[REDIRECT_HOPS_META_KEY])[0].location == location
-
-
-def test_appended_makes_a_new_list() -> None:
-    first = [hop()]
-    second = appended(first, hop(url="https://a.test/x/"))
-    assert len(first) == 1 and len(second) == 2
-    assert appended(None, hop()) == [hop()]
-    assert appended("junk from Redis", hop()) == [hop()]
-
-
-@pytest.mark.parametrize(
-    "junk",
-    [
-        None,
-        "text",
-        [1, "x", None],
-        [{"url": "http://a/", "status": "301", "fetched_at": WHEN, "headers": []}],
-        [{"url": "http://a/", "status": 301, "fetched_at": WHEN, "headers": [["a"]]}],
-        [{"url": "http://a/", "status": 301, "fetched_at": WHEN, "headers": [], "body": "!!"}],
-        [{"url": "http://a/", "status": True, "fetched_at": WHEN, "headers": []}],
-    ],
-)
-def test_malformed_hops_from_redis_are_skipped(junk: object) -> None:
-    assert parse_hops(junk) == []
+    assert ("Location", location) in stored  # kept first, though it came last
+    assert record.location == location
+    assert record.request_headers == [("User-Agent", "ua")]
+    assert sum(len(n) + len(v) for n, v in record.request_headers) <= REQUEST_HEADERS_MAX_CHARS
+    assert record.body == b"" and record.truncated == TRUNCATED_LENGTH
 
 
 def test_redirect_summary() -> None:
@@ -159,8 +120,14 @@ def test_redirect_summary() -> None:
     ]
 
 
-def test_middleware_hands_hops_to_the_next_request_through_the_codec() -> None:
+async def test_middleware_signals_each_followed_redirect_and_adds_nothing_to_meta() -> None:
     crawler = get_crawler(settings_dict={"CRAWL_STORE_ENABLED": True})
+    received: list[Hop] = []
+
+    def on_redirect(hop: Hop) -> None:
+        received.append(hop)
+
+    crawler.signals.connect(on_redirect, signal=redirect_received)
     hops_mw = RedirectHopsMiddleware.from_crawler(crawler)
     redirect_mw = RedirectMiddleware.from_crawler(crawler)
     request = Request("http://a.test/x", headers={"User-Agent": "ua"}, meta={"depth": 0})
@@ -172,10 +139,9 @@ def test_middleware_hands_hops_to_the_next_request_through_the_codec() -> None:
         request=request,
     )
     # Responses pass from high to low order: 605, then RedirectMiddleware (600).
-    out = redirect_mw.process_response(request, hops_mw.process_response(request, response))
-    assert isinstance(out, Request) and out.url == "https://a.test/x/"
-    stored = CODEC.decode(CODEC.encode(out, None), None)  # as the frontier queues it
-    [first] = parse_hops(stored.meta[REDIRECT_HOPS_META_KEY])
+    passed = await hops_mw.process_response(request, response)
+    assert passed is response  # unchanged: RedirectMiddleware follows it
+    [first] = received
     assert (first.url, first.status, first.location, first.body) == (
         "http://a.test/x",
         301,
@@ -183,12 +149,19 @@ def test_middleware_hands_hops_to_the_next_request_through_the_codec() -> None:
         MOVED,
     )
     assert ("User-Agent", "ua") in first.request_headers
-    # The second hop adds to a new list; the first request's is unchanged.
-    second = Response("https://a.test/x/", status=302, headers={"Location": "/p"}, request=stored)
-    hops_mw.process_response(stored, second)
-    assert len(stored.meta[REDIRECT_HOPS_META_KEY]) == 2
-    assert len(out.meta[REDIRECT_HOPS_META_KEY]) == 1
-    # What RedirectMiddleware does not follow is not a hop.
+    out = redirect_mw.process_response(request, passed)
+    assert isinstance(out, Request) and out.url == "https://a.test/x/"
+    # Nothing of the 3xx goes to the frontier's Redis with the next request.
+    assert b"Moved" not in CODEC.encode(out, None)
+    assert len(CODEC.encode(out, None)) < len(CODEC.encode(request, None)) + 300
+    # The second hop of the chain: one more signal.
+    second = Response("https://a.test/x/", status=302, headers={"Location": "/p"}, request=out)
+    await hops_mw.process_response(out, second)
+    assert [(h.url, h.status, h.location) for h in received] == [
+        ("http://a.test/x", 301, "https://a.test/x/"),
+        ("https://a.test/x/", 302, "/p"),
+    ]
+    # What RedirectMiddleware does not follow is not archived.
     for status, headers, meta in [
         (200, {}, {}),
         (301, {}, {}),  # no Location
@@ -198,8 +171,8 @@ def test_middleware_hands_hops_to_the_next_request_through_the_codec() -> None:
         (301, {"Location": "mailto:a@b.test"}, {}),
     ]:
         plain = Request("http://a.test/z", meta=meta)
-        hops_mw.process_response(plain, Response(plain.url, status=status, headers=headers))
-        assert REDIRECT_HOPS_META_KEY not in plain.meta, (status, headers, meta)
+        await hops_mw.process_response(plain, Response(plain.url, status=status, headers=headers))
+        assert len(received) == 2, (status, headers, meta)
 
 
 def test_middleware_is_off_without_warc_storage() -> None:
@@ -213,16 +186,14 @@ def test_middleware_is_off_without_warc_storage() -> None:
             RedirectHopsMiddleware.from_crawler(get_crawler(settings_dict=settings))
 
 
-def test_hops_are_written_before_the_page_and_indexed(tmp_path: Path) -> None:
+def test_hop_records_are_written_and_indexed(tmp_path: Path) -> None:
     when = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-    [first, second] = parse_hops(
-        [
-            hop(headers=[("Location", "https://a.test/x/"), ("Content-Encoding", "gzip")],
-                body=gzip.compress(MOVED)),
-            hop(url="https://a.test/x/", status=302, headers=[("Location", "/p")],
-                body=b"z" * 10_000),
-        ]
-    )  # fmt: skip
+    first = hop(
+        headers=[("Location", "https://a.test/x/"), ("Content-Encoding", "gzip")],
+        body=gzip.compress(MOVED),
+    )
+    second = hop(url="https://a.test/x/", status=302, headers=[("Location", "/p")],
+                 body=b"z" * 10_000)  # fmt: skip
     exchanges = [
         HttpExchange(h.url, "GET", [], b"", h.status, "Moved", h.headers, h.body, when,
                      truncated=h.truncated)

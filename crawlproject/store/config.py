@@ -21,9 +21,6 @@ RESPONSE_ITEM_KEY = "crawl_response"
 # Request meta key: the response's Content-Encoding as sent, before Scrapy
 # decoded the body (middlewares/wire_encoding.py).
 WIRE_ENCODING_META_KEY = "crawl_wire_encoding"
-# Request meta key: the redirect chain's 3xx answers so far, as JSON-safe hop
-# records (crawlproject/store/hops.py, middlewares/redirect_hops.py).
-REDIRECT_HOPS_META_KEY = "crawl_redirect_hops"
 
 STORE_FORMAT_WARC = "warc"
 STORE_FORMAT_OBJECT = "object"

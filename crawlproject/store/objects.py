@@ -40,10 +40,11 @@ returns (safe from ``kill -9``); a finished index file is fsynced before its
 rename. Objects are not fsynced (a disk flush per distinct body): after a power
 loss an object may be empty or torn, the same trade as WARC (warc.py).
 
-Redirects (the 3xx answers before a page) are not stored in this format: an
-object and an index line per redirect would cost a PUT for a few bytes, and
-its lines keep no headers (no Location). middlewares/redirect_hops.py is off
-with it; the fetch record's ``redirects`` still lists the hops.
+This format does not archive redirects (the 3xx answers, which the WARC
+format writes as they are received): an object and an index line per
+redirect would cost a PUT for a few bytes, and its lines keep no headers (no
+Location). middlewares/redirect_hops.py is off with it; the fetch record's
+``redirects`` still lists the hops.
 
 Not thread-safe: one writer, one thread.
 """

@@ -275,8 +275,8 @@ class RollingWarcWriter:
         return self.write_exchanges([exchange])[0]
 
     def write_exchanges(self, exchanges: Sequence[HttpExchange]) -> list[WarcLocation]:
-        """Appends the exchanges' records in order with one write (a page after
-        the redirects that led to it); the location of each response record."""
+        """Appends the exchanges' records in order with one write; the
+        location of each response record."""
         if not exchanges:
             return []
         self._file.rotate_if_due()
