@@ -23,7 +23,7 @@ format (``CRAWL_STORE_FORMAT = "object"``), which does not archive redirects.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from scrapy.exceptions import NotConfigured
@@ -34,6 +34,7 @@ from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import STORE_FORMAT_OBJECT
 from crawlproject.store.hops import build_hop
 from crawlproject.store.signals import redirect_received
+from crawlproject.store.warc import header_lines
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -66,11 +67,11 @@ class RedirectHopsMiddleware:
             hop = build_hop(
                 url=request.url,
                 status=response.status,
-                headers=_pairs(response.headers),
+                headers=header_lines(response.headers),
                 body=response.body,
                 fetched_at=datetime.now(UTC),
                 method=request.method,
-                request_headers=_pairs(request.headers),
+                request_headers=header_lines(request.headers),
                 ip=str(ip) if ip is not None else None,
             )
             # Awaited: the redirect is followed once its record is written (it
@@ -100,12 +101,3 @@ class RedirectHopsMiddleware:
             return urlsplit(target).scheme in ("http", "https")
         except ValueError:
             return False
-
-
-def _pairs(headers: Any) -> list[tuple[str, str]]:
-    """Scrapy's Headers as (name, value) lines, latin-1 decoded (lossless)."""
-    return [
-        (name.decode("latin-1"), value.decode("latin-1"))
-        for name, values in headers.items()
-        for value in values
-    ]

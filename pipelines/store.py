@@ -84,7 +84,13 @@ from crawlproject.store.index import build_index, index_bytes
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool
 from crawlproject.store.signals import redirect_received
 from crawlproject.store.uploader import SpoolUploader
-from crawlproject.store.warc import HttpExchange, RollingWarcWriter, WarcLocation, payload_digest
+from crawlproject.store.warc import (
+    HttpExchange,
+    RollingWarcWriter,
+    WarcLocation,
+    header_lines,
+    payload_digest,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -449,7 +455,7 @@ class BodyStorePipeline:
         return self._writer.write_exchange(
             url=response.url,
             method=request.method if request is not None else "GET",
-            request_headers=_headers(request.headers) if request is not None else [],
+            request_headers=header_lines(request.headers) if request is not None else [],
             request_body=request.body if request is not None else b"",
             status=response.status,
             reason=_reason(response.status),
@@ -525,19 +531,10 @@ def _content_type(response: Response) -> str:
     return raw.decode("latin-1").split(";", 1)[0].strip().lower()
 
 
-def _headers(headers: Any) -> list[tuple[str, str]]:
-    """Scrapy's Headers (bytes, several values per name) as WARC header lines."""
-    return [
-        (name.decode("latin-1"), value.decode("latin-1"))
-        for name, values in headers.items()
-        for value in values
-    ]
-
-
 def _response_headers(response: Response) -> list[tuple[str, str]]:
     """The headers as received: Content-Encoding comes back if Scrapy decoded
     the body and dropped it (the writer stores it as X-Crawler-Content-Encoding)."""
-    headers = _headers(response.headers)
+    headers = header_lines(response.headers)
     request = response.request
     wire_encoding = request.meta.get(WIRE_ENCODING_META_KEY) if request is not None else None
     if wire_encoding and b"Content-Encoding" not in response.headers:

@@ -149,6 +149,16 @@ def payload_digest(data: bytes) -> str:
     return str(digester)
 
 
+def header_lines(headers: Any) -> list[tuple[str, str]]:
+    """Scrapy's Headers (bytes, several values per name) as the (name, value)
+    lines records are written from, latin-1 decoded (lossless)."""
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, values in headers.items()
+        for value in values
+    ]
+
+
 def warc_date(moment: datetime) -> str:
     """WARC/1.1 date, always with microseconds; a naive datetime is taken as UTC."""
     if moment.tzinfo is not None:
