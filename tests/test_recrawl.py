@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import pytest
 import redis
 
-from crawlproject.frontier.connection import CLUSTER_SCHEMES
+from crawlproject.frontier.connection import cluster_node_url
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, decode_state
@@ -47,9 +47,9 @@ class Server(Protocol):
 
 
 def sync_client(url: str) -> redis.Redis:
-    scheme, _, rest = url.partition("://")
-    if scheme in CLUSTER_SCHEMES:
-        cluster = redis.RedisCluster.from_url(f"{CLUSTER_SCHEMES[scheme]}://{rest}")
+    node = cluster_node_url(url)
+    if node is not None:
+        cluster = redis.RedisCluster.from_url(node)
         return cluster  # type: ignore[return-value]  # same commands as one server
     return redis.Redis.from_url(url)
 

@@ -22,20 +22,21 @@ from redis.asyncio.cluster import RedisCluster
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
-def is_cluster_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+def cluster_node_url(url: str) -> str | None:
+    """A cluster URL's node as a plain ``redis://``/``rediss://`` URL (what
+    redis-py's cluster clients take); None if ``url`` is not a cluster URL."""
+    scheme, _, rest = url.partition("://")
+    plain = CLUSTER_SCHEMES.get(scheme.lower())
+    return None if plain is None else f"{plain}://{rest}"
 
 
 def redis_client(url: str, client_name: str | None = None) -> Redis:
     """A client of ``url`` (bytes replies). The cluster client offers the same
     commands, scripts and pipelines the frontier uses, so it is typed as one."""
-    scheme, _, rest = url.partition("://")
-    plain = CLUSTER_SCHEMES.get(scheme.lower())
-    if plain is None:
+    node = cluster_node_url(url)
+    if node is None:
         return Redis.from_url(url, client_name=client_name, decode_responses=False)
-    cluster = RedisCluster.from_url(
-        f"{plain}://{rest}", client_name=client_name, decode_responses=False
-    )
+    cluster = RedisCluster.from_url(node, client_name=client_name, decode_responses=False)
     return cast(Redis, cluster)
 
 
