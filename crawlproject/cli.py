@@ -261,8 +261,9 @@ def _run_with_redis(config: FrontierConfig, command: Coroutine[Any, Any, int]) -
 
 
 def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
-    """Finds ``url`` in the crawl's WARC indexes (crawlproject/store/index.py),
-    newest file first, then in the object format's indexes
+    """Finds ``url`` in the crawl's WARC indexes (crawlproject/store/index.py:
+    by its SURT key, or its URL in indexes written before SURT keys), newest
+    file first, then in the object format's indexes
     (crawlproject/store/objects.py), and prints its body (or status and
     headers: for the object format only the status and Content-Type, the
     other headers are not kept). A URL that redirected has a record of its
@@ -279,6 +280,9 @@ def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
         entry = find(store.get(key).decode("utf-8").splitlines(), url)
         if entry is None:
             continue
+        if entry.url != url:
+            # Found by its SURT key (as pywb looks it up): say which URL it is.
+            print(f"{url}: stored as {entry.url} (same SURT key)", file=sys.stderr)
         if entry.object_key is not None:
             return _print_object(store.get(entry.object_key), entry, headers)
         member = store.get_range(prefix + entry.filename, entry.offset, entry.length)

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from crawlproject.store.index import url_key
 from crawlproject.store.warc import read_payload
 from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from tests.support.redis_server import RedisServer
@@ -112,6 +113,23 @@ def test_pages_are_stored_as_warc_on_local_disk(
     assert any(h.lower().startswith("content-type: text/html") for h in head)
     missing = subprocess.run([*cli, "body", url + "nope"], cwd=REPO_ROOT, capture_output=True)
     assert missing.returncode == 1 and b"not stored" in missing.stderr
+    # The indexes are keyed by SURT (as pywb looks pages up): a URL of the same
+    # key (here the path's case) finds the page, and stderr says which URL it is.
+    lines = [line for f in files for line in Path(f"{f}.cdxj").read_text().splitlines()]
+    assert {line.split(" ", 1)[0] for line in lines} == {url_key(u) for u in bodies}
+    big_upper = big_url.replace("big.html", "BIG.html")
+    alias = subprocess.run([*cli, "body", big_upper], cwd=REPO_ROOT, capture_output=True)
+    assert alias.returncode == 0 and alias.stdout == big
+    assert f"stored as {big_url}".encode() in alias.stderr
+    # An index of a crawl from before SURT keys (keyed by the URL) is still read.
+    for f in files:
+        legacy = Path(f"{f}.cdxj")
+        legacy.write_text(
+            "".join(f"{json.loads(x.split(' ', 2)[2])['url']} {x.split(' ', 1)[1]}\n"
+                    for x in legacy.read_text().splitlines())
+        )  # fmt: skip
+    old = subprocess.run([*cli, "body", gz_url], cwd=REPO_ROOT, capture_output=True, check=True)
+    assert old.stdout == GZ_PAGE.encode() and old.stderr == b""
 
 
 def test_pages_are_stored_in_s3(

@@ -73,8 +73,8 @@ def test_object_is_the_gzip_of_the_body_named_by_its_digest(tmp_path: Path) -> N
     assert handed == [tmp_path / "spool" / name, index]  # the object before its index
     assert store_key(KEY_PREFIX, index) == f"crawl/index/{index.name}"
     [line] = index_lines(index)
-    url, timestamp, raw = line.split(" ", 2)
-    assert (url, timestamp) == ("http://site.test/a", "20240506070809")
+    key, timestamp, raw = line.split(" ", 2)
+    assert (key, timestamp) == ("test,site)/a", "20240506070809")  # SURT, as the WARC indexes
     assert json.loads(raw) == {
         "url": "http://site.test/a", "mime": "text/html", "status": 200, "digest": digest,
         "length": len(body), "object": stored.key,

@@ -114,13 +114,14 @@ def test_redirects_are_archived_before_their_page_and_indexed(
     lines = [
         line for f in warc_dir.glob("*.cdxj") for line in f.read_text().splitlines()
     ]  # fmt: skip
-    indexed = {line.split(" ", 1)[0]: json.loads(line.split(" ", 2)[2]) for line in lines}
-    assert (indexed[old]["status"], indexed[old]["redirect"]) == (301, new)
-    assert (indexed[a]["status"], indexed[a]["redirect"]) == (301, "/chain/b")
-    assert (indexed[b]["status"], indexed[b]["redirect"]) == (302, final)
-    assert indexed[final]["status"] == 200 and "redirect" not in indexed[final]
-    assert (indexed[to_gone]["status"], indexed[to_gone]["redirect"]) == (301, "/missing")
-    assert (indexed[to_known]["status"], indexed[to_known]["redirect"]) == (301, known)
+    fields = [json.loads(line.split(" ", 2)[2]) for line in lines]
+    indexed = {f["url"]: f for f in fields}
+    assert (indexed[old]["status"], indexed[old]["redirect"]) == ("301", new)
+    assert (indexed[a]["status"], indexed[a]["redirect"]) == ("301", "/chain/b")
+    assert (indexed[b]["status"], indexed[b]["redirect"]) == ("302", final)
+    assert indexed[final]["status"] == "200" and "redirect" not in indexed[final]
+    assert (indexed[to_gone]["status"], indexed[to_gone]["redirect"]) == ("301", "/missing")
+    assert (indexed[to_known]["status"], indexed[to_known]["redirect"]) == ("301", known)
     assert base + "missing" not in indexed
 
     # crawlproject body finds the 301 of the URL as linked.

@@ -17,9 +17,11 @@ Spool layout (one directory, shared by the workers of a machine):
   body, so when two workers (or two runs) write or upload one twice, the
   overwrite is harmless.
 * ``<crawl>-<worker>-<yyyymmddHHMMSS>-<seq>.cdxj.open``: this worker's rolling
-  index, one CDXJ line per stored page (``<url> <14-digit timestamp> <JSON>``,
-  JSON keys ``url``, ``mime``, ``status``, ``digest``, ``length`` (body bytes)
-  and ``object`` (the object's store key)), appended with one ``os.write`` per
+  index, one CDXJ line per stored page (``<SURT key> <14-digit timestamp>
+  <JSON>``, keyed as the WARC indexes are (crawlproject/store/index.py) but
+  in crawl order, not sorted; JSON keys ``url``, ``mime``, ``status``,
+  ``digest``, ``length`` (body bytes) and ``object`` (the object's store
+  key)), appended with one ``os.write`` per
   line (``O_APPEND``). Finished like a WARC file (by size, by age, at close):
   renamed to ``.cdxj``, store key ``<crawl>/index/<name>.cdxj``.
 
@@ -65,6 +67,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+from crawlproject.store.index import url_key
 from crawlproject.store.rolling import (
     RollingFile,
     hand_over,
@@ -182,7 +185,9 @@ class ObjectWriter:
             "length": len(body),
             "object": key,
         }
-        line = f"{url} {fetched_at:%Y%m%d%H%M%S} {json.dumps(fields, ensure_ascii=False)}\n"
+        line = (
+            f"{url_key(url)} {fetched_at:%Y%m%d%H%M%S} {json.dumps(fields, ensure_ascii=False)}\n"
+        )
         self._append_line(line.encode("utf-8"))
         return StoredObject(digest, key, written)
 
