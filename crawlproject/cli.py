@@ -5,6 +5,10 @@
     crawlproject counts                   frontier counters as JSON
     crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
                                           --requeue puts them all back in their queues
+    crawlproject parked --reasons         per host, why its URLs were contained and
+                                          how many: token (a session id minted per
+                                          render), budget (over its budget, waiting
+                                          for votes), duplicates, dns, ... (JSON)
     crawlproject poisoned [--requeue]     URLs set aside after CRAWL_MAX_RECLAIMS reclaims
                                           (each worker that took them died or hung; JSON);
                                           --requeue puts them back once the cause is fixed
@@ -150,6 +154,8 @@ async def _with_redis(
                 print(json.dumps(counts, sort_keys=True))
             elif action == "parked":
                 print(json.dumps(await frontier.parked_by_host(), sort_keys=True))
+            elif action == "parked-reasons":
+                print(json.dumps(await frontier.trap_reasons(), sort_keys=True))
             elif action == "poisoned":
                 print(json.dumps(sorted(await frontier.poisoned_urls())))
             elif action == "requeue-poisoned":
@@ -178,9 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed.add_argument("--file", type=Path, help="one URL per line, # comments")
     sub.add_parser("counts", help="print the frontier counters as JSON")
     parked = sub.add_parser("parked", help="URLs set aside as traps, per host")
-    parked.add_argument(
+    parked_how = parked.add_mutually_exclusive_group()
+    parked_how.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"
     )
+    parked_how.add_argument(
+        "--reasons", action="store_true",
+        help="per host, why its URLs were contained and how many (over budget included)",
+    )  # fmt: skip
     poisoned = sub.add_parser(
         "poisoned", help="URLs set aside after CRAWL_MAX_RECLAIMS reclaims (they kill workers)"
     )
@@ -246,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     action = args.command
     if getattr(args, "requeue", False):
         action = "requeue" if args.command == "parked" else "requeue-poisoned"
+    elif getattr(args, "reasons", False):
+        action = "parked-reasons"
     return _run_with_redis(config, _with_redis(config, crawl, action, urls))
 
 

@@ -141,7 +141,7 @@ class DnsFailureMiddleware:
             return
         _remember(self._parked, host, None)  # before the await: one park per host
         try:
-            parked = await frontier.park_host(host)
+            parked = await frontier.park_host(host, "dns")
         except RedisError as exc:
             self._parked.pop(host, None)
             _remember(self._streaks, host, streak)  # the next failure tries again

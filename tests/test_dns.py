@@ -302,7 +302,7 @@ class StubFrontier:
         self.parked: list[str] = []
         self.fail = False
 
-    async def park_host(self, pkey: str) -> int:
+    async def park_host(self, pkey: str, reason: str = "parked") -> int:
         if self.fail:
             raise RedisConnectionError("Redis went away")
         self.parked.append(pkey)

@@ -37,7 +37,7 @@ SETTINGS = {
 
 
 def metric(text: str, name: str) -> float:
-    found = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.MULTILINE)
+    found = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? ([0-9.e+]+)$", text, re.MULTILINE)
     assert found, f"{name} not in the metrics"
     return float(found.group(1))
 
@@ -77,10 +77,10 @@ def test_status_and_metrics_during_and_after_a_crawl(
     assert frontier["hosts_ready_now"] + frontier["hosts_waiting_on_delay"] <= web.hosts
     assert live["throughput"]["pages_per_second_last_minute"] > 0
     assert live["throughput"]["pages_last_minute"] <= served
-    # Prometheus: the worker's own stats, by the same names.
-    pages = metric(metrics, "crawl_response_received_count_total")
+    # Prometheus: the worker's own stats (tests/test_metrics_*.py: names, labels, promtool).
+    pages = metric(metrics, "crawlproject_response_received_total")
     assert 1 <= pages <= served_after_metrics
-    assert metric(metrics, "crawl_store_pages_total") <= pages
+    assert metric(metrics, "crawlproject_store_pages_total") <= pages
 
     # After it: the fleet's totals match the server's log exactly.
     final = crawl_status(redis_server.url, "watched")

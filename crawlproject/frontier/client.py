@@ -27,6 +27,8 @@ ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
 PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
 NO_PATTERN = bytes(8)
+NO_VOTE = bytes(4)
+SEED_VOTE = b"\xff\xff\xff\xff"  # a seed: the operator's vote for its host
 QUEUE_LAYOUT = "bands1"  # host queues in priority bands (keys.py); older crawls had one list
 PRIORITY_MODES = ("score", "credit")
 
@@ -62,16 +64,33 @@ class NewEntry:
     score: float = 0.0
     pattern: bytes = NO_PATTERN  # URL shape key (rules/traps.py), for the per-shape cap
     credit_only: bool = False  # a link seen before: only its credit goes in
+    # Token shape (rules/traps.py token_shape): watched for tokens that never repeat.
+    token_shape: bytes = NO_PATTERN
+    # The linking page's registered domain (4 bytes of its hash) when it is
+    # another than the URL's; SEED_VOTE for a seed; NO_VOTE otherwise.
+    vote: bytes = NO_VOTE
+    vote_only: bool = False  # a link seen before: only its vote (and token repeat) goes in
 
     def packed(self) -> bytes:
-        """One add.lua argument: fingerprint, kind, pattern, key, number, request."""
-        kind = b"c" if self.credit_only else b"1" if self.dont_filter else b"0"
+        """One add.lua argument: fingerprint, kind, pattern, token shape, vote,
+        key, number, request."""
+        kind = (
+            b"c"
+            if self.credit_only
+            else b"v"
+            if self.vote_only
+            else b"1"
+            if self.dont_filter
+            else b"0"
+        )
         number = repr(float(self.score)).encode()
         return b"".join(
             (
                 self.fingerprint,
                 kind,
                 self.pattern,
+                self.token_shape,
+                self.vote,
                 self.pkey.encode(),
                 b"\t",
                 number,
@@ -120,6 +139,16 @@ class AdaptiveDelay:
 
 
 @dataclass(frozen=True, slots=True)
+class HostBudget:
+    """Trap budgets the add script applies (see add.lua; 0 turns one off)."""
+
+    base: int = 0  # URLs a host may queue per vote (its own vote included)
+    seed_votes: int = 0  # votes a seed's host gets from the operator
+    token_urls: int = 0  # new URLs of one token shape before its repeats are judged
+    token_repeat_permille: int = 0  # under this many repeats per 1,000: contained
+
+
+@dataclass(frozen=True, slots=True)
 class AddResult:
     added: int
     seen_hits: int
@@ -129,6 +158,12 @@ class AddResult:
     # Hosts that hit a cap for the first time in the crawl (reported once, fleet-wide).
     newly_capped: list[str] = field(default_factory=list)
     newly_pattern_capped: list[str] = field(default_factory=list)
+    over_budget: int = 0  # kept in the host's overflow: over its budget (votes)
+    token_parked: int = 0  # parked: their token shape is contained on the host
+    newly_over_budget: list[str] = field(default_factory=list)
+    # (host, token shape hex) contained by this call (reported once, fleet-wide).
+    newly_contained: list[tuple[str, str]] = field(default_factory=list)
+    released: int = 0  # over-budget URLs let in by new votes
 
 
 def load_lua(name: str, prelude: bool = True) -> str:
@@ -155,6 +190,7 @@ class RedisFrontier:
         host_url_cap: int = 0,
         pattern_url_cap: int = 0,
         max_reclaims: int = 0,
+        budget: HostBudget | None = None,
     ) -> None:
         if priority_mode not in PRIORITY_MODES:
             raise ValueError(
@@ -171,6 +207,7 @@ class RedisFrontier:
         self.aopic_tax = aopic_tax
         self.host_url_cap = host_url_cap
         self.pattern_url_cap = pattern_url_cap
+        self.budget = budget or HostBudget()
         # Reclaims of one URL before it is set aside as poison (0: no limit).
         self.max_reclaims = max_reclaims
         # Shard -> its ``done`` counter as of this client's last ack there.
@@ -272,22 +309,35 @@ class RedisFrontier:
             self.seen_bucket_bits,
             self.host_url_cap,
             self.pattern_url_cap,
+            self.budget.base,
+            self.budget.seed_votes,
+            self.budget.token_urls,
+            self.budget.token_repeat_permille,
         ]
         for shard, packed in by_shard.items():
             for start in range(0, len(packed), ADD_CHUNK):
                 calls.append((shard, [*head, *packed[start : start + ADD_CHUNK]]))
-        totals = [0, 0, 0, 0, 0]
-        capped: list[str] = []
-        pcapped: list[str] = []
+        totals = [0] * 12
+        lines: list[list[str]] = [[] for _ in range(12)]
         for out in await self._pipelined("add", calls) if calls else []:
-            for i in range(5):
+            for i in (0, 1, 2, 3, 4, 7, 8, 11):
                 totals[i] += int(out[i])
-            capped += _lines(out[5])
-            pcapped += _lines(out[6])
-        added, hits, host_capped, pattern_capped, credited = totals
+            for i in (5, 6, 9, 10):
+                lines[i] += _lines(out[i])
         return AddResult(
-            added, hits, host_capped, pattern_capped, credited, capped, pcapped
-        )  # fmt: skip
+            added=totals[0],
+            seen_hits=totals[1],
+            host_capped=totals[2],
+            pattern_capped=totals[3],
+            credited=totals[4],
+            newly_capped=lines[5],
+            newly_pattern_capped=lines[6],
+            over_budget=totals[7],
+            token_parked=totals[8],
+            newly_over_budget=lines[9],
+            newly_contained=[_host_and_shape(line) for line in lines[10]],
+            released=totals[11],
+        )
 
     # -- URLs out ------------------------------------------------------------------
 
@@ -396,12 +446,14 @@ class RedisFrontier:
         raw = await self.redis.hgetall(self.keys.shard_prefixes[shard] + "h:" + pkey)
         return {_text(k): int(float(v)) for k, v in raw.items()}
 
-    async def park_host(self, pkey: str) -> int:
-        """Sets a host's queued URLs aside (shard's ``parked`` list); returns how many."""
+    async def park_host(self, pkey: str, reason: str = "parked") -> int:
+        """Sets a host's queued URLs aside (shard's ``parked`` list), and those
+        added later, for ``reason`` (a word: ``duplicates``, ``dns``, ...);
+        returns how many were queued."""
         shard = self.keys.shard_of(pkey)
         total = 0
         while True:
-            n = int(await self._run("park_host", shard, pkey, PARK_BATCH))
+            n = int(await self._run("park_host", shard, pkey, PARK_BATCH, reason))
             total += n
             if n < PARK_BATCH:
                 return total
@@ -419,6 +471,18 @@ class RedisFrontier:
                     counts[raw.partition(b"\t")[0].decode("utf-8", "replace")] += 1
                 start += len(batch)
         return dict(counts)
+
+    async def trap_reasons(self) -> dict[str, dict[str, int]]:
+        """Host -> reason -> URLs contained for it (parked, or over budget and
+        waiting in the host's overflow), all shards; hosts with none left out."""
+        out: dict[str, dict[str, int]] = defaultdict(dict)
+        for prefix in self.keys.shard_prefixes:
+            raw = await self.redis.hgetall(prefix + "tr")
+            for field_, value in raw.items():
+                host, _, reason = _text(field_).rpartition("\t")
+                if int(value) > 0:
+                    out[host][reason] = int(value)
+        return dict(out)
 
     async def unpark_all(self, list_name: str = "parked") -> int:
         """Puts every URL of the ``parked`` (trap verdicts) or ``poison``
@@ -494,6 +558,11 @@ def _entry_url(entry: bytes, credit: bool) -> str:
         return str(json.loads(item)["url"])
     except (ValueError, KeyError, TypeError):
         return item.decode("utf-8", "replace")  # undecodable: shown as stored
+
+
+def _host_and_shape(line: str) -> tuple[str, str]:
+    host, _, shape = line.rpartition("\t")
+    return host, shape
 
 
 def _lines(value: bytes | str) -> list[str]:

@@ -36,10 +36,24 @@ Per shard, prefix ``cp:{C/s}:``
                          429/503 backoff penalty, halved by each normal answer);
                          ``parked`` (set aside as a trap: new URLs go to ``parked``);
                          ``qb`` (32 chars '0'/'1': its non-empty bands); ``urls``
-                         (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST);
-                         ``capped`` / ``pcapped`` (a cap was reported for it).
+                         (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST
+                         or CRAWL_HOST_BUDGET); ``capped`` / ``pcapped`` /
+                         ``budgeted`` (a cap or its budget was reported for it);
+                         ``seed`` (a seed's host: the operator's votes); ``ts``
+                         (its contained token shapes, 8 bytes each, at most 16).
 ``pp:<pkey>``      HASH  URL shape (8 bytes, rules/traps.py) -> URLs queued of
-                         that shape (with CRAWL_MAX_URLS_PER_PATTERN).
+                         that shape (with CRAWL_MAX_URLS_PER_PATTERN); and per token
+                         shape (CRAWL_TRAP_TOKEN_URLS) ``n`` .. shape -> its new
+                         URLs, ``r`` .. shape -> its links to URLs seen before.
+``il:<pkey>``      SET   votes for the host: 4-byte hashes of the distinct other
+                         registered domains linking to it, up to 256 (an intset
+                         while small); its budget is CRAWL_HOST_BUDGET per vote.
+``ob:<pkey>``      LIST  ``band \t item``: URLs over the host's budget, in order;
+                         add.lua moves them into the host queue as votes arrive.
+``tr``             HASH  ``host \t reason`` -> URLs contained for that reason
+                         (``token``, ``budget``, and park_host's reasons:
+                         ``duplicates``, ``dns``, ...): what ``crawlproject parked
+                         --reasons`` shows; only trap hosts have fields.
 ``aopic``          HASH  credit mode: ``L``, the lambda offset (every queued URL
                          has gained L - L at its enqueue from the lambda page),
                          and ``cash``, lambda credit not yet spread (claim raises
@@ -71,6 +85,7 @@ Per shard, prefix ``cp:{C/s}:``
                          ``seen_hits``, ``claims``, ``releases``, ``done``,
                          ``reclaimed``, ``poisoned``, ``unpoisoned``, ``deferred``,
                          ``parked``, ``unparked``, ``host_capped``, ``pattern_capped``,
+                         ``over_budget``, ``budget_released``, ``token_parked``,
                          ``recrawl_promoted``, ``recrawl_lost`` (totals).
 ``fs:<pkey>``      HASH  recrawl (CRAWL_RECRAWL_TRACK): URL fingerprint (8 bytes) ->
                          its fetch state, a line of text (last fetch, interval,

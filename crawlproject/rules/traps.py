@@ -13,6 +13,14 @@ Two shapes of trap make a site's URL space unbounded:
   ``url_pattern`` gives that shape an 8-byte key, so the frontier can cap how
   many distinct URLs one host queues per pattern (its counters live in Redis).
 
+* **Tokens minted per render**, ``/s/8f3a91c2e07d4b5a/page`` or
+  ``/list?sid=8f3a...``: a session id or token that the server makes anew on
+  every page, so every link is a URL never seen before. ``token_shape`` gives
+  every URL with a token-like part (``is_token``) a shape key with the tokens
+  (and digits) blanked; the frontier counts, per host and shape, the new URLs
+  and the links that were seen before, and contains a shape whose tokens never
+  repeat (add.lua, ``CRAWL_TRAP_TOKEN_URLS``).
+
 ``OncePerKey`` remembers, bounded, which keys (hosts) were seen, so each guard
 logs once per host rather than once per URL.
 """
@@ -36,6 +44,17 @@ PATTERN_BYTES = 8
 LOGGED_HOSTS = 10_000  # hosts a guard remembers having logged (per process)
 
 _DIGITS = re.compile(r"[0-9]+")
+# A token: letters and digits mixed (hex ids, base64 session ids), or a long
+# run of digits (a timestamp or random number), inside a path segment or a
+# query value, cut at the usual separators.
+_PARTS = re.compile(r"[A-Za-z0-9]+")
+_LETTER_DIGIT = re.compile(r"[A-Za-z][0-9]|[0-9][A-Za-z]")
+_CASE_SWITCH = re.compile(r"[a-z][A-Z]|[A-Z][a-z]")
+_HEX = re.compile(r"[0-9a-f]+|[0-9A-F]+")
+TOKEN_LONG_CHARS = 16  # letters and digits mixed this long: an id, not a name
+TOKEN_MIN_CHARS = 8  # shorter mixes are names: v2, x86, mp3, utf8, h264
+TOKEN_MIN_SWITCHES = 3  # letter<->digit (or case) switches: "page123" has 1
+TOKEN_MIN_DIGITS = 10  # an all-digit token: unix times, random numbers
 
 
 def repeated_path_segments(path: str, max_repeats: int) -> bool:
@@ -121,6 +140,72 @@ def url_pattern(canonical_url: str) -> bytes | None:
     shape = url_shape(canonical_url)
     if shape is None:
         return None
+    return hashlib.blake2b(
+        shape.encode("utf-8", "surrogatepass"), digest_size=PATTERN_BYTES
+    ).digest()
+
+
+def is_token(part: str) -> bool:
+    """True for a run of ASCII letters and digits that looks minted, not named.
+
+    ``8f3a91c2e07d``, ``A1b2C3d4E5``, ``x7Kq9LmN2pR4sT6v`` (base62),
+    ``1732531200123`` are tokens; ``page123``, ``20261125``, ``index``,
+    ``x86_64``'s parts, ``utf8``, ``mp3player``, ``chapter12`` are not. (One
+    part of a segment: the caller splits at ``-_.;,=~`` and other punctuation.)
+    Random 16-hex-digit and 22-character base62 ids are tokens all but never
+    missed (tests/test_trap_budgets.py measures it).
+    """
+    n = len(part)
+    if n < TOKEN_MIN_CHARS:
+        return False
+    if part.isdigit():
+        return n >= TOKEN_MIN_DIGITS
+    if part.isalpha():
+        # Random letters switch case often; words do not.
+        return n >= TOKEN_LONG_CHARS and len(_CASE_SWITCH.findall(part)) >= TOKEN_MIN_SWITCHES
+    if n >= TOKEN_LONG_CHARS or _HEX.fullmatch(part):
+        return True  # letters and digits mixed: long, or hex (an id, a digest)
+    return len(_LETTER_DIGIT.findall(part)) >= TOKEN_MIN_SWITCHES
+
+
+def _blank(text: str) -> tuple[str, bool]:
+    """``text`` with token parts as ``*`` and other digit runs as ``0``; and
+    whether it had a token."""
+    found = False
+
+    def part(m: re.Match[str]) -> str:
+        nonlocal found
+        if is_token(m.group()):
+            found = True
+            return "*"
+        return _DIGITS.sub("0", m.group())
+
+    return _PARTS.sub(part, text), found
+
+
+def token_shape(canonical_url: str) -> bytes | None:
+    """The 8-byte shape key of a URL with a token part; None without one.
+
+    The shape is the path and the query's parameter names and values with
+    every token part blanked (``*``) and every other digit run as ``0``::
+
+        http://h/s/8f3a91c2e07d4b5a/page/2     ->  /s/*/page/0
+        http://h/list?sid=8f3a91c2e07d&p=3     ->  /list?p=0&sid=*
+
+    Only URLs with a token get a shape: they are the ones whose tokens the
+    frontier watches for never repeating (a session id minted per render).
+    """
+    parts = urlsplit(canonical_url)
+    path, token = _blank(parts.path or "/")
+    pairs = []
+    for pair in parts.query.split("&") if parts.query else ():
+        name, _, value = pair.partition("=")
+        blanked, t = _blank(value)
+        token = token or t
+        pairs.append(name + "=" + blanked)
+    if not token:
+        return None
+    shape = path + "?" + "&".join(sorted(pairs))
     return hashlib.blake2b(
         shape.encode("utf-8", "surrogatepass"), digest_size=PATTERN_BYTES
     ).digest()

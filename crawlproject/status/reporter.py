@@ -13,13 +13,15 @@ A Scrapy extension (``EXTENSIONS``), on with the frontier scheduler. Every
   pages/s, the fleet's queue and errors, instead of waiting for Scrapy's
   once-a-minute log line; plain logs otherwise.
 
-With ``CRAWL_METRICS_PORT`` set, it also serves the worker's own stats, by the
-same names (``store/pages`` -> ``crawl_store_pages``), as Prometheus metrics on
-``CRAWL_METRICS_ADDRESS:CRAWL_METRICS_PORT`` (prometheus-client, a registry of
-its own: nothing process-global).
+With ``CRAWL_METRICS_PORT`` set, it also serves the worker's own stats as
+Prometheus metrics on ``CRAWL_METRICS_ADDRESS:CRAWL_METRICS_PORT``
+(crawlproject/status/metrics.py: names, labels, counter or gauge), labelled
+with the crawl and this worker; at the end of the crawl it keeps serving them
+until one more scrape took the final counts, at most
+``CRAWL_METRICS_LINGER_SECONDS``.
 
-Counters are the stats under ``COUNTER_PREFIXES``: they only grow, so the
-fleet's sums are exact. Redis errors skip a report (its increments go with the
+The fleet's counters in Redis are the stats under ``COUNTER_PREFIXES``: they
+only grow, so the fleet's sums are exact. Redis errors skip a report (its increments go with the
 next one); they never stop the crawl.
 """
 
@@ -28,10 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ from scrapy.utils.misc import load_object
 from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.scheduler import frontier_closing, frontier_of, is_frontier
 from crawlproject.setting_values import crawl_setting
+from crawlproject.status.metrics import MetricsServer, StatsExporter
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -96,7 +98,6 @@ THROUGHPUT_BUCKET_SECONDS = 10
 THROUGHPUT_KEEP_SECONDS = 600
 GAUGES_TTL_REPORTS = 3  # a worker's gauges outlive it by this many report periods
 PROGRESS_MODES = ("auto", "on", "off")
-_METRIC_NAME_RE = re.compile(r"[^a-zA-Z0-9_]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ class StatusReporterConfig:
     progress: str
     metrics_port: int
     metrics_address: str
+    metrics_linger_seconds: float
 
     @classmethod
     def from_settings(cls, settings: Any) -> StatusReporterConfig:
@@ -113,6 +115,7 @@ class StatusReporterConfig:
             progress=str(crawl_setting(settings, "CRAWL_PROGRESS")).lower(),
             metrics_port=crawl_setting(settings, "CRAWL_METRICS_PORT"),
             metrics_address=crawl_setting(settings, "CRAWL_METRICS_ADDRESS"),
+            metrics_linger_seconds=crawl_setting(settings, "CRAWL_METRICS_LINGER_SECONDS"),
         )
         if config.report_seconds <= 0:
             raise ConfigError("CRAWL_STATUS_REPORT_SECONDS must be > 0")
@@ -120,35 +123,13 @@ class StatusReporterConfig:
             raise ConfigError(f"CRAWL_PROGRESS must be one of {PROGRESS_MODES}")
         if not 0 <= config.metrics_port <= 65535:
             raise ConfigError("CRAWL_METRICS_PORT must be 0 (off) or a TCP port")
+        if config.metrics_linger_seconds < 0:
+            raise ConfigError("CRAWL_METRICS_LINGER_SECONDS must be >= 0")
         return config
 
 
 def is_counter(name: str) -> bool:
     return name.startswith(COUNTER_PREFIXES)
-
-
-def metric_name(stat: str) -> str:
-    """``store/pages`` -> ``crawl_store_pages`` (Prometheus' name rules)."""
-    return "crawl_" + _METRIC_NAME_RE.sub("_", stat)
-
-
-class _StatsCollector:
-    """A prometheus-client collector reading the worker's stats at scrape time."""
-
-    def __init__(self, stats: StatsCollector) -> None:
-        self.stats = stats
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-        for name, value in sorted(self.stats.get_stats().items()):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            if is_counter(name):
-                # prometheus-client appends _total to counter names itself.
-                yield CounterMetricFamily(metric_name(name), f"Scrapy stat {name}", value=value)
-            else:
-                yield GaugeMetricFamily(metric_name(name), f"Scrapy stat {name}", value=value)
 
 
 class StatusReporter:
@@ -160,10 +141,11 @@ class StatusReporter:
         self._last_pages = 0
         self._last_time = 0.0
         self._rate = 0.0
-        self._fleet_queued: int | None = None
+        self._fleet: dict[str, int] | None = None  # frontier counters, as of the last report
+        self._target: tuple[str, str] | None = None  # crawl, worker: the metrics' labels
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-        self._metrics_server: Any = None
+        self._metrics_server: MetricsServer | None = None
         self._progress = config.progress == "on" or (
             config.progress == "auto" and sys.stderr.isatty()
         )
@@ -189,12 +171,9 @@ class StatusReporter:
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     def _start_metrics(self) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_StatsCollector(self.stats))  # type: ignore[arg-type]
-        self._metrics_server, _ = start_http_server(
-            self.config.metrics_port, addr=self.config.metrics_address, registry=registry
+        exporter = StatsExporter(self.stats.get_stats, self._metrics_target, self._live_gauges)
+        self._metrics_server = MetricsServer(
+            self.config.metrics_address, self.config.metrics_port, exporter
         )
         logger.info(
             "Prometheus metrics on http://%s:%d/metrics",
@@ -212,11 +191,39 @@ class StatusReporter:
             self._task = None
         await self._report()
 
-    def _closed(self, spider: Any, reason: str) -> None:
+    def _metrics_target(self) -> tuple[str, str]:
+        """The crawl and worker labels (the frontier's, once it is connected)."""
+        if self._target is None:
+            scheduler = frontier_of(self.crawler)
+            if scheduler.frontier is None:
+                return scheduler.config.crawl, scheduler.worker_id
+            self._target = (scheduler.frontier.keys.crawl, scheduler.worker_id)
+        return self._target
+
+    def _live_gauges(self) -> dict[str, float]:
+        engine = self.crawler.engine
+        live = {"in_flight_requests": float(len(engine.downloader.active) if engine else 0)}
+        if self._fleet is not None:
+            live["frontier_queued_urls"] = self._fleet.get("queued", 0)
+            live["frontier_leased_urls"] = self._fleet.get("leased", 0)
+        return live
+
+    async def _closed(self, spider: Any, reason: str) -> None:
         if self._progress_shown:
             sys.stderr.write("\n")
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
+        server = self._metrics_server
+        if server is None:
+            return
+        if self.config.metrics_linger_seconds > 0:
+            logger.info(
+                "Final metrics on http://%s:%d/metrics until scraped once more (at most %g s)",
+                self.config.metrics_address,
+                self.config.metrics_port,
+                self.config.metrics_linger_seconds,
+            )
+            if not await server.linger(self.config.metrics_linger_seconds):
+                logger.info("Final metrics not scraped in CRAWL_METRICS_LINGER_SECONDS")
+        server.close()
 
     async def _loop(self) -> None:
         while not self._stop.is_set():
@@ -270,7 +277,7 @@ class StatusReporter:
         pipe.hkeys(keys.throughput)
         try:
             replies = await pipe.execute()
-            self._fleet_queued = (await frontier.counters()).get("queued", 0)
+            self._fleet = await frontier.counters()
         except RedisError as exc:
             logger.debug("Status report skipped: %s", exc)
             return
@@ -284,7 +291,7 @@ class StatusReporter:
     def _show_progress(self) -> None:
         errors = error_count(self.stats.get_stats())
         pages = int(self.stats.get_value(PAGES_STAT, 0) or 0)
-        queued = "?" if self._fleet_queued is None else f"{self._fleet_queued:,}"
+        queued = "?" if self._fleet is None else f"{self._fleet.get('queued', 0):,}"
         line = f"{self._rate:7.1f} pages/s | {pages:,} pages | queue {queued} | errors {errors:,}"
         sys.stderr.write("\r" + line.ljust(72))
         sys.stderr.flush()

@@ -1,4 +1,4 @@
--- park_host(P, host, max_n)
+-- park_host(P, host, max_n, reason)
 -- Sets a host aside (a trap: e.g. a run of duplicate pages, or a host that
 -- does not resolve): up to max_n of its queued URLs move to the shard's
 -- `parked` list, as "host \t band \t item" (see the prelude), kept for an
@@ -7,7 +7,8 @@
 -- is empty. Returns the number parked (call again while it is max_n).
 local host = ARGV[2]
 local max_n = tonumber(ARGV[3])
-redis.call('HSET', P .. 'h:' .. host, 'parked', 1)
+local reason = ARGV[4] or 'parked'
+redis.call('HSET', P .. 'h:' .. host, 'parked', reason)
 local n = 0
 while n < max_n do
   local band, item = queue_pop(host)
@@ -23,4 +24,5 @@ if n > 0 then
   redis.call('HINCRBY', P .. 'n', 'queued', -n)
   redis.call('HINCRBY', P .. 'n', 'parked', n)
 end
+redis.call('HINCRBY', P .. 'tr', host .. '\t' .. reason, n)
 return n

@@ -1,7 +1,8 @@
 -- unpark(P, default_delay_ms, default_conc, max_n, list)
 -- Puts up to max_n URLs set aside in `list` back in their host queues, in
 -- their bands, so an operator can undo a verdict: "parked" (a trap verdict,
--- see park_host; also clears the hosts' parked flag: `crawlproject parked
+-- see park_host; also clears the hosts' parked flag, contained token
+-- shapes and reasons: `crawlproject parked
 -- --requeue`) or "poison" (reclaimed CRAWL_MAX_RECLAIMS times, see reclaim;
 -- `crawlproject poisoned --requeue` once the cause is fixed). Returns the
 -- number taken off the list (call again while it is max_n).
@@ -15,7 +16,7 @@ while n < max_n do
   local entry = redis.call('LPOP', P .. list)
   if not entry then break end
   local host, band, item = string.match(entry, '^([^\t]*)\t(%d+)\t(.*)$')
-  if list == 'parked' then redis.call('HDEL', P .. 'h:' .. host, 'parked') end
+  if list == 'parked' then redis.call('HDEL', P .. 'h:' .. host, 'parked', 'ts') end
   if not (CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1) then
     if queue_push(host, tonumber(band), item) then make_ready(host, ddelay, dconc) else raise_due(host, tonumber(band)) end
     pushed = pushed + 1
@@ -25,5 +26,11 @@ end
 if pushed > 0 then
   redis.call('HINCRBY', P .. 'n', 'queued', pushed)
   redis.call('HINCRBY', P .. 'n', list == 'parked' and 'unparked' or 'unpoisoned', pushed)
+end
+-- Verdicts undone: the reasons go with the URLs (over-budget counts stay).
+if list == 'parked' and redis.call('LLEN', P .. 'parked') == 0 then
+  for _, f in ipairs(redis.call('HKEYS', P .. 'tr')) do
+    if string.sub(f, -7) ~= '\tbudget' then redis.call('HDEL', P .. 'tr', f) end
+  end
 end
 return n

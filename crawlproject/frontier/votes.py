@@ -1,0 +1,66 @@
+"""What a link tells the frontier's trap guards, beside its URL.
+
+* **A vote**: a link from a page of another registered domain is that
+  domain's vote for the target host; the frontier counts distinct voters per
+  host and grows the host's page budget with them (add.lua, IRLbot's budget
+  enforcement). A seed is the operator's vote.
+* **A token shape** (rules/traps.py ``token_shape``): a URL with a part that
+  looks minted; the frontier watches whether such URLs ever repeat.
+
+A link the worker sent before (its local seen cache) still carries these
+two: a vote-only entry, sent once per (voter, host) and worker, and for a
+token shape every repeat, which is what tells minted tokens from stable ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+from crawlproject.frontier.client import NO_VOTE, SEED_VOTE
+from crawlproject.frontier.urls import registered_domain
+from crawlproject.rules.traps import OncePerKey
+
+# Request.meta key: the host of the page a link was found on (set by
+# middlewares/link_source.py; read and dropped before the request is stored).
+LINK_FROM_META_KEY = "crawl_from"
+VOTE_BYTES = 4
+SENT_VOTES = 200_000  # (voter, host) pairs a worker remembers having sent
+DOMAINS_CACHED = 65_536
+
+
+@lru_cache(maxsize=DOMAINS_CACHED)
+def _voter(host: str) -> str:
+    return registered_domain(host)
+
+
+@lru_cache(maxsize=DOMAINS_CACHED)
+def vote_of(domain: str) -> bytes:
+    """4 bytes of a registered domain's hash, never NO_VOTE or SEED_VOTE."""
+    v = hashlib.blake2b(domain.encode("utf-8", "surrogatepass"), digest_size=VOTE_BYTES).digest()
+    return b"\x00\x00\x00\x01" if v in (NO_VOTE, SEED_VOTE) else v
+
+
+class LinkVotes:
+    """Per worker: the vote a link carries, and whether it was sent before."""
+
+    def __init__(self, remembered: int = SENT_VOTES) -> None:
+        self._sent = OncePerKey(remembered)
+
+    def vote(self, source_host: object, canonical_url: str) -> bytes:
+        """The vote of the page at ``source_host`` for the link's host, or NO_VOTE
+        (same host or registered domain, or no source)."""
+        if not isinstance(source_host, str) or not source_host:
+            return NO_VOTE
+        target = urlsplit(canonical_url).hostname or ""
+        if target == source_host:
+            return NO_VOTE
+        voter = _voter(source_host)
+        if voter == _voter(target):
+            return NO_VOTE
+        return vote_of(voter)
+
+    def first(self, vote: bytes, pkey: str) -> bool:
+        """True the first time (as far as this worker remembers) ``vote`` goes to ``pkey``."""
+        return vote != NO_VOTE and self._sent.first(vote.hex() + pkey)
