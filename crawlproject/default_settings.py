@@ -336,10 +336,15 @@ CRAWL_RECRAWL_POLL_SECONDS = 5.0
 CRAWL_STATUS_REPORT_SECONDS = 2.0
 CRAWL_PROGRESS = "auto"
 # Prometheus metrics of each worker (its Scrapy stats, `store/pages` ->
-# `crawl_store_pages`) on this address and port; 0: off. One port per worker
-# process: give each worker of a machine its own.
+# `crawlproject_store_pages_total{crawl,worker}`: crawlproject/status/metrics.py)
+# on this address and port; 0: off. One port per worker process: give each
+# worker of a machine its own.
 CRAWL_METRICS_PORT = 0
 CRAWL_METRICS_ADDRESS = "127.0.0.1"
+# At the crawl's end, keep /metrics up until one more scrape has taken the final
+# counts, at most this many seconds (a short crawl ends between two scrapes of
+# Prometheus: set it to the scrape interval). 0: stop at once.
+CRAWL_METRICS_LINGER_SECONDS = 0.0
 
 # Content processors (crawlproject/content/; the classes live in pipelines/).
 # Each fetched answer goes, by its MIME type (Content-Type without parameters,
