@@ -21,6 +21,9 @@
                                           vs waiting, leases, pages/s over the last
                                           minute, workers, counters, storage lag,
                                           recrawl backlog (a table, or JSON)
+    crawlproject status --serve [ADDR:]PORT  the same as a live web page, with pages/s
+                                          over the last hour and the busiest and
+                                          failing hosts (binds 127.0.0.1 by default)
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
@@ -96,8 +99,21 @@ async def _recrawl(
 
 
 async def _status(
-    config: FrontierConfig, redis: Redis, keys: CrawlKeys, as_json: bool, watch: float | None
+    config: FrontierConfig,
+    redis: Redis,
+    keys: CrawlKeys,
+    as_json: bool,
+    watch: float | None,
+    serve: tuple[str, int] | None = None,
 ) -> None:
+    if serve is not None:
+        from crawlproject.status.page import REFRESH_SECONDS, serve_page
+
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+        await serve_page(
+            lambda: collect_status(redis, keys, config.lease_ms), *serve, watch or REFRESH_SECONDS
+        )
+        return
     if as_json:
         while True:
             status = await collect_status(redis, keys, config.lease_ms)
@@ -125,7 +141,7 @@ async def _with_redis(
     action: str,
     urls: list[str],
     recrawl: RecrawlConfig | None = None,
-    status_args: tuple[bool, float | None] | None = None,
+    status_args: tuple[bool, float | None, tuple[str, int] | None] | None = None,
 ) -> int:
     embedded = None
     if config.redis_url is None:
@@ -202,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = sub.add_parser("status", help="the fleet at a glance (frontier, workers, counters)")
     status.add_argument("--json", action="store_true", help="one JSON object (a line per refresh)")
     status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS")
+    status.add_argument(
+        "--serve", metavar="[ADDRESS:]PORT",
+        help="serve a live status page (read-only; 127.0.0.1 unless ADDRESS is given)",
+    )  # fmt: skip
     recrawl = sub.add_parser("recrawl", help="queue the URLs due for a recrawl")
     how = recrawl.add_mutually_exclusive_group()
     how.add_argument("--once", action="store_true", help="one pass over the schedule, then exit")
@@ -232,8 +252,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         if args.watch is not None and args.watch <= 0:
             parser.error("--watch wants a number of seconds > 0")
+        serve = None
+        if args.serve is not None:
+            from crawlproject.status.page import parse_listen
+
+            if args.json:
+                parser.error("--serve and --json: choose one (the page serves /status.json)")
+            try:
+                serve = parse_listen(args.serve)
+            except ValueError as exc:
+                parser.error(str(exc))
         try:
-            status_args = (args.json, args.watch)
+            status_args = (args.json, args.watch, serve)
             return _run_with_redis(
                 config, _with_redis(config, crawl, "status", [], status_args=status_args)
             )

@@ -117,10 +117,14 @@ Per crawl, prefix ``cp:{C}:``
                          (robotstxt/, dedupe/, store/, recrawl/, ... see
                          crawlproject/status/reporter.py) every few seconds.
 ``tp``             HASH  throughput: 10-second bucket start (unix s) -> responses
-                         received by the fleet in it; buckets older than 10 minutes
-                         are deleted by the workers.
+                         received by the fleet in it; buckets older than one hour
+                         are deleted by the workers (at most 360 + 1 fields: the
+                         status page's chart of the last hour).
 ``w:<worker>``     HASH  a worker's last gauges (responses/s, in flight, spooled files,
                          ...), expiring a few report periods after its last report.
+``hr``             HASH  worker id -> its busiest and failing hosts, JSON (its top 20
+                         by pages and by errors: crawlproject/status/hosts.py); a
+                         field not refreshed for an hour is deleted by the workers.
 
 Per crawl, dedupe index, prefix ``cp:{C/dd}:`` (one hash tag: the one script run
 per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
@@ -177,6 +181,7 @@ class CrawlKeys:
         self.scope = self.crawl_prefix + "scope"
         self.fleet_stats = self.crawl_prefix + "stats"
         self.throughput = self.crawl_prefix + "tp"
+        self.host_reports = self.crawl_prefix + "hr"
         self.start_urls = f"{crawl}:start_urls"
         self.shard_prefixes = [f"cp:{{{crawl}/{s}}}:" for s in range(shards)]
         self.dedupe_prefix = f"cp:{{{crawl}/dd}}:"

@@ -44,6 +44,7 @@ from scrapy.utils.misc import load_object
 from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.scheduler import frontier_closing, frontier_of, is_frontier
 from crawlproject.setting_values import crawl_setting
+from crawlproject.status.hosts import HostTally
 from crawlproject.status.metrics import MetricsServer, StatsExporter
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ EXCEPTION_TYPE_PREFIX = "downloader/exception_type_count/"
 # counts them as download exceptions; they have stats of their own.
 NOT_ERRORS = ("RobotsForbidden", "RobotsDeferred")
 THROUGHPUT_BUCKET_SECONDS = 10
-THROUGHPUT_KEEP_SECONDS = 600
+THROUGHPUT_KEEP_SECONDS = 3600  # the status page charts the last hour: 360 buckets
 GAUGES_TTL_REPORTS = 3  # a worker's gauges outlive it by this many report periods
 PROGRESS_MODES = ("auto", "on", "off")
 
@@ -150,6 +151,7 @@ class StatusReporter:
             config.progress == "auto" and sys.stderr.isatty()
         )
         self._progress_shown = False
+        self.hosts = HostTally()  # busiest and failing hosts (crawlproject/status/hosts.py)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StatusReporter:
@@ -160,6 +162,7 @@ class StatusReporter:
         crawler.signals.connect(reporter._opened, signal=signals.spider_opened)
         crawler.signals.connect(reporter._closing, signal=frontier_closing)
         crawler.signals.connect(reporter._closed, signal=signals.spider_closed)
+        reporter.hosts.connect(crawler.signals)
         return reporter
 
     # -- lifecycle --------------------------------------------------------------------
@@ -274,6 +277,7 @@ class StatusReporter:
         pipe.expire(
             keys.worker_gauges(worker), int(self.config.report_seconds * GAUGES_TTL_REPORTS) + 1
         )
+        self.hosts.add_to(pipe, keys.host_reports, worker, wall)
         pipe.hkeys(keys.throughput)
         try:
             replies = await pipe.execute()
@@ -287,6 +291,7 @@ class StatusReporter:
         if old:
             with contextlib.suppress(RedisError):
                 await frontier.redis.hdel(keys.throughput, *old)
+        await self.hosts.prune(frontier.redis, keys.host_reports, wall)
 
     def _show_progress(self) -> None:
         errors = error_count(self.stats.get_stats())

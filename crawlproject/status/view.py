@@ -8,7 +8,10 @@ What it shows (all from Redis; times on Redis' clock):
   flight and leases expired (their worker died or hung: reclaimed soon);
   leases reclaimed and URLs poisoned (reclaimed CRAWL_MAX_RECLAIMS times: set aside);
 * throughput: responses per second over the last minute, from the
-  10-second buckets the workers add to (``tp``);
+  10-second buckets the workers add to (``tp``), and the buckets of the last
+  hour (the status page's chart: ``series_last_hour``, [bucket start, pages]);
+* hosts: the busiest and the failing hosts, summed from the workers' reports
+  of their own top hosts (``hr``, crawlproject/status/hosts.py);
 * workers alive (a heartbeat within the lease time) with their gauges;
 * the fleet's counters (``stats``): pages, items, errors, robots.txt,
   duplicates, storage (files waiting for upload: the storage lag; bytes
@@ -26,7 +29,12 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from crawlproject.recrawl.store import RecrawlStore
-from crawlproject.status.reporter import THROUGHPUT_BUCKET_SECONDS, error_count
+from crawlproject.status.hosts import merge_reports
+from crawlproject.status.reporter import (
+    THROUGHPUT_BUCKET_SECONDS,
+    THROUGHPUT_KEEP_SECONDS,
+    error_count,
+)
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -55,6 +63,7 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.hgetall(keys.fleet_stats)
     pipe.llen(keys.start_urls)
+    pipe.hvals(keys.host_reports)
     replies = await pipe.execute()
 
     counters: dict[str, int] = defaultdict(int)
@@ -70,10 +79,12 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
         hosts_waiting += int(ready_later)
         leases += int(n_leases)
         leases_expired += int(expired)
-    throughput, workers, fleet, start_urls = replies[keys.shards * per_shard :]
+    throughput, workers, fleet, start_urls, host_reports = replies[keys.shards * per_shard :]
 
+    buckets = {int(k): int(v) for k, v in throughput.items()}
     window_start = now_s - THROUGHPUT_WINDOW_SECONDS
-    recent = {int(k): int(v) for k, v in throughput.items() if int(k) >= window_start}
+    recent = {t: n for t, n in buckets.items() if t >= window_start}
+    hour = sorted((t, n) for t, n in buckets.items() if t > now_s - THROUGHPUT_KEEP_SECONDS)
     if recent:
         # From the start of the oldest bucket kept to now (the newest is partial).
         span = max(now_s - min(recent), THROUGHPUT_BUCKET_SECONDS)
@@ -108,6 +119,10 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             "reclaimed": counters.get("reclaimed", 0),
             # Set aside after CRAWL_MAX_RECLAIMS reclaims: they kill or hang workers.
             "poisoned": counters.get("poisoned", 0),
+            # Trap guards (add.lua): URLs over their host's budget, waiting for
+            # votes; URLs parked because their token shape is minted per render.
+            "over_budget": counters.get("over_budget", 0) - counters.get("budget_released", 0),
+            "token_parked": counters.get("token_parked", 0),
             "start_urls": int(start_urls),
             "hosts_ready_now": hosts_ready,
             "hosts_waiting_on_delay": hosts_waiting,
@@ -117,7 +132,11 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
         "throughput": {
             "pages_per_second_last_minute": round(pages_per_second, 3),
             "pages_last_minute": sum(recent.values()),
+            "pages_last_hour": sum(n for _, n in hour),
+            "bucket_seconds": THROUGHPUT_BUCKET_SECONDS,
+            "series_last_hour": [[t, n] for t, n in hour],
         },
+        "hosts": merge_reports(host_reports, now_s),
         "workers": {
             "alive": len(alive),
             "known": len(workers),
@@ -175,6 +194,7 @@ def render(status: dict[str, Any]) -> Any:
          status["storage"]["files_waiting_for_upload"]),
         ("parked URLs", f["parked"], "recrawl overdue", status["recrawl"]["overdue"]),
         ("leases reclaimed", f["reclaimed"], "poisoned URLs", f["poisoned"]),
+        ("URLs over budget", f["over_budget"], "URLs parked (minted tokens)", f["token_parked"]),
         ("bytes spooled", status["storage"]["bytes_spooled"], "workers paused (spool full)",
          status["storage"]["workers_paused"]),
     ]  # fmt: skip
@@ -198,6 +218,17 @@ def render(status: dict[str, Any]) -> Any:
                 f"{age:.1f}",
             )
         parts.append(workers)
+    hosts = status.get("hosts", {})
+    for title, rows in (("busiest hosts", hosts.get("busiest")),
+                        ("failing hosts", hosts.get("failing"))):  # fmt: skip
+        if rows:
+            table = Table(title=title)
+            table.add_column("host")
+            table.add_column("pages", justify="right")
+            table.add_column("errors", justify="right")
+            for row in rows:
+                table.add_row(row["host"], _fmt(row["pages"]), _fmt(row["errors"]))
+            parts.append(table)
     groups = Table(title="fleet counters")
     groups.add_column("group")
     groups.add_column("counters")

@@ -1,0 +1,393 @@
+"""``crawlproject status --serve``: the status page, in a real headless browser.
+
+Debian's chromium (installed by ``./run tests``), driven by Playwright, loads
+the page served for a real crawl of the loopback test web on a real
+redis-server; the figures it shows equal ``crawlproject status --json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from scrapy import Request
+from scrapy.http import Response
+
+from crawlproject.status.hosts import HostTally, merge_reports, stale_fields
+from crawlproject.status.page import parse_listen
+from tests.support.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
+from tests.support.processes import free_port
+from tests.support.redis_server import RedisServer
+from tests.support.testweb import TestWeb
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+SETTINGS = {
+    "CRAWL_HOST_DELAY": 0.3, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2,
+    "CRAWL_STATUS_REPORT_SECONDS": 0.3, "CRAWL_DEDUPE_ENABLED": False,
+}  # fmt: skip
+# Figures that depend on the time of the read (a sliding window), not only on Redis.
+WINDOWED = {"throughput.pages_per_second_last_minute", "throughput.pages_last_minute"}
+
+
+# -- pure logic -------------------------------------------------------------------------
+
+
+def test_listen_address_defaults_to_loopback() -> None:
+    assert parse_listen("8080") == ("127.0.0.1", 8080)
+    assert parse_listen("0.0.0.0:9000") == ("0.0.0.0", 9000)
+    assert parse_listen("[::1]:9000") == ("::1", 9000)
+    for bad in ("", "http", "host:", ":80", "1.2.3.4:70000"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+def _fetch(tally: HostTally, url: str, status: int | None) -> None:
+    """One request through the downloader's signals (status None: no answer)."""
+    request = Request(url)
+    if status is not None:
+        tally.response_downloaded(Response(url, status=status, request=request), request, None)
+    tally.request_left_downloader(request, None)
+
+
+def test_host_tally_counts_pages_and_errors_bounded() -> None:
+    tally = HostTally(max_hosts=8)
+    for _ in range(5):
+        _fetch(tally, "http://busy.example/", 200)
+    _fetch(tally, "http://busy.example/x", 503)
+    _fetch(tally, "http://down.example:8080/", None)  # refused, timed out...
+    _fetch(tally, "http://down.example:8080/", None)
+    _fetch(tally, "http://slow.example/", 429)
+    assert tally.pages == {"busy.example": 6, "slow.example": 1}
+    assert tally.errors == {"busy.example": 1, "down.example:8080": 2, "slow.example": 1}
+    assert not tally._answered  # nothing left over per request
+    # Past max_hosts the least busy half goes; the busy hosts stay exact.
+    for i in range(20):
+        _fetch(tally, f"http://h{i}.example/", 200)
+    assert len(set(tally.pages) | set(tally.errors)) <= 8
+    assert tally.pages["busy.example"] == 6
+    assert tally.errors["down.example:8080"] == 2
+
+    report = json.loads(tally.report(at=1000.0, top=2))
+    assert report["hosts"]["busy.example"] == [6, 1]
+    assert report["hosts"]["down.example:8080"] == [0, 2]
+    assert len(report["hosts"]) <= 4
+
+
+def test_fleet_hosts_sum_workers_reports_and_drop_stale_ones() -> None:
+    one, two = HostTally(), HostTally()
+    for _ in range(3):
+        _fetch(one, "http://a.example/", 200)
+    _fetch(one, "http://b.example/", 500)
+    _fetch(two, "http://a.example/", 200)
+    _fetch(two, "http://c.example/", None)
+    now = 10_000.0
+    reports = {"w1": one.report(now - 5), "w2": two.report(now - 1), "old": two.report(now - 7200)}
+    merged = merge_reports(reports.values(), now)
+    assert merged["workers_reporting"] == 2
+    assert merged["busiest"] == [
+        {"host": "a.example", "pages": 4, "errors": 0},
+        {"host": "b.example", "pages": 1, "errors": 1},
+    ]
+    assert merged["failing"] == [
+        {"host": "b.example", "pages": 1, "errors": 1},
+        {"host": "c.example", "pages": 0, "errors": 1},
+    ]
+    assert stale_fields({**reports, "bad": "{not json"}, now) == ["old", "bad"]
+
+
+def test_the_page_is_package_data(tmp_path: Path) -> None:
+    """Built packages (Scrapyd eggs, wheels) carry page.html beside page.py."""
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "lib")],
+        cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    built = tmp_path / "lib" / "crawlproject" / "status"
+    assert (built / "page.py").is_file()
+    assert (built / "page.html").read_bytes() == (
+        REPO_ROOT / "crawlproject" / "status" / "page.html"
+    ).read_bytes()
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+def start_page(redis_url: str, crawl: str, listen: str, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", crawl,
+           "status", "--serve", listen, "--watch", "0.5"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            cmd, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def wait_serving(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"status page not serving\n{tail(log)}") from None
+            time.sleep(0.1)
+
+
+def stop_page(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def http(url: str, method: str = "GET", host: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def test_the_server_is_read_only_and_warns_when_bound_beyond_loopback(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "page.log"
+    proc = start_page(redis_server.url, "quiet", f"0.0.0.0:{port}", log)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_serving(base + "/", proc, log)
+        code, body = http(base + "/status.json")
+        assert code == 200
+        assert json.loads(body)["crawl"] == "quiet"
+        assert http(base + "/", "POST")[0] == 405
+        assert http(base + "/status.json", "DELETE")[0] == 405
+        assert http(base + "/admin")[0] == 404
+        # Bound to all addresses: any Host name is answered.
+        assert http(base + "/status.json", host="status.example")[0] == 200
+    finally:
+        assert stop_page(proc) == 0, tail(log)
+    text = log.read_text()
+    assert f"WARNING: Status page bound to 0.0.0.0: anyone who can reach port {port}" in text
+
+    # Bound to loopback (the default): no warning, and a foreign Host is refused
+    # (a page of another site reaching it through DNS rebinding).
+    port = free_port()
+    proc = start_page(redis_server.url, "quiet", str(port), log)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_serving(base + "/", proc, log)
+        assert http(base + "/status.json", host="rebound.example")[0] == 403
+        assert http(base + "/status.json", host=f"localhost:{port}")[0] == 200
+    finally:
+        assert stop_page(proc) == 0, tail(log)
+    assert "WARNING" not in log.read_text()
+
+
+# -- in a browser ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"{CHROMIUM} missing: Debian's chromium could not be installed "
+            "(./run tests installs it with apt-get)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # fresh --user-data-dir
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+def keep_artifact(path: Path) -> None:
+    target = os.environ.get("TEST_ARTIFACTS_DIR")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, Path(target) / path.name)
+
+
+def wait_js(page: Any, expression: str, want: object, timeout: float = 60) -> None:
+    """Polls ``expression`` in the page until it is ``want`` (Playwright's
+    wait_for_function evaluates strings with eval, which the page's CSP forbids)."""
+    deadline = time.monotonic() + timeout
+    while (got := page.evaluate(expression)) != want:
+        assert time.monotonic() < deadline, f"{expression}: {got!r}, not {want!r}"
+        time.sleep(0.1)
+
+
+def lookup(status: dict[str, Any], path: str) -> Any:
+    value: Any = status
+    for part in path.split("."):
+        value = value[part]
+    return value
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def dom_figures(page: Any) -> dict[str, float]:
+    """Every ``data-field`` element's number, as shown (one per path)."""
+    pairs = page.eval_on_selector_all(
+        "[data-field]", "els => els.map(e => [e.dataset.field, e.textContent])"
+    )
+    figures: dict[str, float] = {}
+    for path, text in pairs:
+        assert figures.setdefault(path, number(text)) == number(text), path
+    return figures
+
+
+def netloc(web: TestWeb, host: int) -> str:
+    return urlsplit(web.seeds[host - 1]).netloc
+
+
+def dom_hosts(page: Any, table: str) -> list[dict[str, Any]]:
+    rows = page.eval_on_selector_all(
+        f"#{table} tbody tr[data-host]",
+        """rows => rows.map(r => [r.dataset.host,
+            r.querySelector('[data-col="pages"]').textContent,
+            r.querySelector('[data-col="errors"]').textContent])""",
+    )
+    return [{"host": h, "pages": number(p), "errors": number(e)} for h, p, e in rows]
+
+
+def test_the_status_page_in_a_browser_shows_what_status_json_says(
+    redis_server: RedisServer,
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+    browser_page: Any,
+) -> None:
+    # Host 2 answers one page 503 (retried, each a failure), host 3 resets the
+    # connection on one (no answer at all).
+    web = testweb_factory(
+        hosts=3, pages=20, latency_ms=(20, 40), links=2, cross_links=1, query_variants=0,
+        special={2: {"/p/3": {"status": 503}}, 3: {"/p/4": {"reset": True}}},
+    )  # fmt: skip
+    worker = start_worker(REPO_ROOT, redis_server.url, "paged", web.seeds, SETTINGS,
+                          tmp_path / "worker.log")  # fmt: skip
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    log = tmp_path / "page.log"
+    server = start_page(redis_server.url, "paged", f"127.0.0.1:{port}", log)
+    page = browser_page
+    requested: list[str] = []
+    script_errors: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    try:
+        wait_serving(url, server, log)
+        page.goto(url)
+        # While the crawl runs: its worker shows up alive, with its row.
+        wait_js(page, "document.querySelector('[data-field=\"workers.alive\"]').textContent", "1")
+        assert page.locator("#workers tbody tr[data-worker]").count() == 1
+        live_shot = tmp_path / "status_page_live.png"
+        page.screenshot(path=str(live_shot), full_page=True)
+        keep_artifact(live_shot)
+        wait_all([worker], timeout=180)
+
+        before = crawl_status(redis_server.url, "paged")
+        # The page's next refresh is read after ``before``: same Redis, later clock.
+        wait_js(page, f"Number(document.body.dataset.loaded) > {before['time']}", True)
+        figures = dom_figures(page)
+        busiest, failing = dom_hosts(page, "busiest"), dom_hosts(page, "failing")
+        groups = page.eval_on_selector_all(
+            "[data-group]", "els => els.map(e => [e.dataset.group, e.dataset.key, e.textContent])"
+        )
+        chart = page.eval_on_selector(
+            "#chart",
+            """c => ({points: c.dataset.points, total: c.dataset.total,
+                      line: c.querySelector('polyline').getAttribute('points')})""",
+        )
+        shown_at = float(page.evaluate("document.body.dataset.loaded"))
+        worker_rows = page.locator("#workers tbody tr[data-worker]").count()
+        after = crawl_status(redis_server.url, "paged")
+        shot = tmp_path / "status_page.png"
+        page.screenshot(path=str(shot), full_page=True)
+        keep_artifact(shot)
+    finally:
+        assert stop_page(server) == 0, tail(log)
+
+    assert not script_errors
+    # Every figure equals `crawlproject status --json` (read before and after
+    # it: the crawl is over, so they agree but for the sliding windows).
+    assert len(figures) >= 25
+    for path, shown in figures.items():
+        if path in WINDOWED:
+            continue
+        assert lookup(before, path) == lookup(after, path), path
+        assert shown == lookup(before, path), path
+    # Pages of the last minute only leave the window as time passes.
+    window = "throughput.pages_last_minute"
+    assert lookup(after, window) <= figures[window] <= lookup(before, window)
+    # Pages/s over the last minute: --json's definition, at the page's time.
+    recent = [n for t, n in before["throughput"]["series_last_hour"] if t >= shown_at - 60]
+    span = max(shown_at - min(t for t, n in before["throughput"]["series_last_hour"]
+                              if t >= shown_at - 60), 10) if recent else 1.0  # fmt: skip
+    rate = figures["throughput.pages_per_second_last_minute"]
+    assert rate == pytest.approx(sum(recent) / span, abs=0.002)
+    assert figures["fleet.pages"] > 0
+    assert figures["workers.alive"] == 0 and worker_rows == 0
+    for group, key, text in groups:
+        assert number(text) == before["fleet"]["groups"][group][key], (group, key)
+    assert {group for group, _, _ in groups} >= {"robotstxt", "store"}
+
+    # The hosts: as --json says, and as the test web saw them (responses per
+    # host; failures: 5xx answers and requests never answered).
+    assert busiest == before["hosts"]["busiest"] == after["hosts"]["busiest"]
+    assert failing == before["hosts"]["failing"] == after["hosts"]["failing"]
+    answered = Counter(urlsplit(r.url).netloc for r in web.log if r.status)
+    assert {row["host"]: row["pages"] for row in busiest} == answered
+    errors = {row["host"]: row["errors"] for row in failing}
+    assert errors.keys() == {netloc(web, 2), netloc(web, 3)}
+    assert errors[netloc(web, 2)] == sum(1 for r in web.log if r.status == 503)
+    # Twisted's connection pool silently resends a request whose kept-alive
+    # connection died: the web sees up to two resets per attempt Scrapy made.
+    resets = sum(1 for r in web.log if r.status == 0)
+    assert 0 < errors[netloc(web, 3)] <= resets
+
+    # The chart: one point per 10-second bucket of the last hour, and the
+    # buckets with pages are --json's.
+    assert int(chart["points"]) == len(before["throughput"]["series_last_hour"]) > 0
+    assert int(chart["total"]) == before["throughput"]["pages_last_hour"] == figures["fleet.pages"]
+    points = [tuple(map(float, p.split(","))) for p in chart["line"].split()]
+    assert len(points) == 361
+    baseline = max(y for _, y in points)
+    assert any(y < baseline for _, y in points)  # some buckets drawn above zero
+
+    # Nothing outside the page's own server was asked for (no external asset).
+    assert requested
+    assert {urlsplit(u).netloc for u in requested} == {f"127.0.0.1:{port}"}
+    assert shot.stat().st_size > 10_000
