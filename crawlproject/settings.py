@@ -62,6 +62,9 @@ SPIDER_MIDDLEWARES = {
     # Path-ascending discovery (CRAWL_PATH_ASCENDING): above DepthMiddleware
     # (900), so its requests get depth, Referer, dedupe and ack like links.
     "middlewares.path_ascending.PathAscendingSpiderMiddleware": 950,
+    # Notes the host each link was found on: links from other registered
+    # domains are votes that grow a host's page budget (CRAWL_HOST_BUDGET).
+    "middlewares.link_source.LinkSourceMiddleware": 960,
 }
 ITEM_PIPELINES = {
     "pipelines.dedupe.DedupePipeline": 100,
@@ -70,9 +73,6 @@ ITEM_PIPELINES = {
 }
 # robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
 # Scrapy's, which fetches outside the scheduler (outside the fleet's
-    # Notes the host each link was found on: links from other registered
-    # domains are votes that grow a host's page budget (CRAWL_HOST_BUDGET).
-    "middlewares.link_source.LinkSourceMiddleware": 960,
 # politeness) and caches per process without expiry; ROBOTSTXT_OBEY stays off.
 DOWNLOADER_MIDDLEWARES = {
     "middlewares.frontier_ack.FrontierAckDownloaderMiddleware": 10,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.client import AdaptiveDelay
+from crawlproject.frontier.client import AdaptiveDelay, HostBudget
 from crawlproject.setting_values import crawl_setting
 
 
@@ -50,6 +50,19 @@ class FrontierConfig:
     max_pages_per_host: int
     max_urls_per_pattern: int
     max_reclaims: int
+    host_budget: int
+    host_budget_seed_votes: int
+    trap_token_urls: int
+    trap_token_repeat_rate: float
+
+    @property
+    def budget(self) -> HostBudget:
+        return HostBudget(
+            base=self.host_budget,
+            seed_votes=self.host_budget_seed_votes,
+            token_urls=self.trap_token_urls,
+            token_repeat_permille=round(self.trap_token_repeat_rate * 1000),
+        )
 
     @property
     def host_delay_ms(self) -> int:
@@ -112,6 +125,10 @@ class FrontierConfig:
             max_pages_per_host=crawl_setting(settings, "CRAWL_MAX_PAGES_PER_HOST"),
             max_urls_per_pattern=crawl_setting(settings, "CRAWL_MAX_URLS_PER_PATTERN"),
             max_reclaims=crawl_setting(settings, "CRAWL_MAX_RECLAIMS"),
+            host_budget=crawl_setting(settings, "CRAWL_HOST_BUDGET"),
+            host_budget_seed_votes=crawl_setting(settings, "CRAWL_HOST_BUDGET_SEED_VOTES"),
+            trap_token_urls=crawl_setting(settings, "CRAWL_TRAP_TOKEN_URLS"),
+            trap_token_repeat_rate=crawl_setting(settings, "CRAWL_TRAP_TOKEN_REPEAT_RATE"),
         )
         config.validate(settings)
         return config
@@ -135,7 +152,17 @@ class FrontierConfig:
             raise ConfigError("CRAWL_AOPIC_TAX must be within [0, 1)")
         if self.aopic_seed_credit <= 0:
             raise ConfigError("CRAWL_AOPIC_SEED_CREDIT must be > 0")
-        for name in ("max_depth", "max_pages_per_host", "max_urls_per_pattern", "max_reclaims"):
+        if not 0 <= self.trap_token_repeat_rate < 1:
+            raise ConfigError("CRAWL_TRAP_TOKEN_REPEAT_RATE must be within [0, 1)")
+        for name in (
+            "max_depth",
+            "max_pages_per_host",
+            "max_urls_per_pattern",
+            "max_reclaims",
+            "host_budget",
+            "host_budget_seed_votes",
+            "trap_token_urls",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"CRAWL_{name.upper()} must be >= 0 (0: no limit)")
         if not self.priority_policy:

@@ -54,6 +54,8 @@ from twisted.internet.defer import Deferred
 
 from crawlproject.frontier.client import (
     NO_PATTERN,
+    NO_VOTE,
+    SEED_VOTE,
     AddResult,
     FrontierMismatch,
     Lease,
@@ -85,9 +87,10 @@ from crawlproject.frontier.urls import (
     domain_key,
     host_key,
 )
+from crawlproject.frontier.votes import LINK_FROM_META_KEY, LinkVotes
 from crawlproject.frontier.wake import wake_engine
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
-from crawlproject.rules.traps import OncePerKey, url_pattern
+from crawlproject.rules.traps import OncePerKey, token_shape, url_pattern
 from crawlproject.rules.url_rules import UrlRules
 
 if TYPE_CHECKING:
@@ -171,6 +174,7 @@ class FrontierScheduler(BaseScheduler):
         self._release_event = asyncio.Event()
         self._new_scope: set[str] = set()
         self._recent = RecentFingerprints(config.local_seen_size)
+        self._votes = LinkVotes()
         self.scope_roots: frozenset[str] = frozenset()
 
         self._tasks: list[asyncio.Task[None]] = []
@@ -254,6 +258,7 @@ class FrontierScheduler(BaseScheduler):
             host_url_cap=self.config.max_pages_per_host,
             pattern_url_cap=self.config.max_urls_per_pattern,
             max_reclaims=self.config.max_reclaims,
+            budget=self.config.budget,
         )
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
             try:
@@ -408,13 +413,33 @@ class FrontierScheduler(BaseScheduler):
         value = self.policy.value(request)
         for key in (CREDIT_META_KEY, SHARE_META_KEY):  # in the entry's number, not stored
             request.meta.pop(key, None)
+        # The trap guards' signals (crawlproject/frontier/votes.py), not stored either.
+        if request.meta.get(SEED_META_KEY):
+            vote = SEED_VOTE
+        else:
+            vote = self._votes.vote(request.meta.pop(LINK_FROM_META_KEY, None), canonical)
+        shape = token_shape(canonical) if self.config.trap_token_urls else None
         fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
         if parent is None and not request.dont_filter and fingerprint in self._recent:
             # Sent to the frontier already (added, or found seen there): most
             # links repeat, and this spares their encoding and a Redis lookup.
-            # AOPIC still owes the URL its credit: a credit-only entry.
+            # AOPIC still owes the URL its credit: a credit-only entry; a new
+            # voter for the host, or a repeated token, a vote-only one.
             self.stats.inc_value("frontier/seen_hits_local")
             self._send_credit(pkey, fingerprint, value)
+            first_vote = self._votes.first(vote, pkey)
+            if first_vote or shape:
+                self._outbox.append(
+                    NewEntry(
+                        pkey,
+                        fingerprint,
+                        False,
+                        b"",
+                        token_shape=shape or NO_PATTERN,
+                        vote=vote if first_vote else NO_VOTE,
+                        vote_only=True,
+                    )
+                )
             return False
         self._recent.add(fingerprint)
         bypass_seen = request.dont_filter
@@ -437,8 +462,8 @@ class FrontierScheduler(BaseScheduler):
             root = request.meta.get(SCOPE_META_KEY)
             if isinstance(root, str) and root not in self.scope_roots:
                 self._new_scope.add(root)
-        # The shape key is only read by the per-shape cap.
-        shape = url_pattern(canonical) if self.config.max_urls_per_pattern else None
+        # The query shape key is only read by the per-shape cap.
+        pattern = url_pattern(canonical) if self.config.max_urls_per_pattern else None
         self._outbox.append(
             NewEntry(
                 pkey=pkey,
@@ -446,7 +471,9 @@ class FrontierScheduler(BaseScheduler):
                 dont_filter=bypass_seen,
                 data=data,
                 score=value,
-                pattern=shape or NO_PATTERN,
+                pattern=pattern or NO_PATTERN,
+                token_shape=shape or NO_PATTERN,
+                vote=vote if self._votes.first(vote, pkey) else NO_VOTE,
             )
         )
         self._hand_over(token, parent)
@@ -851,11 +878,30 @@ class FrontierScheduler(BaseScheduler):
                 result.newly_pattern_capped,
                 "CRAWL_MAX_URLS_PER_PATTERN",
             ),
+            (
+                "trap/over_budget",
+                result.over_budget,
+                result.newly_over_budget,
+                "its budget (CRAWL_HOST_BUDGET x votes); further URLs wait for more votes",
+            ),
         ):
             if count:
                 self.stats.inc_value(stat, count)
             for host in hosts:  # reported once per crawl by the frontier, fleet-wide
                 logger.info("Trap guard: %s reached %s; further URLs are not queued", host, what)
+        if result.token_parked:
+            self.stats.inc_value("trap/token_parked", result.token_parked)
+        for host, shape in result.newly_contained:
+            self.stats.inc_value("trap/token_shapes")
+            logger.info(
+                "Trap guard: %s mints a new token in every link of one URL shape (%s: "
+                "CRAWL_TRAP_TOKEN_URLS new URLs, almost none seen twice); its URLs of that "
+                "shape are parked (crawlproject parked --reasons)",
+                host,
+                shape,
+            )
+        if result.released:
+            self.stats.inc_value("frontier/budget_released", result.released)
         if result.credited:
             self.stats.inc_value("frontier/credited", result.credited)
 
