@@ -49,6 +49,7 @@ _DIGITS = re.compile(r"[0-9]+")
 # query value, cut at the usual separators.
 _PARTS = re.compile(r"[A-Za-z0-9]+")
 _LETTER_DIGIT = re.compile(r"[A-Za-z][0-9]|[0-9][A-Za-z]")
+_LONG_RUN = re.compile(r"[A-Za-z0-9]{8,}")
 _CASE_SWITCH = re.compile(r"[a-z][A-Z]|[A-Z][a-z]")
 _HEX = re.compile(r"[0-9a-f]+|[0-9A-F]+")
 TOKEN_LONG_CHARS = 16  # letters and digits mixed this long: an id, not a name
@@ -195,6 +196,9 @@ def token_shape(canonical_url: str) -> bytes | None:
     Only URLs with a token get a shape: they are the ones whose tokens the
     frontier watches for never repeating (a session id minted per render).
     """
+    # Most URLs have no token: one scan of the whole URL says so, cheaply.
+    if not any(is_token(run) for run in _LONG_RUN.findall(canonical_url)):
+        return None
     parts = urlsplit(canonical_url)
     path, token = _blank(parts.path or "/")
     pairs = []
