@@ -73,18 +73,19 @@ def test_host_tally_counts_pages_and_errors_bounded() -> None:
     _fetch(tally, "http://down.example:8080/", None)  # refused, timed out...
     _fetch(tally, "http://down.example:8080/", None)
     _fetch(tally, "http://slow.example/", 429)
-    assert tally.pages == {"busy.example": 6, "slow.example": 1}
+    _fetch(tally, "http://user:secret@busy.example/", 200)  # credentials never shown
+    assert tally.pages == {"busy.example": 7, "slow.example": 1}
     assert tally.errors == {"busy.example": 1, "down.example:8080": 2, "slow.example": 1}
     assert not tally._answered  # nothing left over per request
     # Past max_hosts the least busy half goes; the busy hosts stay exact.
     for i in range(20):
         _fetch(tally, f"http://h{i}.example/", 200)
     assert len(set(tally.pages) | set(tally.errors)) <= 8
-    assert tally.pages["busy.example"] == 6
+    assert tally.pages["busy.example"] == 7
     assert tally.errors["down.example:8080"] == 2
 
     report = json.loads(tally.report(at=1000.0, top=2))
-    assert report["hosts"]["busy.example"] == [6, 1]
+    assert report["hosts"]["busy.example"] == [7, 1]
     assert report["hosts"]["down.example:8080"] == [0, 2]
     assert len(report["hosts"]) <= 4
 
@@ -204,6 +205,23 @@ def test_the_server_is_read_only_and_warns_when_bound_beyond_loopback(
     finally:
         assert stop_page(proc) == 0, tail(log)
     assert "WARNING" not in log.read_text()
+
+
+def test_a_redis_that_does_not_answer_is_a_503_and_one_warning(tmp_path: Path) -> None:
+    port, dead = free_port(), free_port()  # nothing listens on ``dead``
+    log = tmp_path / "page.log"
+    proc = start_page(f"redis://127.0.0.1:{dead}/0", "down", str(port), log)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_serving(base + "/", proc, log)  # the page itself is served
+        for _ in range(3):
+            code, body = http(base + "/status.json")
+            assert code == 503
+            assert "cannot read the crawl's Redis" in json.loads(body)["error"]
+            time.sleep(1.1)  # past the cache: a new read each time
+    finally:
+        assert stop_page(proc) == 0, tail(log)
+    assert log.read_text().count("WARNING: Status page: cannot read the crawl's Redis") == 1
 
 
 # -- in a browser ------------------------------------------------------------------------

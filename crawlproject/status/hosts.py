@@ -61,7 +61,7 @@ class HostTally:
     # Scrapy signal handlers (connected by the status reporter).
 
     def response_downloaded(self, response: Response, request: Request, spider: Any) -> None:
-        host = urlparse_cached(request).netloc
+        host = _host(request)
         self.pages[host] = self.pages.get(host, 0) + 1
         status = response.status
         if status == THROTTLED_STATUS or status in FAILED_STATUSES:
@@ -76,7 +76,7 @@ class HostTally:
         if id(request) in self._answered:
             self._answered.discard(id(request))
             return
-        host = urlparse_cached(request).netloc
+        host = _host(request)
         self.errors[host] = self.errors.get(host, 0) + 1
         if len(self.errors) > self.max_hosts:
             self._forget_least_busy()
@@ -121,6 +121,12 @@ class HostTally:
             stale = stale_fields(await redis.hgetall(key), now)
             if stale:
                 await redis.hdel(key, *stale)
+
+
+def _host(request: Request) -> str:
+    """``host[:port]`` of the request's URL: never its user:password@ part."""
+    netloc = urlparse_cached(request).netloc
+    return netloc.rpartition("@")[2] if "@" in netloc else netloc
 
 
 def _top(counts: Mapping[str, int], top: int) -> list[tuple[str, int]]:

@@ -106,6 +106,7 @@ class StatusServer(ThreadingHTTPServer):
         self.loopback_only = is_loopback(address[0])
         self._lock = threading.Lock()
         self._cached: tuple[float, int, bytes] = (-CACHE_SECONDS, 0, b"")
+        self._failing = False
 
     def host_allowed(self, host_header: str | None) -> bool:
         """Bound to loopback: only requests naming a loopback host (DNS rebinding)."""
@@ -126,11 +127,15 @@ class StatusServer(ThreadingHTTPServer):
             try:
                 status = future.result(COLLECT_TIMEOUT_SECONDS)
                 code, body = 200, json.dumps(status, sort_keys=True).encode("utf-8")
+                if self._failing:
+                    logger.info("Status page: the crawl's Redis answers again")
             except (RedisError, OSError, TimeoutError) as exc:
                 future.cancel()
-                logger.warning("Status page: cannot read the crawl's Redis: %s", exc)
+                if not self._failing:  # once per outage, not once per poll
+                    logger.warning("Status page: cannot read the crawl's Redis: %s", exc)
                 code = 503
                 body = json.dumps({"error": f"cannot read the crawl's Redis: {exc}"}).encode()
+            self._failing = code != 200
             self._cached = (time.monotonic(), code, body)
             return code, body
 
