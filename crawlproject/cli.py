@@ -55,7 +55,7 @@ from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
 from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
@@ -149,7 +149,7 @@ async def _with_redis(
         redis = await embedded.connect(client_name=CLI_CLIENT_ID)
     else:
         redis = redis_client(config.redis_url)
-    keys = CrawlKeys(crawl, config.shards)
+    keys = config.crawl_keys(crawl)
     try:
         if status_args is not None:
             await _status(config, redis, keys, *status_args)
@@ -245,7 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.set(name, value, priority="cmdline")
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url, priority="cmdline")
-    config = FrontierConfig.from_settings(settings)
+    try:
+        config = FrontierConfig.from_settings(settings)
+    except ConfigError as exc:  # one line, as a worker's start says it
+        print(f"crawlproject: {exc}", file=sys.stderr)
+        return 1
     crawl = args.crawl or config.crawl
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)

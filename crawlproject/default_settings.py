@@ -140,7 +140,8 @@ CRAWL_TRAP_TOKEN_REPEAT_RATE = 0.02
 # host's politeness slot, kept in Redis (middlewares/robotstxt.py).
 CRAWL_ROBOTS_OBEY = True
 # Product token matched against robots.txt User-agent lines (case-insensitive);
-# the User-Agent header (USER_AGENT) should contain it.
+# the User-Agent header (USER_AGENT) should contain it. Scrapy's ROBOTSTXT_USER_AGENT,
+# when set, gives it (its leading product token); both set and different: refused.
 CRAWL_ROBOTS_USER_AGENT = "crawlproject"
 # How long a fetched robots.txt is trusted (RFC 9309: at most 24 hours).
 CRAWL_ROBOTS_TTL_SECONDS = 86400.0
@@ -198,6 +199,9 @@ CRAWL_DEDUPE_STREAK_ACTION = "park"
 # Host patterns: "example.com" is that host; ".example.com" it and its subdomains.
 CRAWL_ALLOWED_SCHEMES: list[str] = ["http", "https"]
 CRAWL_ALLOW_HOSTS: list[str] = []  # empty: every host (the spider's scope still applies)
+# Scrapy's allowed_domains rule: "example.com" allows it and all its subdomains
+# (as ".example.com" in CRAWL_ALLOW_HOSTS). With both set, a host matching either passes.
+CRAWL_ALLOW_DOMAINS: list[str] = []
 CRAWL_DENY_HOSTS: list[str] = []
 CRAWL_DENY_HOSTS_FILE: str | None = None  # a blocklist: one host pattern per line, # comments
 CRAWL_DENY_PATH_PREFIXES: list[str] = []
@@ -228,7 +232,8 @@ CRAWL_PATH_ASCENDING = False
 # so each URL of a dead host costs a system lookup (a thread of the reactor's
 # pool, up to DNS_TIMEOUT). Resolved names kept per worker, and for how long
 # (the system call gives no TTL); about 240 bytes each (~24 MB at the default).
-# DNSCACHE_ENABLED = False turns both caches off; DNSCACHE_SIZE is not used.
+# DNSCACHE_ENABLED = False turns both caches off; Scrapy's DNSCACHE_SIZE, when
+# set, is used instead of this (both set and different: refused at start).
 CRAWL_DNS_CACHE_SIZE = 100_000
 CRAWL_DNS_CACHE_TTL_SECONDS = 3600.0
 # Failed names kept per worker (about 240 bytes each), and for how long:

@@ -3,15 +3,23 @@
 The default's type says how Scrapy's settings parse the value (``getint`` for
 an int default, ``getlist`` for a list, …), so each component's config reads a
 setting by name alone and the default lives in one place.
+
+:class:`ConfigError` lives here (``crawlproject.frontier.config`` re-exports
+it) so that this module can refuse settings too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from scrapy.settings import BaseSettings
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawlproject import default_settings
+
+
+class ConfigError(ValueError):
+    """Settings that contradict each other or are out of range."""
 
 
 def crawl_setting(settings: BaseSettings, name: str) -> Any:
@@ -27,3 +35,34 @@ def crawl_setting(settings: BaseSettings, name: str) -> Any:
     if isinstance(default, dict):
         return settings.getdict(name, default)
     return settings.get(name, default)
+
+
+def is_given(settings: BaseSettings, name: str) -> bool:
+    """Whether ``name`` was set by the user (command line, spider, settings
+    module) rather than left at its default: Scrapy's own default, or the
+    ``CRAWL_*`` default the settings module copies from default_settings."""
+    priority = settings.getpriority(name)
+    if priority is None or priority <= SETTINGS_PRIORITIES["default"]:
+        return False
+    if priority > SETTINGS_PRIORITIES["project"] or not hasattr(default_settings, name):
+        return True
+    return bool(settings.get(name) != getattr(default_settings, name))
+
+
+def crawl_setting_or_scrapy(
+    settings: BaseSettings, name: str, scrapy_name: str, convert: Callable[[Any], Any]
+) -> Any:
+    """``CRAWL_*`` setting ``name``, or Scrapy's ``scrapy_name`` (its value
+    through ``convert``) when only that one is given: a Scrapy user's setting
+    is honoured, not silently ignored. Both given with different values:
+    ConfigError."""
+    own = crawl_setting(settings, name)
+    if not is_given(settings, scrapy_name) or settings.get(scrapy_name) is None:
+        return own
+    theirs = convert(settings.get(scrapy_name))
+    if is_given(settings, name) and own != theirs:
+        raise ConfigError(
+            f"{scrapy_name}={settings.get(scrapy_name)!r} and {name}={own!r} disagree: "
+            f"set only {name}"
+        )
+    return theirs

@@ -4,7 +4,15 @@
 wires the components into Scrapy and turns off what would fight the frontier.
 """
 
+import os
+
 from crawlproject.default_settings import *  # noqa: F403
+from crawlproject.frontier.redis_settings import environment_values
+
+# REDIS_URL, CRAWL_NAME and CRAWL_DATA_DIR from the environment, as containers
+# and process managers pass them; any other setting (-s, a spider's, Scrapyd's)
+# wins over these. The worker logs which source it used.
+globals().update(environment_values(os.environ))
 
 BOT_NAME = "crawlproject"
 SPIDER_MODULES = ["spiders"]

@@ -7,18 +7,47 @@ what it fetches, closes its spider with a reason of its own
 crawlproject/frontier/outcomes.py) and Scrapy would exit 0: Scrapyd, systemd
 or a shell loop would take a broken worker for a finished crawl. Here those
 reasons exit 1.
+
+Settings the worker cannot mean (a scrapy-redis scheduler setting, a
+``CRAWL_HOST_OVERRIDES`` key that names no host, ...: ``ConfigError``) end
+the start before the crawl with one log line and exit status 1, not a
+traceback from inside the engine.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
 
+from crawlproject.dns.resolver import DnsConfig
+from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
+from crawlproject.frontier.redis_settings import refuse_scrapy_redis
+from crawlproject.frontier.scheduler import is_frontier
+from crawlproject.rules.url_rules import UrlRules
 
 if TYPE_CHECKING:
     import argparse
+
+logger = logging.getLogger(__name__)
+
+
+def refusal(settings: BaseSettings) -> str | None:
+    """Why the worker refuses to start with ``settings`` (one line), or None."""
+    try:
+        refuse_scrapy_redis(settings)
+        if is_frontier(load_object(settings["SCHEDULER"])):
+            FrontierConfig.from_settings(settings)
+        # Read later inside the engine or the reactor, where a refusal is a traceback.
+        UrlRules.from_settings(settings)
+        DnsConfig.from_settings(settings)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 class Command(ScrapyCrawlCommand):
@@ -27,6 +56,11 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)  # Scrapy's usage errors
             return
         crawler = self._create_crawler(args[0])
+        refused = refusal(crawler.settings)
+        if refused is not None:
+            logger.error("Not started: %s", refused)
+            self.exitcode = 1
+            return
         self.crawler_process.crawl(crawler, **opts.spargs)
         self.crawler_process.start()
         reason = crawler.stats.get_value("finish_reason") if crawler.stats else None

@@ -33,8 +33,10 @@ connects to an IPv4 literal without asking the resolver: the middleware checks
 those). The guard reads the process's settings, as the rest of the resolver
 (a spider's ``custom_settings`` do not reach it).
 
-``DNSCACHE_ENABLED = False`` turns the caches off; ``DNSCACHE_SIZE`` is not
-used (``CRAWL_DNS_CACHE_SIZE`` is). ``DNS_TIMEOUT`` bounds each system lookup.
+``DNSCACHE_ENABLED = False`` turns the caches off; Scrapy's ``DNSCACHE_SIZE``,
+when set, sizes the resolved names' cache unless ``CRAWL_DNS_CACHE_SIZE`` is
+set too (both set and different: refused at start). ``DNS_TIMEOUT`` bounds
+each system lookup.
 
 Stats (``dns/lookups``, ``dns/failures``, ``dns/cache_hits``,
 ``dns/negative_hits``, ``dns/coalesced``) go to the stats collectors attached
@@ -68,7 +70,7 @@ from zope.interface import implementer
 from crawlproject.frontier.config import ConfigError
 from crawlproject.guard.errors import BlockedAddressError
 from crawlproject.guard.policy import GuardPolicy
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import crawl_setting, crawl_setting_or_scrapy
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -108,7 +110,10 @@ class DnsConfig:
     def from_settings(cls, settings: BaseSettings) -> DnsConfig:
         config = cls(
             cache_enabled=settings.getbool("DNSCACHE_ENABLED", True),
-            cache_size=crawl_setting(settings, "CRAWL_DNS_CACHE_SIZE"),
+            # Scrapy's DNSCACHE_SIZE is honoured when CRAWL_DNS_CACHE_SIZE is not set.
+            cache_size=crawl_setting_or_scrapy(
+                settings, "CRAWL_DNS_CACHE_SIZE", "DNSCACHE_SIZE", int
+            ),
             cache_ttl_seconds=crawl_setting(settings, "CRAWL_DNS_CACHE_TTL_SECONDS"),
             negative_cache_size=crawl_setting(settings, "CRAWL_DNS_NEGATIVE_CACHE_SIZE"),
             negative_ttl_seconds=crawl_setting(settings, "CRAWL_DNS_NEGATIVE_TTL_SECONDS"),

@@ -7,24 +7,24 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.client import AdaptiveDelay, HostBudget
-from crawlproject.setting_values import crawl_setting
+from crawlproject.frontier.host_overrides import HostOverride, read_host_overrides
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.redis_settings import redis_target, refuse_scrapy_redis, start_urls_key
+from crawlproject.setting_values import ConfigError, crawl_setting
 
-
-class ConfigError(ValueError):
-    """Settings that contradict each other or are out of range."""
-
-
-@dataclass(frozen=True)
-class HostOverride:
-    delay_seconds: float | None
-    concurrency: int | None
+__all__ = ["ConfigError", "FrontierConfig", "HostOverride"]
 
 
 @dataclass(frozen=True)
 class FrontierConfig:
     redis_url: str | None
+    # Where redis_url came from, for the start's log line (redis_settings.py).
+    redis_source: str
     data_dir: str
     crawl: str
+    # REDIS_START_URLS_KEY (%(name)s: the crawl) and SCHEDULER_PERSIST, as in scrapy-redis.
+    start_urls_template: str | None
+    persist: bool
     host_delay_seconds: float
     host_concurrency: int
     host_overrides: dict[str, HostOverride]
@@ -80,24 +80,30 @@ class FrontierConfig:
     def lease_ms(self) -> int:
         return round(self.lease_seconds * 1000)
 
+    def crawl_keys(self, crawl: str) -> CrawlKeys:
+        """The key names of crawl ``crawl`` (its seed list per REDIS_START_URLS_KEY)."""
+        template = self.start_urls_template
+        seeds = None if template is None else template % {"name": crawl}
+        return CrawlKeys(crawl, self.shards, seeds)
+
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
-        overrides: dict[str, HostOverride] = {}
-        for host, spec in (settings.getdict("CRAWL_HOST_OVERRIDES") or {}).items():
-            if not isinstance(spec, dict) or not set(spec) <= {"delay", "concurrency"}:
-                raise ConfigError(
-                    f"CRAWL_HOST_OVERRIDES[{host!r}] must be a dict with 'delay' and/or "
-                    f"'concurrency', got {spec!r}"
-                )
-            delay = spec.get("delay")
-            conc = spec.get("concurrency")
-            overrides[host] = HostOverride(
-                None if delay is None else float(delay), None if conc is None else int(conc)
-            )
+        refuse_scrapy_redis(settings)
+        overrides = read_host_overrides(
+            settings.getdict("CRAWL_HOST_OVERRIDES") or {},
+            crawl_setting(settings, "CRAWL_POLITENESS_KEY"),
+        )
+        target = redis_target(settings)
+        template = settings.get("REDIS_START_URLS_KEY") or None
+        if template is not None:
+            start_urls_key(settings, "web")  # refuses a template it cannot expand
         config = cls(
-            redis_url=settings.get("REDIS_URL") or None,
+            redis_url=target.url,
+            redis_source=target.source,
             data_dir=crawl_setting(settings, "CRAWL_DATA_DIR"),
             crawl=crawl_setting(settings, "CRAWL_NAME"),
+            start_urls_template=template,
+            persist=settings.getbool("SCHEDULER_PERSIST", True),
             host_delay_seconds=crawl_setting(settings, "CRAWL_HOST_DELAY"),
             host_concurrency=crawl_setting(settings, "CRAWL_HOST_CONCURRENCY"),
             host_overrides=overrides,

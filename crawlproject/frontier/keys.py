@@ -166,7 +166,7 @@ CRAWL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class CrawlKeys:
     """Builds the key names of one crawl."""
 
-    def __init__(self, crawl: str, shards: int) -> None:
+    def __init__(self, crawl: str, shards: int, start_urls_key: str | None = None) -> None:
         if not CRAWL_NAME_RE.match(crawl):
             raise ValueError(
                 f"crawl name {crawl!r} must be 1-64 characters of letters, digits, _ . -"
@@ -182,7 +182,8 @@ class CrawlKeys:
         self.fleet_stats = self.crawl_prefix + "stats"
         self.throughput = self.crawl_prefix + "tp"
         self.host_reports = self.crawl_prefix + "hr"
-        self.start_urls = f"{crawl}:start_urls"
+        # REDIS_START_URLS_KEY may name another list (crawlproject/frontier/redis_settings.py).
+        self.start_urls = start_urls_key or f"{crawl}:start_urls"
         self.shard_prefixes = [f"cp:{{{crawl}/{s}}}:" for s in range(shards)]
         self.dedupe_prefix = f"cp:{{{crawl}/dd}}:"
         self.dedupe_config = self.dedupe_prefix + "cfg"

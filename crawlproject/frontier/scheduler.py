@@ -71,8 +71,8 @@ from crawlproject.frontier.embedded import (
     EmbeddedRedis,
     EmbeddedRedisError,
 )
-from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
+from crawlproject.frontier.persist import end_crawl
 from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.priority import (
     CREDIT_META_KEY,
@@ -81,6 +81,7 @@ from crawlproject.frontier.priority import (
     PriorityPolicy,
     build_policy,
 )
+from crawlproject.frontier.redis_settings import sources_line
 from crawlproject.frontier.urls import (
     InvalidURL,
     UrlCanonicalizer,
@@ -240,6 +241,11 @@ class FrontierScheduler(BaseScheduler):
         # finishing when the frontier is empty.
         self._continuous = bool(getattr(spider, "continuous", False))
         name = WORKER_CLIENT_PREFIX + self.worker_id
+        c = self.config
+        logger.info(
+            "%s",
+            sources_line(self.crawler.settings, c.redis_url, c.redis_source, crawl, c.data_dir),
+        )
         if self.config.redis_url is None:
             self._embedded = EmbeddedRedis(self.config.data_dir)
             self._redis = await self._embedded.connect(client_name=name)
@@ -247,7 +253,7 @@ class FrontierScheduler(BaseScheduler):
             self._redis = redis_client(self.config.redis_url, client_name=name)
         self.frontier = RedisFrontier(
             self._redis,
-            CrawlKeys(crawl, self.config.shards),
+            self.config.crawl_keys(crawl),
             seen_bucket_bits=self.config.seen_bucket_bits,
             default_delay_ms=self.config.host_delay_ms,
             default_concurrency=self.config.host_concurrency,
@@ -292,7 +298,7 @@ class FrontierScheduler(BaseScheduler):
             "Frontier open: crawl %r, worker %s, %s, delay %.3f s, %d slot(s) per host",
             crawl,
             self.worker_id,
-            "embedded Redis" if self._embedded else "Redis at REDIS_URL",
+            "embedded Redis" if self._embedded else "shared Redis",
             self.config.host_delay_seconds,
             self.config.host_concurrency,
         )
@@ -332,6 +338,9 @@ class FrontierScheduler(BaseScheduler):
                     exc,
                     self.config.lease_seconds,
                 )
+            # SCHEDULER_PERSIST=False: only once the fleet's crawl ended (persist.py).
+            if not self.config.persist and reason == "finished" and self._finished:
+                await end_crawl(self._redis, self.frontier.keys, self.config.lease_ms)
         if self._embedded is None:
             await self._redis.aclose()
         elif await self._embedded.leave(self._redis, self.worker_id):

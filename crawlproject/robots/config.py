@@ -9,12 +9,24 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import crawl_setting, crawl_setting_or_scrapy
 
 logger = logging.getLogger(__name__)
 
 # RFC 9309 2.2.1: a product token is letters, "_" and "-".
 PRODUCT_TOKEN_RE = re.compile(r"[A-Za-z_-]+")
+
+
+def product_token(user_agent: str) -> str:
+    """The product token leading a User-Agent string (``MyBot/1.0 (+url)`` ->
+    ``MyBot``), as ROBOTSTXT_USER_AGENT may hold a whole User-Agent."""
+    match = PRODUCT_TOKEN_RE.match(str(user_agent).strip())
+    if match is None:
+        raise ConfigError(
+            f"ROBOTSTXT_USER_AGENT {user_agent!r} does not start with a product token "
+            "(letters, '_' and '-'; RFC 9309 2.2.1)"
+        )
+    return match.group()
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,10 @@ class RobotsConfig:
     def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
         config = cls(
             obey=crawl_setting(settings, "CRAWL_ROBOTS_OBEY"),
-            user_agent_token=crawl_setting(settings, "CRAWL_ROBOTS_USER_AGENT"),
+            # Scrapy's ROBOTSTXT_USER_AGENT is honoured: its product token.
+            user_agent_token=crawl_setting_or_scrapy(
+                settings, "CRAWL_ROBOTS_USER_AGENT", "ROBOTSTXT_USER_AGENT", product_token
+            ),
             ttl_seconds=crawl_setting(settings, "CRAWL_ROBOTS_TTL_SECONDS"),
             max_bytes=crawl_setting(settings, "CRAWL_ROBOTS_MAX_BYTES"),
             max_redirects=crawl_setting(settings, "CRAWL_ROBOTS_MAX_REDIRECTS"),

@@ -12,8 +12,14 @@ and naming it in ``CRAWL_URL_RULES``::
         def check(self, url: ParsedUrl) -> str | None:
             return "print_page" if url.query_params.get("print") else None
 
-Host patterns: ``example.com`` is that host only; ``.example.com`` is
-example.com and every host below it.
+Host patterns (``CRAWL_ALLOW_HOSTS``, ``CRAWL_DENY_HOSTS`` and its file):
+``example.com`` is that host only; ``.example.com`` is example.com and every
+host below it. ``CRAWL_ALLOW_DOMAINS`` follows Scrapy's ``allowed_domains``
+instead: ``example.com`` allows example.com and its subdomains (as
+``.example.com`` in CRAWL_ALLOW_HOSTS). When either allow list is set a host
+must match one of them. A pattern is a host name or IP address: one with a
+scheme, port, path or wildcard (``https://example.com``, ``*.example.com``)
+would match no host, so it is refused at start with what to write instead.
 """
 
 from __future__ import annotations
@@ -69,20 +75,32 @@ class UrlRule(Protocol):
         """Why ``url`` is refused (a stat-friendly name), or None."""
 
 
-class HostPatterns:
-    """``example.com`` matches that host; ``.example.com`` it and its subdomains."""
+# A host name (letters, digits, "-", "_"; IDN as typed or punycode) or an IP address.
+_HOST_PATTERN = re.compile(r"\.?(?:[^\W_]|[_-])(?:[\w.-]*[^\W_])?|\[?[0-9a-f:.]+\]?", re.I)
 
-    def __init__(self, patterns: Iterable[str]) -> None:
+
+class HostPatterns:
+    """``example.com`` matches that host; ``.example.com`` it and its subdomains.
+    ``domains`` (CRAWL_ALLOW_DOMAINS, Scrapy's allowed_domains rule): each
+    matches itself and its subdomains. ``setting`` names the source in errors."""
+
+    def __init__(
+        self, patterns: Iterable[str], domains: Iterable[str] = (), setting: str = "host pattern"
+    ) -> None:
         self.exact: set[str] = set()
         self.suffixes: set[str] = set()
         for p in patterns:
-            p = p.strip().lower()
-            if not p or p.startswith("#"):
+            p = _pattern(p, setting)
+            if not p:
                 continue
             if p.startswith("."):
                 self.suffixes.add(p[1:])
             else:
                 self.exact.add(p)
+        for d in domains:
+            d = _pattern(d, "CRAWL_ALLOW_DOMAINS")
+            if d:
+                self.suffixes.add(d.lstrip("."))
 
     def __bool__(self) -> bool:
         return bool(self.exact or self.suffixes)
@@ -100,6 +118,29 @@ class HostPatterns:
             if not dot:
                 return False
             host = rest
+
+
+def _pattern(raw: str, setting: str) -> str:
+    """A pattern, lowercase, IDN hosts as URLs spell them ("" for a blank or
+    ``#`` comment line); ConfigError for what can match no host."""
+    p = str(raw).strip().lower().rstrip(".")
+    if not p or p.startswith("#"):
+        return ""
+    if not _HOST_PATTERN.fullmatch(p):
+        hint = ""
+        if p.startswith("*."):
+            hint = f": write {p[1:]!r} for it and its subdomains"
+        elif "://" in p or "/" in p or ":" in p.strip("[]"):
+            host = urlsplit(p if "://" in p else f"//{p}").hostname or p
+            hint = f": write the host alone, {host!r} (schemes and ports are not matched)"
+        raise ConfigError(f"{setting}: {raw!r} is not a host name{hint}")
+    if p.startswith("["):  # ParsedUrl.host has no brackets
+        return p.strip("[]")
+    dot, name = ("." if p.startswith(".") else ""), p.lstrip(".")
+    try:
+        return dot + (name if name.isascii() else name.encode("idna").decode("ascii"))
+    except UnicodeError as exc:
+        raise ConfigError(f"{setting}: {raw!r} is not a host name ({exc})") from None
 
 
 class SchemeRule:
@@ -213,8 +254,12 @@ class UrlRules:
             SchemeRule(crawl_setting(settings, "CRAWL_ALLOWED_SCHEMES")),
             LimitsRule(max_length, max_params),
             HostRule(
-                HostPatterns(crawl_setting(settings, "CRAWL_ALLOW_HOSTS")),
-                HostPatterns(deny_hosts),
+                HostPatterns(
+                    crawl_setting(settings, "CRAWL_ALLOW_HOSTS"),
+                    crawl_setting(settings, "CRAWL_ALLOW_DOMAINS"),
+                    setting="CRAWL_ALLOW_HOSTS",
+                ),
+                HostPatterns(deny_hosts, setting="CRAWL_DENY_HOSTS(_FILE)"),
             ),
             PathPrefixRule(crawl_setting(settings, "CRAWL_DENY_PATH_PREFIXES")),
             ExtensionRule(crawl_setting(settings, "CRAWL_DENY_EXTENSIONS")),

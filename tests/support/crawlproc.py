@@ -36,18 +36,23 @@ def setting_value(value: object) -> str:
 
 def start_worker(
     cwd_repo_root: str | Path,
-    redis_url: str,
+    redis_url: str | None,
     crawl: str,
     seeds: Sequence[str],
     extra_settings: Mapping[str, object] | None,
     log_path: str | Path,
     extra_args: Sequence[str] = (),
     spider: str = "web",
+    env: Mapping[str, str] | None = None,
 ) -> WorkerProcess:
-    """Start one worker of crawl ``crawl``; the repo root holds scrapy.cfg."""
+    """Start one worker of crawl ``crawl``; the repo root holds scrapy.cfg.
+    ``redis_url`` None: no REDIS_URL setting (the environment's, REDIS_HOST or
+    the embedded Redis); ``env``: extra environment variables."""
     root = Path(cwd_repo_root).resolve()
     cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"crawl={crawl}",
-           "-a", "seeds=" + ",".join(seeds), "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
+           "-a", "seeds=" + ",".join(seeds)]  # fmt: skip
+    if redis_url is not None:
+        cmd += ["-s", f"REDIS_URL={redis_url}"]
     settings = dict(extra_settings or {})
     # Local crawl data (WARC spool and bodies) beside the log, not in the checkout.
     settings.setdefault("CRAWL_DATA_DIR", str(Path(log_path).resolve().parent / "crawl-data"))
@@ -58,12 +63,18 @@ def start_worker(
         cmd += ["-s", f"{name}={setting_value(value)}"]
     cmd += list(extra_args)
     pythonpath = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONUNBUFFERED": "1"}
+    environ = {**os.environ, **(env or {})}
+    environ.update(PYTHONPATH=os.pathsep.join(pythonpath), PYTHONUNBUFFERED="1")
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as out:  # the child keeps its own copy of the fd
         proc = WorkerProcess(
-            cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+            cmd,
+            cwd=root,
+            env=environ,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     proc.log_path = log_path
     return proc
