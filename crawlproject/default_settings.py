@@ -183,8 +183,16 @@ CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]
 # Pages with less visible text than this (normalised characters) only get the
 # exact test: a few words make no reliable fingerprint.
 CRAWL_DEDUPE_MIN_TEXT_CHARS = 200
-# Follow the links of a page found to be a duplicate (its original's links were).
-CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = False
+# Links of a page found to be a duplicate: "other_host" follows them, after the
+# originals' own links, when its original is on another host (a mirror's copy
+# links to the mirror's pages, some of which may exist there only); "all" does
+# so for every duplicate; "none" never (True/False: "all"/"none").
+CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = "other_host"
+# Soft-404 detection: the first time a host serves a suspect page (a near copy of
+# another of its pages, or one whose text shows its own path), one worker fetches
+# a path that cannot exist there; if that answers 2xx, the host's pages within
+# CRAWL_SIMHASH_K of it are soft 404s: not kept, links not followed (trap/soft404).
+CRAWL_SOFT404_PROBE = True
 # Remember which URL each fingerprint came from, so a duplicate names its
 # original (costs Redis memory per page: see BENCHMARKS.md).
 CRAWL_DEDUPE_RECORD_ORIGINALS = True

@@ -6,8 +6,10 @@ middleware waits for the whole output of the page's callback, counts the
 requests in it (the links, after every middleware closer to the spider has
 dropped what it drops) and gives each ``share / n`` (``crawl_credit``); the
 frontier adds that to a link's credit whether it is new or already queued.
-Items pass through at once. Only with a credit-mode ``CRAWL_PRIORITY_POLICY``
-(``aopic``); otherwise NotConfigured.
+A link may carry a weight below 1 (``crawl_credit_weight``: the links of a
+mirror's copy, middlewares/dedupe.py): it gets that fraction of its part and the
+rest goes to the lambda cash. Items pass through at once. Only with a
+credit-mode ``CRAWL_PRIORITY_POLICY`` (``aopic``); otherwise NotConfigured.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from scrapy.statscollectors import StatsCollector
 from crawlproject.frontier.priority import (
     CREDIT_META_KEY,
     CREDIT_MODE,
+    CREDIT_WEIGHT_META_KEY,
     SHARE_META_KEY,
     policy_class,
 )
@@ -71,6 +74,13 @@ class AopicCreditMiddleware:
                 self.frontier.give_credit(response.request, float(share))
             return
         each = float(share) / len(links)
+        held_back = 0.0
         for request in links:
-            request.meta[CREDIT_META_KEY] = each
+            # A weight below 1 (a mirror copy's link) gets less; the rest of
+            # its part goes to the lambda cash, so the total credit is kept.
+            weight = min(max(float(request.meta.pop(CREDIT_WEIGHT_META_KEY, 1.0)), 0.0), 1.0)
+            request.meta[CREDIT_META_KEY] = each * weight
+            held_back += each * (1.0 - weight)
             yield request
+        if held_back > 0 and response.request is not None:
+            self.frontier.give_credit(response.request, held_back)

@@ -1,21 +1,38 @@
 """Decide, per fetched page, whether the fleet has seen it (or nearly) before.
 
 A spider middleware, because the decision must come before the page's links
-go to the frontier: the links of a duplicate are not followed (its original's
-were), unless ``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``. For the first item a
-callback yields for a response it:
+go to the frontier. For the first item a callback yields for a response it:
 
-1. takes the SHA-1 of the body (exact duplicates) and, for HTML with enough
-   visible text, a 64-bit SimHash of that text (crawlproject/dedupe/fingerprint.py);
-2. asks the fleet's index in Redis, in one atomic call that also records the
-   page when it is new (crawlproject/dedupe/index.py), so two workers fetching
-   two copies at the same moment keep exactly one;
-3. writes the outcome into the item (``content_sha1``, ``simhash``, and for a
+1. takes the SHA-1 of the body (exact duplicates) and, for HTML, a 64-bit
+   SimHash of the visible text (crawlproject/dedupe/fingerprint.py);
+2. if the host is a known soft-404 space (crawlproject/dedupe/soft404.py) and
+   the page is its not-found page (same body, or SimHash within k, however short
+   the text), marks it a near duplicate of the host's probe: not kept, not
+   indexed, links not followed (``trap/soft404``);
+3. else asks the fleet's index in Redis, in one atomic call that also records
+   the page when it is new (crawlproject/dedupe/index.py), so two workers
+   fetching two copies at the same moment keep exactly one (only pages with
+   ``CRAWL_DEDUPE_MIN_TEXT_CHARS`` of text get the near test);
+4. writes the outcome into the item (``content_sha1``, ``simhash``, and for a
    duplicate ``dedupe``, ``duplicate_of``, ``dedupe_distance``), where the item
    pipeline (pipelines/dedupe.py) drops it;
-4. when a host's pages have been duplicates ``CRAWL_DEDUPE_STREAK`` times in
+5. decides about the page's links (``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``):
+   a duplicate whose original is on another host (a mirror's copy: its links
+   lead to the mirror's pages, some of which may exist there only) has them
+   followed after the originals' own (``dedupe/links_followed_lower``: in score
+   mode LINK_BAND_PENALTY bands later, in AOPIC mode LINK_CREDIT_WEIGHT of their
+   credit share), counted as ``dedupe/mirror_copies``; a duplicate of a page of
+   its own host (soft 404s, session aliases, link farms) has them dropped
+   (``dedupe/links_not_followed``), as has one whose original is not recorded;
+6. when a host's pages have been duplicates ``CRAWL_DEDUPE_STREAK`` times in
    a row (soft-404 and session-id traps look like that), sets the host's queued
-   URLs aside in the frontier (``parked``; kept, not deleted).
+   URLs aside in the frontier (``parked``; kept, not deleted); a mirror's copy
+   (original on another host) never triggers it;
+7. the first time the fleet meets a suspect page of a host (a near duplicate of
+   a page of its own host, or one whose text shows its own path), one worker
+   queues the host's soft-404 probe (``trap/soft404_probes``); nothing of the
+   probe's answer leaves this middleware but the host's verdict
+   (``trap/soft404_hosts`` when it answered 2xx).
 
 Callbacks should yield a page's item before its links (the ``web`` spider does);
 links yielded before the item are followed whatever the verdict.
@@ -23,9 +40,11 @@ links yielded before the item are followed whatever the verdict.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
@@ -34,11 +53,26 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response, TextResponse
 
-from crawlproject.dedupe.config import DedupeConfig
+from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
 from crawlproject.dedupe.fingerprint import text_fingerprint, visible_text, visible_text_of_tree
 from crawlproject.dedupe.index import DedupeBatcher, DedupeIndex, DedupeKind, DedupeVerdict
-from crawlproject.frontier.scheduler import FrontierScheduler, frontier_of, require_frontier
+from crawlproject.dedupe.soft404 import (
+    PROBE_META_KEY,
+    NotFoundPage,
+    Soft404Registry,
+    echoes_path,
+    probe_url,
+    strip_echo,
+)
+from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
+from crawlproject.frontier.scheduler import (
+    SCOPE_META_KEY,
+    FrontierScheduler,
+    frontier_of,
+    require_frontier,
+)
 from crawlproject.frontier.urls import InvalidURL
+from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,14 +81,56 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SIMHASH_HEX_CHARS = 16
+# The links of a mirror's copy: queued this many bands after those of an
+# original at the same depth (score mode), or with this fraction of their
+# credit share (AOPIC), so that the originals' own links go first.
+LINK_BAND_PENALTY = 4
+LINK_CREDIT_WEIGHT = 0.25
+# A probe goes to its host's best band: the sooner the verdict, the fewer trap
+# pages fetched before it (depth - priority, clamped to band 0).
+PROBE_PRIORITY = 64
+
+
+class Links(enum.Enum):
+    FOLLOW = "follow"
+    LOWER = "lower"  # followed after the originals' own links
+    DROP = "drop"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    links: Links
+    probe: Request | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A page's text fingerprint, whatever its length."""
+
+    simhash: int | None  # None: not a fingerprinted content type
+    chars: int
+    text: str
+
+
+NO_TEXT = Text(None, 0, "")
 
 
 class DedupeSpiderMiddleware:
-    def __init__(self, crawler: Crawler, config: DedupeConfig, stats: StatsCollector) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: DedupeConfig,
+        stats: StatsCollector,
+        probe: bool,
+        credit_mode: bool = False,
+    ) -> None:
         self.crawler = crawler
         self.config = config
         self.stats = stats
+        self.probe = probe  # CRAWL_SOFT404_PROBE
+        self.credit_mode = credit_mode  # AOPIC: lower a link's credit, not its band
         self._index: DedupeBatcher | None = None
+        self._soft404_registry: Soft404Registry | None = None
         self._parked_hosts: set[str] = set()
         self._unannotatable_logged = False
 
@@ -65,42 +141,68 @@ class DedupeSpiderMiddleware:
             raise NotConfigured("CRAWL_DEDUPE_ENABLED is off")
         require_frontier(crawler)  # the index lives in the frontier's Redis
         assert crawler.stats is not None
-        return cls(crawler, config, crawler.stats)
+        probe = bool(crawl_setting(crawler.settings, "CRAWL_SOFT404_PROBE"))
+        policy = policy_class(crawl_setting(crawler.settings, "CRAWL_PRIORITY_POLICY"))
+        credit_mode = getattr(policy, "mode", None) == CREDIT_MODE
+        return cls(crawler, config, crawler.stats, probe, credit_mode)
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
-        verdict: DedupeVerdict | None = None
+        if response.meta.get(PROBE_META_KEY):
+            async for _ in result:
+                pass  # a probe is no page: no record, no links, only the host's verdict
+            await self._probe_answered(response)
+            return
+        outcome: Outcome | None = None
         async for obj in result:
             # Only a 2xx page is judged: an error page's record (the spider's
             # errback) must not enter the index as an original.
-            if verdict is None and is_item(obj) and 200 <= response.status < 300:
-                verdict = await self._judge(response, obj)
-            elif (
-                isinstance(obj, Request)
-                and verdict is not None
-                and verdict.kind is not DedupeKind.NEW
-                and not self.config.follow_duplicate_links
-            ):
-                self.stats.inc_value("dedupe/links_not_followed")
+            if outcome is None and is_item(obj) and 200 <= response.status < 300:
+                outcome = await self._judge(response, obj)
+                yield obj
+                if outcome.probe is not None:
+                    yield outcome.probe
                 continue
+            if isinstance(obj, Request) and outcome is not None:
+                if outcome.links is Links.DROP:
+                    self.stats.inc_value("dedupe/links_not_followed")
+                    continue
+                if outcome.links is Links.LOWER:
+                    if self.credit_mode:
+                        obj.meta[CREDIT_WEIGHT_META_KEY] = LINK_CREDIT_WEIGHT
+                    else:
+                        obj.priority -= LINK_BAND_PENALTY
+                    self.stats.inc_value("dedupe/links_followed_lower")
             yield obj
 
     # -- the verdict ---------------------------------------------------------------
 
-    async def _judge(self, response: Response, item: Any) -> DedupeVerdict | None:
+    async def _judge(self, response: Response, item: Any) -> Outcome:
         adapter = ItemAdapter(item)
         digest = hashlib.sha1(response.body).digest()
-        simhash = self._simhash(response)
+        text = self._text(response)
+        host = self._host(response.url)
+        echo = text.simhash is not None and echoes_path(response.url, text.text)
+        state = await self._soft404_state(host, fresh=echo)
+        if isinstance(state, NotFoundPage):
+            echoless = None
+            if text.simhash is not None:
+                echoless = text_fingerprint(strip_echo(text.text, response.url))[0]
+            distance = state.distance(digest.hex(), echoless)
+            if distance is not None and distance <= self.config.k:
+                return self._soft404(response, adapter, digest, text, state, distance)
+        simhash = text.simhash
+        if simhash is not None and text.chars < self.config.min_text_chars:
+            self.stats.inc_value("dedupe/short_text")
+            simhash = None
         try:
-            verdict = await self._index_of().check_and_add(
-                digest, simhash, response.url, self._host(response.url)
-            )
+            verdict = await self._index_of().check_and_add(digest, simhash, response.url, host)
         except RedisError as exc:
             # Keep the page: losing a page is worse than storing a copy.
             self.stats.inc_value("dedupe/redis_error")
             logger.warning("Duplicate check of %s failed (%s): page kept", response.url, exc)
-            return None
+            return Outcome(Links.FOLLOW)
         if verdict.kind is not DedupeKind.NEW and verdict.original == response.url:
             # Its own earlier fetch: a worker that judged it died before the page
             # was stored (its lease brought the URL back), or a recrawl. Not a
@@ -108,6 +210,42 @@ class DedupeSpiderMiddleware:
             self.stats.inc_value("dedupe/same_url_again")
             verdict = DedupeVerdict(DedupeKind.NEW, None, None, 0)
         self.stats.inc_value(f"dedupe/checked/{verdict.kind.value}")
+        if not self._annotate(adapter, digest, simhash, verdict):
+            return Outcome(Links.FOLLOW)
+        links = Links.FOLLOW
+        mirror = False
+        if verdict.kind is not DedupeKind.NEW:
+            logger.debug(
+                "%s duplicate (distance %s): %s of %s",
+                verdict.kind.value,
+                verdict.distance,
+                response.url,
+                verdict.original or "an earlier page",
+            )
+            mirror = verdict.original is not None and self._host(verdict.original) != host
+            links = self._links_of_duplicate(mirror)
+            if mirror:
+                self.stats.inc_value("dedupe/mirror_copies")
+            else:
+                await self._check_streak(response.url, verdict)
+        # Not an exact copy: URL aliases (?a=1&b=2, index.html) are common and
+        # harmless (their links are not followed); a soft 404 is near or echoes.
+        suspect = echo or (verdict.kind is DedupeKind.NEAR and not mirror)
+        probe = await self._probe_for(response, host) if suspect and state is None else None
+        return Outcome(links, probe)
+
+    def _links_of_duplicate(self, mirror: bool) -> Links:
+        follow = self.config.follow_duplicate_links
+        if follow == FOLLOW_NONE:
+            return Links.DROP
+        if mirror or follow == FOLLOW_ALL:
+            return Links.LOWER
+        return Links.DROP  # a copy of a page of its own host: a trap's shape
+
+    def _annotate(
+        self, adapter: ItemAdapter, digest: bytes, simhash: int | None, verdict: DedupeVerdict
+    ) -> bool:
+        """Writes the verdict into the item; False if the item has no such fields."""
         try:
             adapter["content_sha1"] = digest.hex()
             if simhash is not None:
@@ -121,36 +259,103 @@ class DedupeSpiderMiddleware:
                 self._unannotatable_logged = True
                 logger.warning(
                     "Items of type %s have no dedupe fields: duplicates are not dropped",
-                    type(item).__name__,
+                    type(adapter.item).__name__,
                 )
-            return None
-        if verdict.kind is not DedupeKind.NEW:
-            logger.debug(
-                "%s duplicate (distance %s): %s of %s",
-                verdict.kind.value,
-                verdict.distance,
-                response.url,
-                verdict.original or "an earlier page",
-            )
-            await self._check_streak(response.url, verdict)
-        return verdict
+            return False
+        return True
 
-    def _simhash(self, response: Response) -> int | None:
+    def _text(self, response: Response) -> Text:
         if not isinstance(response, TextResponse):
-            return None
+            return NO_TEXT
         ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1").lower()
         if ctype.split(";", 1)[0].strip() not in self.config.content_types:
-            return None
+            return NO_TEXT
         try:
             # The tree the spider parsed (for its links) already: no second parse.
             text = visible_text_of_tree(response.selector.root)
         except (AttributeError, ValueError, TypeError):
             text = visible_text(response.text)
-        simhash, text_chars = text_fingerprint(text)
-        if text_chars < self.config.min_text_chars:
-            self.stats.inc_value("dedupe/short_text")
+        simhash, chars = text_fingerprint(text)
+        return Text(simhash, chars, text)
+
+    # -- soft-404 spaces -----------------------------------------------------------
+
+    def _soft404(
+        self,
+        response: Response,
+        adapter: ItemAdapter,
+        digest: bytes,
+        text: Text,
+        page: NotFoundPage,
+        distance: int,
+    ) -> Outcome:
+        """A page of a soft-404 space: a near copy of the host's probe answer,
+        kept out of the index (it is no page) and its links not followed."""
+        self.stats.inc_value("trap/soft404")
+        verdict = DedupeVerdict(DedupeKind.NEAR, page.url, distance, 0)
+        self._annotate(adapter, digest, text.simhash, verdict)
+        logger.debug("Soft 404 (distance %d to %s): %s", distance, page.url, response.url)
+        return Outcome(Links.DROP)
+
+    async def _soft404_state(self, host: str, fresh: bool) -> NotFoundPage | str | None:
+        if not self.probe or not host:
             return None
-        return simhash
+        try:
+            return await self._registry().state(host, fresh)
+        except RedisError as exc:
+            self.stats.inc_value("dedupe/redis_error")
+            logger.warning("Soft-404 state of %s unknown (%s)", host, exc)
+            return None
+
+    async def _probe_for(self, response: Response, host: str) -> Request | None:
+        """The host's probe, if this worker is the fleet's first to suspect it."""
+        try:
+            if not await self._registry().claim(host):
+                return None
+        except RedisError as exc:
+            self.stats.inc_value("dedupe/redis_error")
+            logger.warning("Soft-404 probe of %s not claimed (%s)", host, exc)
+            return None
+        self.stats.inc_value("trap/soft404_probes")
+        source = response.request
+        url = probe_url(response.url)
+        logger.debug("%s: a suspect page (%s): probing %s", host, response.url, url)
+        return Request(
+            url,
+            callback=source.callback if source is not None else None,
+            errback=source.errback if source is not None else None,
+            priority=PROBE_PRIORITY,
+            meta={
+                PROBE_META_KEY: True,
+                # Its status is the answer: no HttpError, no redirect followed.
+                "handle_httpstatus_all": True,
+                "depth": int(response.meta.get("depth", 0)) + 1,
+                SCOPE_META_KEY: response.meta.get(SCOPE_META_KEY),
+            },
+        )
+
+    async def _probe_answered(self, response: Response) -> None:
+        host = self._host(response.url)
+        page = None
+        if 200 <= response.status < 300:
+            text = self._text(response)
+            echoless = None
+            if text.simhash is not None:
+                echoless = text_fingerprint(strip_echo(text.text, response.url))[0]
+            page = NotFoundPage(echoless, hashlib.sha1(response.body).hexdigest(), response.url)
+            self.stats.inc_value("trap/soft404_hosts")
+            logger.info(
+                "%s answers a path that cannot exist with %d (a soft-404 space): its pages "
+                "like %s are not kept and their links not followed",
+                host,
+                response.status,
+                response.url,
+            )
+        try:
+            await self._registry().answer(host, page)
+        except RedisError as exc:
+            self.stats.inc_value("dedupe/redis_error")
+            logger.warning("Soft-404 verdict of %s not stored (%s)", host, exc)
 
     async def _check_streak(self, url: str, verdict: DedupeVerdict) -> None:
         if not self.config.streak or verdict.host_streak < self.config.streak:
@@ -185,6 +390,13 @@ class DedupeSpiderMiddleware:
             return self._scheduler().politeness_key(url)
         except InvalidURL:
             return ""
+
+    def _registry(self) -> Soft404Registry:
+        if self._soft404_registry is None:
+            frontier = self._scheduler().frontier
+            assert frontier is not None, "the frontier opens before any response"
+            self._soft404_registry = Soft404Registry(frontier.redis, frontier.keys.soft404)
+        return self._soft404_registry
 
     def _index_of(self) -> DedupeBatcher:
         if self._index is None:

@@ -6,17 +6,20 @@ were fetched from the test web's own log.
 
 from __future__ import annotations
 
+import html
 import json
+import random
 import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
 
 from tests.support.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
-from tests.support.testweb import TestWeb, canonical_url, page_counts
+from tests.support.testweb import TestWeb, _paragraphs, canonical_url, page_counts
 
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0.02,
@@ -152,3 +155,69 @@ def test_a_host_serving_a_run_of_duplicates_is_set_aside(
     assert back.stdout.decode().strip() == f"requeued {parked} parked URL(s)"
     counts = subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True)
     assert json.loads(counts.stdout)["queued"] == parked
+
+
+SHARED_PAGES = 24  # /doc/1.html .. on a site and on its mirror, the same text
+
+
+def site_pages(mirror: bool) -> dict[str, dict[str, object]]:
+    """A site (``mirror``: its mirror) as special routes: ``/`` and SHARED_PAGES
+    pages in a binary tree (page i links to 2i+1 and 2i+2), the same text on both
+    hosts; each also links ("See also")
+    to a page of its host only (``/a/<i>.html`` on the site, ``/b/<i>.html`` on the
+    mirror), which no other page links to: reachable on that host only through
+    the copy of a page that may be judged a duplicate."""
+    own = "b" if mirror else "a"
+
+    def page(title: str, seed: str, links: list[tuple[str, str]]) -> dict[str, object]:
+        paragraphs = _paragraphs(random.Random(seed), 3000)
+        items = "".join(f'<li><a href="{href}">{text}</a></li>' for href, text in links)
+        body = (
+            f"<html><head><title>{html.escape(title)}</title></head><body><h1>"
+            f"{html.escape(title)}</h1>"
+            + "".join(f"<p>{p}</p>" for p in paragraphs)
+            + f"<ul>{items}</ul></body></html>"
+        )
+        return {"content_type": "text/html; charset=utf-8", "body": body}
+
+    tree = ["/", *(f"/doc/{i}.html" for i in range(1, SHARED_PAGES + 1))]
+    routes = {}
+    for i, path in enumerate(tree):
+        links = [(f"/{own}/{i}.html", "See also")]
+        links += [(tree[c], f"Part {c}") for c in (2 * i + 1, 2 * i + 2) if c < len(tree)]
+        routes[path] = page(f"Chapter {i}", f"shared/{i}", links)
+        routes[f"/{own}/{i}.html"] = page(f"Note {own}{i}", f"{own}/{i}", [("/", "Home")])
+    return routes
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_mirror_costs_one_fetch_per_url_and_loses_no_page(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path, workers: int
+) -> None:
+    # Host 1 is a site, host 2 its mirror: the same chain of pages, each also
+    # linking to a page only its own host has. Whichever copy of a shared page
+    # comes first is the original; the other's links must still be followed
+    # (default CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = "other_host"), or the pages
+    # only it links to are lost.
+    special = {1: site_pages(mirror=False), 2: site_pages(mirror=True)}
+    web = testweb_factory(hosts=2, pages=1, links=1, cross_links=0, query_variants=0,
+                          special=special)  # fmt: skip
+    items, stats, _ = run(redis_url, f"mirror{workers}", web.seeds, tmp_path, workers=workers)
+    expected = {web.base_url(h).rstrip("/") + path for h in (1, 2) for path in special[h]}
+    fetched = page_counts(web.log)
+    assert set(fetched) == expected  # every page of either host: none lost
+    assert all(n == 1 for n in fetched.values()), fetched  # and none twice
+    shared = SHARED_PAGES + 1
+    assert stats["dedupe/mirror_copies"] == shared  # one copy of each shared page
+    assert stats["dedupe/links_followed_lower"] >= shared  # the copies' links
+    assert stats["dedupe/links_not_followed"] == 0
+    assert stats["trap/soft404_probes"] == 0  # a mirror is no trap
+    assert "frontier/parked" not in stats and stats["dedupe/streak_hosts"] == 0
+    # Kept: each shared page once (on either host), every host-only page.
+    kept = Counter(canonical_url(str(i["url"])) for i in items)
+    assert all(n == 1 for n in kept.values())
+    assert len(kept) == len(expected) - shared
+    for path in special[1]:
+        if not path.startswith("/a/"):
+            copies = [web.base_url(h).rstrip("/") + path in kept for h in (1, 2)]
+            assert copies.count(True) == 1, path

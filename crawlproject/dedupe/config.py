@@ -10,6 +10,26 @@ from crawlproject.frontier.config import ConfigError
 from crawlproject.setting_values import crawl_setting
 
 STREAK_ACTIONS = ("park", "off")
+# CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS: follow the links of a duplicate page whose
+# original is on another host (a mirror's pages lead to its own), of every
+# duplicate, or of none. The old booleans still work: True is "all", False "none".
+FOLLOW_OTHER_HOST, FOLLOW_ALL, FOLLOW_NONE = "other_host", "all", "none"
+FOLLOW_LINKS = (FOLLOW_OTHER_HOST, FOLLOW_ALL, FOLLOW_NONE)
+_FOLLOW_ALIASES = {"true": FOLLOW_ALL, "1": FOLLOW_ALL, "false": FOLLOW_NONE, "0": FOLLOW_NONE}
+
+
+def follow_links_value(value: object) -> str:
+    """The follow-links setting as one of FOLLOW_LINKS (ConfigError otherwise)."""
+    if isinstance(value, bool):
+        return FOLLOW_ALL if value else FOLLOW_NONE
+    text = str(value).strip().lower()
+    text = _FOLLOW_ALIASES.get(text, text)
+    if text not in FOLLOW_LINKS:
+        raise ConfigError(
+            f"CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS must be one of {', '.join(FOLLOW_LINKS)} "
+            f"(or True/False for all/none), not {value!r}"
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -18,7 +38,7 @@ class DedupeConfig:
     k: int
     content_types: tuple[str, ...]
     min_text_chars: int
-    follow_duplicate_links: bool
+    follow_duplicate_links: str  # one of FOLLOW_LINKS
     record_originals: bool
     streak: int
     streak_action: str
@@ -32,7 +52,9 @@ class DedupeConfig:
                 t.strip().lower() for t in crawl_setting(settings, "CRAWL_DEDUPE_CONTENT_TYPES")
             ),
             min_text_chars=crawl_setting(settings, "CRAWL_DEDUPE_MIN_TEXT_CHARS"),
-            follow_duplicate_links=crawl_setting(settings, "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS"),
+            follow_duplicate_links=follow_links_value(
+                crawl_setting(settings, "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS")
+            ),
             record_originals=crawl_setting(settings, "CRAWL_DEDUPE_RECORD_ORIGINALS"),
             streak=crawl_setting(settings, "CRAWL_DEDUPE_STREAK"),
             streak_action=crawl_setting(settings, "CRAWL_DEDUPE_STREAK_ACTION"),
@@ -46,6 +68,7 @@ class DedupeConfig:
             raise ConfigError("CRAWL_SIMHASH_K must be within 0..15")
         if self.min_text_chars < 0 or self.streak < 0:
             raise ConfigError("CRAWL_DEDUPE_MIN_TEXT_CHARS and CRAWL_DEDUPE_STREAK must be >= 0")
+        follow_links_value(self.follow_duplicate_links)
         if self.streak_action not in STREAK_ACTIONS:
             raise ConfigError(
                 f"CRAWL_DEDUPE_STREAK_ACTION must be one of {', '.join(STREAK_ACTIONS)}"

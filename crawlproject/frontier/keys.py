@@ -148,6 +148,11 @@ per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
 ``streak``         HASH  politeness key -> duplicate pages (exact or near) in a row
                          from it; a new page from the host deletes the field.
 ``n``              HASH  counters: ``new``, ``exact``, ``near`` (totals).
+``soft404``        HASH  politeness key -> soft-404 state of a host that served a
+                         suspect page (crawlproject/dedupe/soft404.py): ``?`` probe
+                         queued (set with HSETNX: one worker probes for the fleet),
+                         ``-`` the probe was not answered 2xx, else ``<simhash
+                         hex> \t <sha1 hex> \t <probe url>``: its not-found page.
 
 And ``C:start_urls`` LIST: as in scrapy-redis, ``LPUSH web:start_urls URL``
 (or a JSON object ``{"url": ..., "meta": {...}}``) adds a seed to crawl ``web``.
@@ -189,6 +194,7 @@ class CrawlKeys:
         self.dedupe_config = self.dedupe_prefix + "cfg"
         self.dedupe_streak = self.dedupe_prefix + "streak"
         self.dedupe_counters = self.dedupe_prefix + "n"
+        self.soft404 = self.dedupe_prefix + "soft404"
 
     def worker_gauges(self, worker: str) -> str:
         return self.crawl_prefix + "w:" + worker

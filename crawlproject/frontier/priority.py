@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 # middleware); the credit the claimed page may pass on (set at claim time).
 CREDIT_META_KEY = "crawl_credit"
 SHARE_META_KEY = "crawl_credit_share"
+# A link's weight in its page's share (1 when absent): the AOPIC middleware
+# gives it weight x share / links; what is held back goes to the lambda cash.
+# Set below 1 on the links of a mirror's copy (middlewares/dedupe.py).
+CREDIT_WEIGHT_META_KEY = "crawl_credit_weight"
 
 SCORE_MODE = "score"
 CREDIT_MODE = "credit"

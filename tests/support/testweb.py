@@ -90,6 +90,16 @@ graph links, and only ``/``); trap pages link back to ``/``. Kinds:
 * ``minted``: every render of ``/`` or of a ``/m/<token>`` page links to
   ``MINTED_LINKS`` (5) freshly minted ``/m/<token>`` URLs; any ``/m/<token>``
   (lowercase letters and digits) is served, and does the same.
+* ``soft404``: a soft-404 space: every path that is not one of the host's pages
+  (``/``, ``/p/N``, its popular page) answers 200 with one "not found" template
+  (``TRAP_TEMPLATE_BYTES`` of shared text) that echoes the path and links to
+  the relative ``more/`` and ``other-<n>/`` (n: the path's segment count), so
+  each page is distinct by its path and the paths grow endlessly. Entry: the
+  relative ``missing/`` on ``/``. Its ``/robots.txt`` is such a page too.
+* ``farm``: a link farm: ``/f/<word>-<word>-<n>.html`` pages, near-identical
+  (one shared text of ``TRAP_TEMPLATE_BYTES`` with the path's 3 words in it, 4
+  times over), each linking to ``FARM_LINKS`` (3) new ones drawn from its own
+  path. Entry: 3 such links on ``/``.
 
 Session ids and tokens are 16 hex digits from the web's own
 ``random.Random(f"tokens/{seed}")``: the same sequence in every process for a
@@ -185,16 +195,21 @@ SPECIAL_KEYS = frozenset(
 )  # fmt: skip
 INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
 POPULAR_PAGE = -1  # the popular page's number in ``graph``
-TRAP_KINDS = ("calendar", "session", "repeat", "minted")
+TRAP_KINDS = ("calendar", "session", "repeat", "minted", "soft404", "farm")
 CALENDAR_START = "2025-01"  # the month a calendar trap's entry link shows
 SESSION_PAGES = 5  # real pages behind a session trap: /s/0 .. /s/4
 MINTED_LINKS = 5  # fresh /m/<token> links on every page of a minted trap
+FARM_LINKS = 3  # new /f/<word>-<word>-<n>.html links on every page of a link farm
+# Shared text of a soft-404 or farm page, besides what differs page to page: enough
+# for near-duplicate detection to see them as near-identical.
+TRAP_TEMPLATE_BYTES = 8192
 REVISION_WORDS = 40  # words of a changed page's "Revision n" paragraph
 VALIDATOR_BASE = datetime(2026, 1, 1, tzinfo=UTC)  # Last-Modified of version 0; +1 day each
 _MONTH = re.compile(r"(\d{4,})-(\d{2})")
 _SESSION_PATH = re.compile(r"/s/(0|[1-9]\d*)")
 _REPEAT_PATH = re.compile(r"(?:/[xy])+/")
 _MINTED_PATH = re.compile(r"/m/[0-9a-z]+")
+_FARM_PATH = re.compile(r"/f/([a-z]+)-([a-z]+)-(\d+)\.html")
 
 # host index (1-based) -> exact path (no query) -> spec (see the module docstring)
 SpecialRoutes = dict[int, dict[str, dict[str, Any]]]
@@ -434,6 +449,10 @@ def month_name(index: int) -> str:
 def trap_page(kind: str, path: str, query: str = "") -> str | None:
     """What a trap of ``kind`` serves at ``path`` (no query) and ``query``: the page's
     key (the month, the session page number, the path or the token), None for a 404."""
+    if kind == "soft404":  # every path (the host's own pages are routed before)
+        return path
+    if kind == "farm":
+        return path if _FARM_PATH.fullmatch(path) else None
     if kind == "calendar":
         months = parse_qs(query).get("month") if path == "/calendar" else None
         return months[0] if months and month_index(months[0]) is not None else None
@@ -986,6 +1005,10 @@ class TestWeb:
             return [("x/", "repeat")]
         if kind == "minted":
             return [(f"/m/{self.token()}", "more") for _ in range(MINTED_LINKS)]
+        if kind == "soft404":
+            return [("missing/", "a page that is not there")]
+        if kind == "farm":
+            return self._farm_links(h, "/")
         return []
 
     def trap_kind(self, url: str) -> str | None:
@@ -995,6 +1018,8 @@ class TestWeb:
         h = self._host_of.get(parts.hostname or "", 0)
         kind = self.traps.get(h)
         if kind is None or parts.path in self.special.get(h, {}) or self.popular == (h, parts.path):
+            return None
+        if kind == "soft404" and self._own_page(h, parts.path):
             return None
         return kind if trap_page(kind, parts.path, parts.query) is not None else None
 
@@ -1012,6 +1037,10 @@ class TestWeb:
         key = trap_page(kind, path, query) if kind else None
         if kind is None or key is None:
             return None
+        if kind == "soft404":
+            return self._render_soft404(h, path)
+        if kind == "farm":
+            return self._render_farm(h, path)
         links: list[tuple[str, str]] = []
         if kind == "calendar":
             month = month_index(key)
@@ -1033,6 +1062,60 @@ class TestWeb:
         links.append(("/", "home"))
         filler = f"trap/{self.seed}/{h}/{kind}" + (f"/{key}" if kind == "session" else "")
         return self._plain_page(html.escape(title), "", _items_html(links), random.Random(filler))
+
+    def _own_page(self, h: int, path: str) -> bool:
+        """Whether ``path`` is one of host h's numbered pages (``/`` included)."""
+        k = 0 if path == "/" else _page_number(path)
+        return k is not None and k < self.page_count(h)
+
+    def _render_soft404(self, h: int, path: str) -> bytes:
+        """The soft-404 template with ``path`` echoed, linking deeper (relative)."""
+        depth = len([part for part in path.split("/") if part])
+        links = [("more/", "more"), (f"other-{depth + 1}/", "other"), ("/", "home")]
+        rng = random.Random(f"trap/{self.seed}/{h}/soft404")
+        words, size = [], 0
+        while size < TRAP_TEMPLATE_BYTES:
+            words.append(rng.choice(self._vocab))
+            size += len(words[-1]) + 1
+        page = (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Page not found</title>'
+            f"</head>\n<body><h1>Page not found</h1>\n<p>Sorry, {html.escape(path)} is not "
+            f"here.</p>\n<p>{' '.join(words)}</p>\n<ul>\n{_items_html(links)}</ul>\n"
+            "</body></html>\n"
+        )
+        return page.encode()
+
+    def _farm_links(self, h: int, path: str) -> list[tuple[str, str]]:
+        """The FARM_LINKS farm pages linked from ``path``, drawn from the path."""
+        rng = random.Random(f"farm/{self.seed}/{h}/{path}")
+        out = []
+        for _ in range(FARM_LINKS):
+            first, second = (rng.choice(ENGLISH_WORDS[:300]) for _ in range(2))
+            href = f"/f/{first}-{second}-{rng.randrange(1_000_000)}.html"
+            out.append((href, f"{first} {second}"))
+        return out
+
+    def _render_farm(self, h: int, path: str) -> bytes:
+        """A farm page: the farm's one text with the path's words in a few places."""
+        found = _FARM_PATH.fullmatch(path)
+        assert found is not None
+        first, second, n = found.groups()
+        links = [*self._farm_links(h, path), ("/", "home")]
+        words, size = [], 0
+        rng = random.Random(f"trap/{self.seed}/{h}/farm")
+        while size < TRAP_TEMPLATE_BYTES:
+            words.append(rng.choice(self._vocab))
+            size += len(words[-1]) + 1
+        for i, word in enumerate((first, second, n), 1):
+            words[i * len(words) // 4] = word
+        # The shared text four times over weighs four times the changed words.
+        text = "".join(f"<p>{' '.join(words)}</p>\n" for _ in range(4))
+        page = (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Best deals</title>'
+            f"</head>\n<body><h1>Best deals</h1>\n{text}"
+            f"<ul>\n{_items_html(links)}</ul>\n</body></html>\n"
+        )
+        return page.encode()
 
     # -- realistic pages and mirrors ----------------------------------------------------
 
