@@ -89,6 +89,9 @@ DOWNLOADER_MIDDLEWARES = {
     # second keeps RetryMiddleware (550) from retrying a refused lookup.
     "middlewares.guard.AddressGuardMiddleware": 50,
     "middlewares.guard.BlockedLookupMiddleware": 560,
+    # Behind a proxy the proxy resolves the URL's host: this one resolves it
+    # here and applies the guard, after HttpProxyMiddleware (750) sets the proxy.
+    "middlewares.guard.ProxiedHostGuardMiddleware": 760,
     # Conditional refetches and failed fetches for recrawl; above the ack
     # middleware, so it sees a final failure before its lease is acked.
     "middlewares.recrawl.RecrawlDownloaderMiddleware": 20,

@@ -25,9 +25,19 @@ robots.txt middleware, and counted), logged at INFO once per host (per
 process, bounded), and a frontier slot it held is released at once: it made
 no contact with the host.
 
-Limits: with a proxy (``proxy`` meta, HttpProxyMiddleware) the proxy resolves
-the URL's host, so only IP literals are refused (and the proxy's own name is
-checked by the resolver: allowlist a proxy on a private address).
+Behind a proxy (``HTTP_PROXY``/``HTTPS_PROXY`` in the environment, or a
+request's ``meta["proxy"]``) the connection goes to the proxy, which resolves
+the URL's host itself: the resolver above never sees that name. So
+:class:`ProxiedHostGuardMiddleware` (order 760, after Scrapy's
+HttpProxyMiddleware at 750 has set ``meta["proxy"]`` from the environment)
+resolves the target host of every proxied request through the same resolver
+and refuses it as above when it resolves to a refused address (IP literals
+are refused at order 50 already). Limits: a name this worker cannot resolve
+is left to the proxy (a proxy is often there to reach what the worker cannot);
+the proxy's own lookup may differ from the worker's (DNS rebinding: a name
+answering differently within its TTL). The proxy's own address (name or IP
+literal) is checked by the resolver when Twisted connects to it: allowlist a
+proxy on a private address in CRAWL_GUARD_ALLOW.
 """
 
 from __future__ import annotations
@@ -37,13 +47,15 @@ from typing import TYPE_CHECKING
 
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
+from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
-from crawlproject.guard.errors import BlockedAddress, refusal_of
-from crawlproject.guard.policy import GuardPolicy
+from crawlproject.guard.errors import BlockedAddress, BlockedAddressError, refusal_of
+from crawlproject.guard.policy import GuardPolicy, parse_address
 from crawlproject.rules.traps import OncePerKey
 from middlewares.dns import _installed_resolver
 from middlewares.robotstxt import ROBOTS_META_KEY
@@ -141,4 +153,36 @@ class BlockedLookupMiddleware:
     def process_exception(self, request: Request, exception: Exception) -> None:
         if refusal_of(exception, urlparse_cached(request).hostname) is not None:
             request.meta["dont_retry"] = True
+        return None
+
+
+class ProxiedHostGuardMiddleware:
+    """The guard's check of a proxied request's host name (module docstring)."""
+
+    def __init__(self, policy: GuardPolicy) -> None:
+        self.policy = policy
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ProxiedHostGuardMiddleware:
+        policy = GuardPolicy.from_settings(crawler.settings)
+        if not policy.enabled:
+            raise NotConfigured("CRAWL_GUARD_ENABLED is off")
+        return cls(policy)
+
+    async def process_request(self, request: Request) -> None:
+        if not request.meta.get("proxy"):
+            return None
+        host = urlparse_cached(request).hostname
+        if not host or parse_address(host) is not None or self.policy.allows_name(host):
+            return None  # IP literals: AddressGuardMiddleware checked them
+        resolver = _installed_resolver()
+        if not isinstance(resolver, CachingResolver) or resolver.guard is None:
+            return None  # AddressGuardMiddleware warned at start
+        try:
+            await maybe_deferred_to_future(resolver.getHostByName(host))
+        except BlockedAddressError as exc:
+            # Counted and logged by AddressGuardMiddleware.process_exception.
+            raise BlockedAddress(host, exc.reason) from exc
+        except DNSLookupError:
+            return None  # the proxy may resolve names this worker cannot
         return None

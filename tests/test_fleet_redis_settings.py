@@ -2,7 +2,8 @@
 REDIS_HOST/REDIS_PORT, or REDIS_URL only in the environment, join the fleet's
 Redis; REDIS_START_URLS_KEY seeds; SCHEDULER_PERSIST=False deletes the crawl's
 keys once the fleet's crawl ended (not when one worker of two stops); settings
-that cannot apply end the start with one line and exit status 1."""
+that cannot apply end the start with one line and exit status 1; behind an
+HTTP proxy the private-address guard still checks the target host."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
+from tests.support.http_proxy import HttpProxy
 from tests.support.redis_server import RedisServer
 from tests.support.testweb import TestWeb, page_counts
 
@@ -146,3 +148,27 @@ def test_settings_that_cannot_apply_end_the_start_with_one_line(
     assert "Not started: " in errors[0] and line in errors[0], errors[0]
     assert "Traceback" not in text
     assert not crawl_keys(redis_server.url, "refused")  # stopped before the frontier
+
+
+def test_guard_checks_the_target_host_behind_a_proxy(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """HTTP_PROXY in the environment: the proxy would resolve ``localhost``
+    (loopback, refused) itself; the worker resolves it and refuses it first,
+    while the allowed web (127.0.3.0/24) is crawled through the proxy."""
+    web = testweb_factory(hosts=1, pages=3, latency_ms=0, links=1, cross_links=0)
+    refused = f"http://localhost:{web.port}/"
+    # The proxy's own address is checked too: allowed, and not localhost's.
+    with HttpProxy("127.0.0.2") as proxy:
+        proc = start_worker(
+            REPO_ROOT, redis_server.url, "proxied", [*web.seeds, refused],
+            {**FAST, "CRAWL_GUARD_ALLOW": "127.0.3.0/24,127.0.0.2"}, tmp_path / "w.log",
+            env={"HTTP_PROXY": proxy.url, "http_proxy": proxy.url, "NO_PROXY": "", "no_proxy": ""},
+        )  # fmt: skip
+        wait_all([proc], timeout=120)
+    assert set(page_counts(web.log)) == web.expected_urls
+    assert "127.0.3.1" in proxy.hosts_requested()  # the crawl went through the proxy
+    assert "localhost" not in proxy.hosts_requested(), proxy.requests
+    stats = stats_of(proc.log_path)
+    assert stats.get("guard/blocked", 0) + stats.get("guard/blocked_robotstxt", 0) >= 1
+    assert "Guard: not fetching http://localhost:" in proc.log_path.read_text()
