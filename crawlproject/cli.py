@@ -32,7 +32,11 @@
 
 All read the project settings (``REDIS_URL``, ``CRAWL_*``, ``AWS_*``), so they
 reach the same Redis and body store as ``scrapy crawl web`` run from the same
-folder; without ``REDIS_URL`` they use (and if needed start) the embedded one.
+folder: ``REDIS_URL``, ``CRAWL_NAME`` and ``CRAWL_DATA_DIR`` from the
+environment too, scrapy-redis's ``REDIS_HOST``/``REDIS_PORT``/``REDIS_PARAMS``
+(crawlproject/frontier/redis_settings.py); with none of them they use (and if
+needed start) the embedded one. A setting they cannot use is one line on
+stderr and exit status 1.
 """
 
 from __future__ import annotations
