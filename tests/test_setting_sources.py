@@ -264,3 +264,13 @@ def test_scrapy_robots_user_agent_and_dns_cache_size_are_honoured() -> None:
     assert DnsConfig.from_settings(project(DNSCACHE_SIZE="5000")).cache_size == 5000
     with pytest.raises(ConfigError, match="DNSCACHE_SIZE='5000' and CRAWL_DNS_CACHE_SIZE"):
         DnsConfig.from_settings(project(DNSCACHE_SIZE="5000", CRAWL_DNS_CACHE_SIZE=10))
+
+
+def test_the_cli_refuses_what_a_worker_refuses_in_one_line() -> None:
+    cli = subprocess.run(
+        [sys.executable, "-m", "crawlproject", "-s", "SCHEDULER_QUEUE_CLASS=x.Y", "counts"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert cli.returncode == 1
+    assert cli.stderr.startswith("crawlproject: SCHEDULER_QUEUE_CLASS='x.Y' cannot apply")
+    assert len(cli.stderr.splitlines()) == 1, cli.stderr
