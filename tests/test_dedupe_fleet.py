@@ -190,19 +190,27 @@ def site_pages(mirror: bool) -> dict[str, dict[str, object]]:
     return routes
 
 
-@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize(("workers", "policy"), [(1, "depth"), (3, "depth"), (3, "aopic")])
 def test_a_mirror_costs_one_fetch_per_url_and_loses_no_page(
-    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path, workers: int
+    redis_url: str,
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+    workers: int,
+    policy: str,
 ) -> None:
     # Host 1 is a site, host 2 its mirror: the same chain of pages, each also
     # linking to a page only its own host has. Whichever copy of a shared page
     # comes first is the original; the other's links must still be followed
     # (default CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = "other_host"), or the pages
-    # only it links to are lost.
+    # only it links to are lost. (With AOPIC those links bring a reduced
+    # credit share instead of a band penalty.)
     special = {1: site_pages(mirror=False), 2: site_pages(mirror=True)}
     web = testweb_factory(hosts=2, pages=1, links=1, cross_links=0, query_variants=0,
                           special=special)  # fmt: skip
-    items, stats, _ = run(redis_url, f"mirror{workers}", web.seeds, tmp_path, workers=workers)
+    items, stats, _ = run(
+        redis_url, f"mirror{workers}", web.seeds, tmp_path, workers=workers,
+        CRAWL_PRIORITY_POLICY=policy,
+    )  # fmt: skip
     expected = {web.base_url(h).rstrip("/") + path for h in (1, 2) for path in special[h]}
     fetched = page_counts(web.log)
     assert set(fetched) == expected  # every page of either host: none lost
