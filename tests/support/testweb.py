@@ -87,6 +87,11 @@ graph links, and only ``/``); trap pages link back to ``/``. Kinds:
   ``/x/x/``, ``/x/y/x/``...; ``/x`` is a 404) is a page linking to the relative
   ``x/`` and ``y/x/``, so the path grows by one or two segments a link. Entry:
   the relative ``x/`` on ``/``.
+* ``pathsession``: a session id in the path: every render of ``/`` or of a
+  ``/ps/<id>/page<j>.html`` page mints one fresh id and links to two pages,
+  ``/ps/<new id>/page<2j+1>.html`` and ``page<2j+2>``; any id (16 hex digits)
+  is served, each page ``j`` with its own text, so the trap's pages are all
+  distinct and endless (duplicate detection cannot catch it).
 * ``minted``: every render of ``/`` or of a ``/m/<token>`` page links to
   ``MINTED_LINKS`` (5) freshly minted ``/m/<token>`` URLs; any ``/m/<token>``
   (lowercase letters and digits) is served, and does the same.
@@ -195,7 +200,7 @@ SPECIAL_KEYS = frozenset(
 )  # fmt: skip
 INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
 POPULAR_PAGE = -1  # the popular page's number in ``graph``
-TRAP_KINDS = ("calendar", "session", "repeat", "minted", "soft404", "farm")
+TRAP_KINDS = ("calendar", "session", "repeat", "minted", "pathsession", "soft404", "farm")
 CALENDAR_START = "2025-01"  # the month a calendar trap's entry link shows
 SESSION_PAGES = 5  # real pages behind a session trap: /s/0 .. /s/4
 MINTED_LINKS = 5  # fresh /m/<token> links on every page of a minted trap
@@ -210,6 +215,7 @@ _SESSION_PATH = re.compile(r"/s/(0|[1-9]\d*)")
 _REPEAT_PATH = re.compile(r"(?:/[xy])+/")
 _MINTED_PATH = re.compile(r"/m/[0-9a-z]+")
 _FARM_PATH = re.compile(r"/f/([a-z]+)-([a-z]+)-(\d+)\.html")
+_PATHSESSION_PATH = re.compile(r"/ps/[0-9a-f]{16}/page(0|[1-9]\d*)\.html")
 
 # host index (1-based) -> exact path (no query) -> spec (see the module docstring)
 SpecialRoutes = dict[int, dict[str, dict[str, Any]]]
@@ -456,10 +462,17 @@ def trap_page(kind: str, path: str, query: str = "") -> str | None:
     if kind == "calendar":
         months = parse_qs(query).get("month") if path == "/calendar" else None
         return months[0] if months and month_index(months[0]) is not None else None
-    pattern = {"session": _SESSION_PATH, "repeat": _REPEAT_PATH, "minted": _MINTED_PATH}[kind]
+    pattern = {
+        "session": _SESSION_PATH,
+        "repeat": _REPEAT_PATH,
+        "minted": _MINTED_PATH,
+        "pathsession": _PATHSESSION_PATH,
+    }[kind]
     found = pattern.fullmatch(path)
     if not found:
         return None
+    if kind == "pathsession":
+        return found.group(1)
     if kind == "session":
         return found.group(1) if int(found.group(1)) < SESSION_PAGES else None
     return path.removeprefix("/m/") if kind == "minted" else path
@@ -1005,6 +1018,9 @@ class TestWeb:
             return [("x/", "repeat")]
         if kind == "minted":
             return [(f"/m/{self.token()}", "more") for _ in range(MINTED_LINKS)]
+        if kind == "pathsession":
+            sid = self.token()
+            return [(f"/ps/{sid}/page{j}.html", f"page {j}") for j in (1, 2)]
         if kind == "soft404":
             return [("missing/", "a page that is not there")]
         if kind == "farm":
@@ -1056,11 +1072,17 @@ class TestWeb:
         elif kind == "repeat":
             title = f"Host {h} repeat page {key}"
             links += [("x/", "x"), ("y/x/", "y x")]
+        elif kind == "pathsession":
+            title = f"Host {h} page {key}"
+            sid, j = self.token(), int(key)
+            links += [(f"/ps/{sid}/page{c}.html", f"page {c}") for c in (2 * j + 1, 2 * j + 2)]
         else:
             title = f"Host {h} page {key}"
             links += [(f"/m/{self.token()}", "more") for _ in range(MINTED_LINKS)]
         links.append(("/", "home"))
-        filler = f"trap/{self.seed}/{h}/{kind}" + (f"/{key}" if kind == "session" else "")
+        filler = f"trap/{self.seed}/{h}/{kind}" + (
+            f"/{key}" if kind in ("session", "pathsession") else ""
+        )
         return self._plain_page(html.escape(title), "", _items_html(links), random.Random(filler))
 
     def _own_page(self, h: int, path: str) -> bool:
