@@ -359,7 +359,7 @@ CRAWL_METRICS_ADDRESS = "127.0.0.1"
 # Prometheus: set it to the scrape interval). 0: stop at once.
 CRAWL_METRICS_LINGER_SECONDS = 0.0
 
-# Content processors (crawlproject/content/; the classes live in pipelines/).
+# Content processors (crawlproject/content/; the classes live in pipelines/content/).
 # Each fetched answer goes, by its MIME type (Content-Type without parameters,
 # lowercased), to one processor, which adds fields to its fetch record and names
 # the links to follow (the spider's scope still applies); a type without one
@@ -369,15 +369,15 @@ CRAWL_METRICS_LINGER_SECONDS = 0.0
 # adds or replaces a type, {"application/json": "pipelines.json.JsonProcessor"},
 # and None turns one off, {"application/pdf": None}.
 CRAWL_CONTENT_PROCESSORS_BASE: dict[str, str] = {
-    "text/html": "pipelines.html.HtmlProcessor",
-    "application/xhtml+xml": "pipelines.html.HtmlProcessor",
-    "text/plain": "pipelines.text.PlainTextProcessor",
-    "application/pdf": "pipelines.pdf.PdfProcessor",
-    "application/rss+xml": "pipelines.feeds.FeedProcessor",
-    "application/atom+xml": "pipelines.feeds.FeedProcessor",
+    "text/html": "pipelines.content.html.HtmlProcessor",
+    "application/xhtml+xml": "pipelines.content.html.HtmlProcessor",
+    "text/plain": "pipelines.content.text.PlainTextProcessor",
+    "application/pdf": "pipelines.content.pdf.PdfProcessor",
+    "application/rss+xml": "pipelines.content.feeds.FeedProcessor",
+    "application/atom+xml": "pipelines.content.feeds.FeedProcessor",
     # Many feeds are served as plain XML; other XML documents are left alone.
-    "application/xml": "pipelines.feeds.FeedProcessor",
-    "text/xml": "pipelines.feeds.FeedProcessor",
+    "application/xml": "pipelines.content.feeds.FeedProcessor",
+    "text/xml": "pipelines.content.feeds.FeedProcessor",
 }
 CRAWL_CONTENT_PROCESSORS: dict[str, str | None] = {}
 # Characters of a document's extracted text kept in its record ("text", PDF).

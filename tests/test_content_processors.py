@@ -1,4 +1,4 @@
-"""Content processors (crawlproject/content/, pipelines/html.py, pdf.py, feeds.py)
+"""Content processors (crawlproject/content/, pipelines/content/)
 on real files made here: unit tests, the spider's dispatch, and one real crawl."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.scheduler import SCOPE_META_KEY
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.warc import read_payload
-from pipelines.feeds import FeedProcessor
-from pipelines.pdf import PdfProcessor
+from pipelines.content.feeds import FeedProcessor
+from pipelines.content.pdf import PdfProcessor
 from spiders.web import WebSpider
 from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from tests.support.redis_server import RedisServer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from crawlproject.content.processor import (
+    TITLE_MAX_CHARS,
     ContentError,
     ContentProcessor,
     ProcessedContent,
@@ -11,6 +12,7 @@ from crawlproject.content.processor import (
 from crawlproject.content.registry import ContentRegistry, processor_paths
 
 __all__ = [
+    "TITLE_MAX_CHARS",
     "ContentError",
     "ContentProcessor",
     "ContentRegistry",

@@ -6,7 +6,7 @@ processor reads the body and returns a :class:`ProcessedContent`: fields for
 the page's fetch record (``title``, ``text``, …) and the URLs it links to,
 which the spider filters by its scope and queues like any link. A processor
 is built once per spider; ``process`` runs on the reactor thread, so it must
-bound its own work (see pipelines/pdf.py).
+bound its own work (see pipelines/content/pdf.py).
 
 A processor that cannot read a body raises (preferably :class:`ContentError`):
 the spider counts ``content/error/<name>``, logs it and keeps the fetch record.
@@ -22,6 +22,10 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+
+# A document's title is cut to this many characters in its fetch record.
+TITLE_MAX_CHARS = 500
 
 
 class ContentError(ValueError):

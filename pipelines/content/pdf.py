@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, ClassVar, Self
 from pypdf import PasswordType, PdfReader
 from scrapy.http import Response
 
-from crawlproject.content import ContentError, ContentProcessor, ProcessedContent
+from crawlproject.content import (
+    TITLE_MAX_CHARS,
+    ContentError,
+    ContentProcessor,
+    ProcessedContent,
+)
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-
-TITLE_MAX_CHARS = 500
 
 
 class PdfProcessor(ContentProcessor):

@@ -18,13 +18,17 @@ from urllib.parse import urljoin
 from lxml import etree
 from scrapy.http import Response
 
-from crawlproject.content import ContentError, ContentProcessor, ProcessedContent
+from crawlproject.content import (
+    TITLE_MAX_CHARS,
+    ContentError,
+    ContentProcessor,
+    ProcessedContent,
+)
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 RSS1_NS = "http://purl.org/rss/1.0/"
 RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 FEED_MAX_ENTRIES = 10_000  # entries read per feed; the rest are ignored
-TITLE_MAX_CHARS = 500
 
 
 class FeedProcessor(ContentProcessor):
