@@ -8,7 +8,8 @@
     crawlproject parked --reasons         per host, why its URLs were contained and
                                           how many: token (a session id minted per
                                           render), budget (over its budget, waiting
-                                          for votes), duplicates, dns, ... (JSON)
+                                          for votes), duplicates, dns, ...; a
+                                          soft-404 space's probe URL (JSON)
     crawlproject poisoned [--requeue]     URLs set aside after CRAWL_MAX_RECLAIMS reclaims
                                           (each worker that took them died or hung; JSON);
                                           --requeue puts them back once the cause is fixed
@@ -58,6 +59,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
+from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.connection import redis_client
@@ -68,7 +70,8 @@ from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.security.redaction import redact
 from crawlproject.status.view import collect_status, render
-from crawlproject.store.backends import StoreConfig, open_store
+from crawlproject.store.config import StoreConfig
+from crawlproject.store.factory import open_store
 from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
 from crawlproject.store.objects import INDEX_KEY_DIR
 from crawlproject.store.warc import parse_response_member, payload_digest
@@ -175,7 +178,14 @@ async def _with_redis(
             elif action == "parked":
                 print(json.dumps(await frontier.parked_by_host(), sort_keys=True))
             elif action == "parked-reasons":
-                print(json.dumps(await frontier.trap_reasons(), sort_keys=True))
+                reasons: dict[str, dict[str, object]] = {
+                    host: dict(why) for host, why in (await frontier.trap_reasons()).items()
+                }
+                # Soft-404 spaces are not parked (their real pages are crawled):
+                # their pages within the probe's distance are judged, so show the probe.
+                for host, probe in (await soft404_hosts(redis, keys.soft404)).items():
+                    reasons.setdefault(host, {})["soft404_probe"] = probe
+                print(json.dumps(reasons, sort_keys=True))
             elif action == "poisoned":
                 print(json.dumps(sorted(await frontier.poisoned_urls())))
             elif action == "requeue-poisoned":

@@ -25,6 +25,7 @@ from pathlib import Path
 from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from tests.support.redis_server import RedisServer
 from tests.support.testweb import TestWeb, page_counts, politeness_report
+
 from tests.test_crawl_traps import reachable_repeat_paths
 from tests.test_trap_spaces import FARM_BOUND, SOFT404_BOUND
 
@@ -105,6 +106,7 @@ def test_every_trap_family_is_contained_and_the_crawl_ends(
     )
     reasons = json.loads(shown.stdout)
     assert reasons[web.base_url(PATHSESSION).rstrip("/")]["token"] > 0, reasons
+    assert "soft404_probe" in reasons[web.base_url(SOFT404).rstrip("/")], reasons
     status = subprocess.run(
         [*cli, "status", "--json"], cwd=REPO_ROOT, check=True, capture_output=True
     )
