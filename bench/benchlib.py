@@ -13,8 +13,8 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
-from tests.support.redis_cluster import RedisCluster as TestRedisCluster
-from tests.support.redis_server import RedisServer as TestRedisServer
+from testkit.redis_cluster import RedisCluster as TestRedisCluster
+from testkit.redis_server import RedisServer as TestRedisServer
 
 PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
 
@@ -89,7 +89,7 @@ class RedisServer(TestRedisServer):
 
 
 class ClusterServer:
-    """A real 3-master Redis Cluster (tests/support/redis_cluster.py) with the
+    """A real 3-master Redis Cluster (testkit/redis_cluster.py) with the
     parts of ``RedisServer`` a throughput benchmark uses: CPU and FLUSHALL are
     summed or sent over every master."""
 

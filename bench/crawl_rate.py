@@ -68,9 +68,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.support.crawlproc import WorkerProcess, start_worker, stats_of, tail  # noqa: E402
-from tests.support.redis_server import RedisServer  # noqa: E402
-from tests.support.testweb import (  # noqa: E402
+from testkit.crawlproc import WorkerProcess, start_worker, stats_of, tail  # noqa: E402
+from testkit.redis_server import RedisServer  # noqa: E402
+from testkit.testweb import (  # noqa: E402
     OUT_OF_SCOPE_IP,
     RequestRecord,
     WebProcess,

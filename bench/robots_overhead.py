@@ -1,7 +1,7 @@
 """What the fleet-wide robots.txt middleware (middlewares/robotstxt.py) costs.
 
 Real ``scrapy crawl web`` workers on the synthetic loopback web of
-tests/support/testweb.py, one fresh redis-server and a fresh crawl name per run,
+testkit/testweb.py, one fresh redis-server and a fresh crawl name per run,
 crawls started and timed by bench/crawl_rate.py's ``run_crawl``. Every host
 serves a 200 robots.txt (``Disallow: /private/``, which no page of the graph
 lives under, so the page set is the same with robots on or off; a tenth of the
@@ -61,7 +61,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import crawl_rate  # noqa: E402
-from tests.support.testweb import (  # noqa: E402
+from testkit.testweb import (  # noqa: E402
     OUT_OF_SCOPE_IP,
     RequestRecord,
     host_ip,

@@ -7,7 +7,7 @@ run. Every request figure comes from moto's own access log (the SERVER side):
 ``PUT`` (an object, or a multipart part) and ``POST`` (multipart create and
 complete); the bucket's listing gives the stored objects and their bytes.
 
-The web: realistic pages (``--realistic`` in tests/support/testweb.py: a site
+The web: realistic pages (``--realistic`` in testkit/testweb.py: a site
 template, words, a banner, ~10 KB of HTML), 50 hosts x 40 pages, latency
 0-2 ms, one worker, no host delay, the duplicate filter on (project defaults).
 
@@ -53,7 +53,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import crawl_rate  # noqa: E402
-from tests.support.s3_server import (  # noqa: E402
+from testkit.s3_server import (  # noqa: E402
     TEST_ACCESS_KEY_ID,
     TEST_REGION,
     TEST_SECRET_ACCESS_KEY,

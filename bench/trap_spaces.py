@@ -27,8 +27,8 @@ from pathlib import Path
 
 from benchlib import RedisServer
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.testweb import TestWeb, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.testweb import TestWeb, page_counts
 from tests.test_dedupe_fleet import SHARED_PAGES, site_pages
 
 FAST = {"CRAWL_HOST_DELAY": 0.002, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crawlproject.store.index import build_index
 from crawlproject.store.warc import RollingWarcWriter
-from tests.support.testweb import TestWeb
+from testkit.testweb import TestWeb
 
 RESPONSE_HEADERS = [
     ("Content-Type", "text/html; charset=utf-8"),

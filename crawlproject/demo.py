@@ -4,7 +4,7 @@ Serves 5 hosts (127.0.3.1-5) of 20 pages each from the repository's test web,
 runs ``scrapy crawl web`` on them with no ``REDIS_URL`` (so a private Redis is
 started in ``crawl-data/demo``), and prints what was fetched and whether each
 host was treated politely, judged from the web server's own request log.
-Run from a checkout (it uses ``tests/support/testweb.py``).
+Run from a checkout (it uses ``testkit/testweb.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DEMO_ROBOTS = "User-agent: *\nDisallow: /p/1\n"
 def main() -> int:
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
-    from tests.support.testweb import WebProcess, page_counts, politeness_report
+    from testkit.testweb import WebProcess, page_counts, politeness_report
 
     data = root / "crawl-data" / "demo"
     shutil.rmtree(data, ignore_errors=True)  # each demo crawls a fresh web on a new port

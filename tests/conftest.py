@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 # tests/ has no __init__.py, so plain `pytest` puts tests/ (not the repo root)
-# on sys.path; the repo root makes `tests.support` and the project importable.
+# on sys.path; the repo root makes `testkit` and the project importable.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -19,9 +19,9 @@ from redis.asyncio import Redis  # noqa: E402
 
 from crawlproject.frontier.client import RedisFrontier  # noqa: E402
 from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
-from tests.support.redis_server import RedisServer  # noqa: E402
-from tests.support.s3_server import TEST_BUCKET, MotoServer  # noqa: E402
-from tests.support.testweb import TestWeb  # noqa: E402
+from testkit.redis_server import RedisServer  # noqa: E402
+from testkit.s3_server import TEST_BUCKET, MotoServer  # noqa: E402
+from testkit.testweb import TestWeb  # noqa: E402
 
 
 @pytest.fixture

@@ -26,9 +26,9 @@ from crawlproject.store.warc import read_payload
 from pipelines.content.feeds import FeedProcessor
 from pipelines.content.pdf import PdfProcessor
 from spiders.web import WebSpider
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
 
 BASE = "http://127.0.3.1:8000/"
 HOST = "127.0.3.1:8000"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
     start_worker,
@@ -24,7 +24,7 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
-from tests.support.testweb import (
+from testkit.testweb import (
     OUT_OF_SCOPE_IP,
     TestWeb,
     page_counts,

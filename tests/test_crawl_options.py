@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.processes import free_port
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import OUT_OF_SCOPE_IP, TestWeb, page_counts, politeness_report
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.processes import free_port
+from testkit.redis_server import RedisServer
+from testkit.testweb import OUT_OF_SCOPE_IP, TestWeb, page_counts, politeness_report
 
 DELAY = 0.2
 FAST = {"CRAWL_HOST_DELAY": DELAY, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}

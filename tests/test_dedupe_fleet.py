@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
-from tests.support.testweb import TestWeb, _paragraphs, canonical_url, page_counts
+from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
+from testkit.testweb import TestWeb, _paragraphs, canonical_url, page_counts
 
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0.02,

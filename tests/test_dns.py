@@ -39,9 +39,9 @@ from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import host_key
 from middlewares.dns import DnsFailureMiddleware
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts
 
 RESOLVER = "crawlproject.dns.resolver.CachingResolver"
 MIDDLEWARE = "middlewares.dns.DnsFailureMiddleware"

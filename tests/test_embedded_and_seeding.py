@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
     start_worker,
@@ -20,8 +20,8 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, page_counts
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts
 
 FAST = {"CRAWL_HOST_DELAY": 0.2, "CRAWL_IDLE_CLOSE_SECONDS": 2, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 

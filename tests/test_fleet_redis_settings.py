@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     start_worker,
     stats_of,
@@ -27,9 +27,9 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
-from tests.support.http_proxy import HttpProxy
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, page_counts
+from testkit.http_proxy import HttpProxy
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts
 
 FAST = {"CRAWL_HOST_DELAY": 0.2, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 

@@ -29,9 +29,9 @@ from crawlproject.dns.resolver import CachingResolver, DnsConfig
 from crawlproject.frontier.config import ConfigError
 from crawlproject.guard.errors import BlockedAddress, BlockedAddressError, refusal_of
 from crawlproject.guard.policy import GuardPolicy, is_blocked
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, host_ip, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, host_ip, page_counts
 
 EXCEPTIONS = "downloader/exception_type_count/"
 

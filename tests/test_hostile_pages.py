@@ -26,9 +26,9 @@ from crawlproject.frontier.client import Lease
 from crawlproject.frontier.scheduler import LEASE_META_KEY, FrontierScheduler, LeaseState, _Held
 from middlewares.limits import LimitsMiddleware
 from spiders.web import WebSpider
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, fetch_counts, page_counts, politeness_report
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, fetch_counts, page_counts, politeness_report
 
 DELAY = 0.1
 MAX_SIZE_BYTES = 200_000

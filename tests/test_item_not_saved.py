@@ -19,8 +19,7 @@ from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from crawlproject.frontier.scheduler import LEASE_META_KEY, FrontierScheduler, LeaseState, _Held
-from tests.conftest import MakeFrontier
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
     start_worker,
@@ -29,8 +28,9 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, page_counts
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts
+from tests.conftest import MakeFrontier
 from tests.test_frontier_scripts import CODEC, claim_all, entry, urls_of
 from tests.test_store_faults import payload_of, read_items, sent_bodies, spooled
 

@@ -20,7 +20,7 @@ from crawlproject.status.metrics import (
     map_stat,
     snake,
 )
-from tests.support.crawlproc import REPO_ROOT
+from testkit.crawlproc import REPO_ROOT
 
 VALID_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 

@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 
 from crawlproject.status.metrics import map_stat
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     start_worker,
     tail,
     wait_all,
     wait_until,
 )
-from tests.support.processes import free_port
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb
+from testkit.processes import free_port
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
 
 DASHBOARD = REPO_ROOT / "docs" / "grafana" / "crawlproject-dashboard.json"
 SCRAPE_EXAMPLE = REPO_ROOT / "docs" / "prometheus" / "scrape-example.yml"

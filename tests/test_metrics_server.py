@@ -6,7 +6,7 @@ import asyncio
 import urllib.request
 
 from crawlproject.status.metrics import MetricsServer, StatsExporter
-from tests.support.processes import free_port
+from testkit.processes import free_port
 
 
 def get(port: int) -> str:

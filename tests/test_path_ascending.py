@@ -17,8 +17,8 @@ from crawlproject import settings as project_settings
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from middlewares.path_ascending import PathAscendingSpiderMiddleware, parent_directories
 from spiders.web import WebSpider
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.testweb import TestWeb, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.testweb import TestWeb, page_counts
 
 MIDDLEWARE = "middlewares.path_ascending.PathAscendingSpiderMiddleware"
 # Above DepthMiddleware (900): its requests get Scrapy's depth accounting, like links.

@@ -22,10 +22,10 @@ from crawlproject import settings as project_settings
 from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, tail
+from testkit.testweb import TestWeb, page_counts, page_path
 from tests.conftest import MakeFrontier
 from tests.spiders_for_tests.poison import POISON_EXIT_CODE
-from tests.support.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, tail
-from tests.support.testweb import TestWeb, page_counts, page_path
 
 CANON = UrlCanonicalizer([])
 CODEC = RequestCodec(["scrapy.http.request.Request"])

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
 
 PYWB_VENV = REPO_ROOT / ".venv" / "pywb"
 WAYBACK = PYWB_VENV / "bin" / "wayback"

@@ -25,7 +25,7 @@ from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, decode_state
 from crawlproject.store.warc import read_payload
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     start_worker,
     stats_of,
@@ -33,7 +33,7 @@ from tests.support.crawlproc import (
     tail,
     wait_all,
 )
-from tests.support.testweb import TestWeb, page_path
+from testkit.testweb import TestWeb, page_path
 
 SHARDS = 4  # CRAWL_FRONTIER_SHARDS' default
 

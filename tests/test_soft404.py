@@ -26,7 +26,7 @@ from crawlproject.dedupe.soft404 import (
 )
 from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.connection import redis_client
-from tests.support.testweb import TestWeb
+from testkit.testweb import TestWeb
 from tests.test_testweb import crawl_over_http, get, links_of
 
 TEMPLATE = "Sorry, we could not find {} on this site. Try the search box or the home page."

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from crawlproject.status.view import render
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     LOOPBACK_ALLOW,
     REPO_ROOT,
     crawl_status,
@@ -26,9 +26,9 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
-from tests.support.processes import free_port
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb
+from testkit.processes import free_port
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
 
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0.3, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2,

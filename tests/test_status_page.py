@@ -27,10 +27,10 @@ from scrapy.http import Response
 
 from crawlproject.status.hosts import HostTally, merge_reports, stale_fields
 from crawlproject.status.page import parse_listen
-from tests.support.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
-from tests.support.processes import free_port
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb
+from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
+from testkit.processes import free_port
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [

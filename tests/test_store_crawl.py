@@ -12,10 +12,10 @@ from pathlib import Path
 
 from crawlproject.store.index import url_key
 from crawlproject.store.warc import read_payload
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
-from tests.support.testweb import TestWeb
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
+from testkit.testweb import TestWeb
 
 GZ_PAGE = "<html><body><p>" + "sent gzip-encoded " * 50 + "</p></body></html>"
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}

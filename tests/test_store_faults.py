@@ -28,7 +28,7 @@ from crawlproject.store.warc import (
     read_payload,
     recover_open_files,
 )
-from tests.support.crawlproc import (
+from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
     crawl_status,
@@ -38,10 +38,10 @@ from tests.support.crawlproc import (
     wait_all,
     wait_until,
 )
-from tests.support.redis_server import RedisServer
-from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
-from tests.support.tcp_proxy import TcpProxy
-from tests.support.testweb import TestWeb, page_counts
+from testkit.redis_server import RedisServer
+from testkit.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
+from testkit.tcp_proxy import TcpProxy
+from testkit.testweb import TestWeb, page_counts
 
 BUCKET = TEST_BUCKET
 OUTAGE_SECONDS = 20.0

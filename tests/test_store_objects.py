@@ -20,9 +20,9 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlproject.frontier.config import ConfigError
-from crawlproject.store.backends import LocalStore
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import find
+from crawlproject.store.local import LocalStore
 from crawlproject.store.objects import (
     ObjectWriter,
     object_name,
@@ -31,10 +31,10 @@ from crawlproject.store.objects import (
 )
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import payload_digest, recover_open_files
-from tests.support.crawlproc import REPO_ROOT
-from tests.support.redis_server import RedisServer
-from tests.support.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
-from tests.support.testweb import TestWeb
+from testkit.crawlproc import REPO_ROOT
+from testkit.redis_server import RedisServer
+from testkit.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
+from testkit.testweb import TestWeb
 from tests.test_store_crawl import crawl, sent_bodies
 
 FETCHED_AT = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, canonical_url, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, canonical_url, page_counts
 
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 MOVED = "<html><body>Moved to <a href='/new'>/new</a></body></html>"

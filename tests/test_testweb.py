@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from tests.support.testweb import (
+from testkit.testweb import (
     CALENDAR_START,
     ENGLISH_WORDS,
     MINTED_LINKS,
@@ -765,7 +765,7 @@ def web_digest(web: TestWeb) -> str:
 
 def test_webs_without_the_new_options_are_unchanged() -> None:
     # Digests computed with web_digest on the code before host_pages, traps and popular were
-    # added (tests/support/testweb.py at commit c429b16), for these very parameters.
+    # added (testkit/testweb.py at commit c429b16), for these very parameters.
     cases: list[tuple[dict[str, Any], str]] = [
         ({}, "e0d75eeccb82f9eaebe8fe5271b830b1f48cf88fb1adf830233d193343f0e98a"),
         (

@@ -30,9 +30,9 @@ from pathlib import Path
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
-from tests.support.crawlproc import REPO_ROOT, crawl_status, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, host_ip, page_counts, politeness_report
+from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, host_ip, page_counts, politeness_report
 
 DELAY = 0.002
 FAST = {"CRAWL_HOST_DELAY": DELAY, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}

@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.store.backends import BodyStore, LocalStore, StoreConfig, open_store
+from crawlproject.store.base import BodyStore
+from crawlproject.store.config import StoreConfig
+from crawlproject.store.factory import open_store
+from crawlproject.store.local import LocalStore
 from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import RollingWarcWriter, WarcLocation, read_payload
-from tests.support.s3_server import (
+from testkit.s3_server import (
     TEST_ACCESS_KEY_ID,
     TEST_REGION,
     TEST_SECRET_ACCESS_KEY,

@@ -10,8 +10,8 @@ from scrapy.settings import Settings
 
 from crawlproject.frontier.config import ConfigError
 from crawlproject.rules.url_rules import HostPatterns, ParsedUrl, UrlRules
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.testweb import TestWeb, page_counts
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.testweb import TestWeb, page_counts
 
 
 def rules(**settings: object) -> UrlRules:

@@ -5,7 +5,7 @@ listen on one TCP port, so each host is a distinct politeness key. One asyncio
 loop serves them all, either in a background thread (``TestWeb.start()``) or as
 its own process, so a benchmark does not share a GIL with the crawler harness::
 
-    python -m tests.support.testweb --hosts 20 --pages 30 --latency-ms 10-80 \\
+    python -m testkit.testweb --hosts 20 --pages 30 --latency-ms 10-80 \\
         --links 5 --cross-links 1 --seed 1 --log req.jsonl --ready-file web.json
 
 The page graph is a pure function of the parameters (``random.Random(seed)``):
@@ -191,7 +191,7 @@ REASONS = {
 }
 MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SPECIAL_KEYS = frozenset(
     {
         "status", "body", "body_b64", "content_type", "headers", "gzip", "reset", "times",
@@ -1617,7 +1617,7 @@ def web_from_description(description: dict[str, Any]) -> TestWeb:
 
 @dataclass
 class WebProcess:
-    """A web served by ``python -m tests.support.testweb`` in a child process.
+    """A web served by ``python -m testkit.testweb`` in a child process.
 
     ``start()`` waits for the ready file; ``stop()`` sends SIGTERM and returns the log.
     An option whose value is a dict (e.g. ``special``, ``mirrors``, ``host_pages``,
@@ -1676,7 +1676,7 @@ class WebProcess:
         cmd = [
             sys.executable,
             "-m",
-            "tests.support.testweb",
+            "testkit.testweb",
             "--log",
             str(self.log_path),
             "--ready-file",

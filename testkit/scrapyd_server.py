@@ -34,7 +34,7 @@ from urllib.error import URLError
 from urllib.parse import urlencode
 from urllib.request import urlopen
 
-from tests.support.processes import free_port, stop_process
+from testkit.processes import free_port, stop_process
 
 # Variables that would let job processes import the checkout or pick a project.
 SCRUBBED_ENV = ("PYTHONPATH", "PYTHONHOME", "SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT")

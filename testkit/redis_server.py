@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.processes import free_port, stop_process
-from tests.support.redis_tls import TlsFiles, ping_tls
+from testkit.processes import free_port, stop_process
+from testkit.redis_tls import TlsFiles, ping_tls
 
 log = logging.getLogger(__name__)
 

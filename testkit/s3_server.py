@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.support.processes import free_port, stop_process
+from testkit.processes import free_port, stop_process
 
 log = logging.getLogger(__name__)
 

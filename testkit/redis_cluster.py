@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support.redis_server import RedisServer, find_redis_server
-from tests.support.redis_tls import TlsFiles
+from testkit.redis_server import RedisServer, find_redis_server
+from testkit.redis_tls import TlsFiles
 
 MASTERS = 3
 
