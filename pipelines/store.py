@@ -65,7 +65,6 @@ from scrapy.http import Response
 from crawlproject.frontier.outcomes import ItemNotSaved
 from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.frontier.wake import wake_engine
-from crawlproject.store.backends import StoreConfig, open_store
 from crawlproject.store.backpressure import (
     Change,
     SpoolGate,
@@ -78,7 +77,9 @@ from crawlproject.store.config import (
     STORE_FORMAT_OBJECT,
     WIRE_ENCODING_META_KEY,
     BodyStoreConfig,
+    StoreConfig,
 )
+from crawlproject.store.factory import open_store
 from crawlproject.store.hops import Hop
 from crawlproject.store.index import build_index, index_bytes
 from crawlproject.store.objects import ObjectWriter, StoredObject, store_key, sweep_object_spool

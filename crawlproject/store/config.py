@@ -1,12 +1,12 @@
-"""Settings of the body storage pipeline (``CRAWL_STORE_*``), read once and checked.
+"""Settings of the body storage (``CRAWL_STORE_*``, ``AWS_*``), read once and checked.
 
-Where files go (``CRAWL_STORE_URI``, ``AWS_*``) is :class:`~crawlproject.store.
-backends.StoreConfig`; this is what is written and when.
+:class:`BodyStoreConfig`: what the storage pipeline writes and when;
+:class:`StoreConfig`: where finished files go (``CRAWL_STORE_URI``, ``AWS_*``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scrapy.settings import BaseSettings
@@ -14,6 +14,7 @@ from scrapy.settings import BaseSettings
 from crawlproject.content.registry import processor_paths
 from crawlproject.frontier.config import ConfigError
 from crawlproject.setting_values import crawl_setting
+from crawlproject.store.uri import parse_store_uri
 
 # Item key under which the spider hands the page's Response to the storage
 # pipeline, which removes it (feeds never see it).
@@ -25,6 +26,11 @@ WIRE_ENCODING_META_KEY = "crawl_wire_encoding"
 STORE_FORMAT_WARC = "warc"
 STORE_FORMAT_OBJECT = "object"
 STORE_FORMATS = (STORE_FORMAT_WARC, STORE_FORMAT_OBJECT)
+
+MIB = 1024 * 1024
+# S3's limits on a multipart upload's parts (all but the last part).
+S3_MIN_PART_BYTES = 5 * MIB
+S3_MAX_PART_BYTES = 5 * 1024 * MIB
 
 
 @dataclass(frozen=True)
@@ -86,3 +92,106 @@ def _content_types(settings: BaseSettings) -> frozenset[str]:
     return frozenset(
         t.strip().lower() for t in settings.getlist("CRAWL_STORE_CONTENT_TYPES") if t.strip()
     )
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """The body store settings (``CRAWL_STORE_*`` and Scrapy's ``AWS_*``),
+    read once and checked together. Credentials are kept out of ``repr``."""
+
+    uri: str
+    local_root: Path | None
+    bucket: str
+    prefix: str
+    multipart_threshold_bytes: int
+    multipart_chunk_bytes: int
+    retry_attempts: int
+    retry_base_seconds: float
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    use_ssl: bool | None = None
+    verify: bool | str | None = None
+    max_pool_connections: int = 10
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @property
+    def is_s3(self) -> bool:
+        return self.local_root is None
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> StoreConfig:
+        uri = crawl_setting(settings, "CRAWL_STORE_URI")
+        if not uri:
+            root = Path(crawl_setting(settings, "CRAWL_DATA_DIR"), "bodies").absolute()
+            uri = root.as_uri()
+        local_root, bucket, prefix = parse_store_uri(str(uri))
+        config = cls(
+            uri=str(uri),
+            local_root=local_root,
+            bucket=bucket,
+            prefix=prefix,
+            multipart_threshold_bytes=crawl_setting(
+                settings, "CRAWL_STORE_MULTIPART_THRESHOLD_BYTES"
+            ),
+            multipart_chunk_bytes=crawl_setting(settings, "CRAWL_STORE_MULTIPART_CHUNK_BYTES"),
+            retry_attempts=crawl_setting(settings, "CRAWL_STORE_RETRY_ATTEMPTS"),
+            retry_base_seconds=crawl_setting(settings, "CRAWL_STORE_RETRY_BASE_SECONDS"),
+            endpoint_url=settings.get("AWS_ENDPOINT_URL") or None,
+            region_name=settings.get("AWS_REGION_NAME") or None,
+            use_ssl=_optional_bool(settings, "AWS_USE_SSL"),
+            verify=_verify(settings.get("AWS_VERIFY")),
+            max_pool_connections=(
+                settings.getint("AWS_MAX_POOL_CONNECTIONS")
+                or settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10)
+            ),
+            access_key_id=settings.get("AWS_ACCESS_KEY_ID") or None,
+            secret_access_key=settings.get("AWS_SECRET_ACCESS_KEY") or None,
+            session_token=settings.get("AWS_SESSION_TOKEN") or None,
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.multipart_threshold_bytes < 1:
+            raise ConfigError("CRAWL_STORE_MULTIPART_THRESHOLD_BYTES must be >= 1")
+        if not S3_MIN_PART_BYTES <= self.multipart_chunk_bytes <= S3_MAX_PART_BYTES:
+            raise ConfigError(
+                f"CRAWL_STORE_MULTIPART_CHUNK_BYTES must be between {S3_MIN_PART_BYTES} (5 MiB) "
+                f"and {S3_MAX_PART_BYTES} (5 GiB): S3's limits on a part"
+            )
+        if self.retry_attempts < 0:
+            raise ConfigError("CRAWL_STORE_RETRY_ATTEMPTS must be >= 0 (0: no outer retries)")
+        if self.retry_base_seconds < 0:
+            raise ConfigError("CRAWL_STORE_RETRY_BASE_SECONDS must be >= 0")
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ConfigError(
+                "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither "
+                "(boto3's credential chain)"
+            )
+        if self.session_token and not self.access_key_id:
+            raise ConfigError("AWS_SESSION_TOKEN needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+        if self.max_pool_connections < 1:
+            raise ConfigError("AWS_MAX_POOL_CONNECTIONS must be >= 1")
+
+
+def _optional_bool(settings: BaseSettings, name: str) -> bool | None:
+    if settings.get(name) is None:
+        return None
+    try:
+        return settings.getbool(name)
+    except ValueError:
+        raise ConfigError(f"{name} must be a boolean, got {settings.get(name)!r}") from None
+
+
+def _verify(value: object) -> bool | str | None:
+    """AWS_VERIFY: unset, a boolean (also as text) or the path of a CA bundle."""
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if text.lower() in {"0", "false", "no", "off"}:
+        return False
+    return text or None

@@ -2,7 +2,7 @@
 
 A worker's :class:`~crawlproject.store.warc.RollingWarcWriter` writes into a
 spool directory on local disk; :class:`SpoolUploader` moves each finished file
-to a :class:`~crawlproject.store.backends.BodyStore` (key ``key_prefix +
+to a :class:`~crawlproject.store.base.BodyStore` (key ``key_prefix +
 file name``) and deletes the local copy once the store holds it. Store calls
 block (disk or network), so they all run in one background thread: the Scrapy
 reactor only calls :meth:`SpoolUploader.submit`, which never waits on I/O.
@@ -36,8 +36,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from crawlproject.store.backends import BodyStore, StoreError, StoreUnavailable, check_key
 from crawlproject.store.backpressure import is_space_error
+from crawlproject.store.base import BodyStore, check_key
+from crawlproject.store.errors import StoreError, StoreUnavailable
 from crawlproject.store.index import INDEX_SUFFIX
 from crawlproject.store.warc import WARC_SUFFIX, finished_files, recover_open_files
 
