@@ -1,5 +1,6 @@
-"""Body stores (crawlproject/store/backends.py) against a local directory and a
-real moto_server over HTTP (boto3 with endpoint_url; no mocks)."""
+"""Body stores (crawlproject/store/: local.py, s3.py, errors.py, uri.py,
+factory.py) against a local directory and a real moto_server over HTTP (boto3
+with endpoint_url; no mocks)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawlproject.store.backends import (
-    BodyStore,
-    LocalStore,
-    S3Store,
-    StoreConfig,
-    StoreError,
-    StoreUnavailable,
-    open_store,
-    parse_store_uri,
-)
 from scrapy.settings import Settings
 
 from crawlproject.frontier.config import ConfigError
+from crawlproject.store.base import BodyStore
+from crawlproject.store.config import StoreConfig
+from crawlproject.store.errors import StoreError, StoreUnavailable
+from crawlproject.store.factory import open_store
+from crawlproject.store.local import LocalStore
+from crawlproject.store.s3 import S3Store
+from crawlproject.store.uri import parse_store_uri
 from testkit.s3_server import (
     TEST_ACCESS_KEY_ID,
     TEST_REGION,

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawlproject.store.backends import LocalStore
 from scrapy.settings import Settings
 
 from crawlproject.frontier.config import ConfigError
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import find
+from crawlproject.store.local import LocalStore
 from crawlproject.store.objects import (
     ObjectWriter,
     object_name,

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawlproject.store.backends import BodyStore, LocalStore, StoreConfig, open_store
 from scrapy.settings import Settings
 
+from crawlproject.store.base import BodyStore
+from crawlproject.store.config import StoreConfig
+from crawlproject.store.factory import open_store
+from crawlproject.store.local import LocalStore
 from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.warc import RollingWarcWriter, WarcLocation, read_payload
