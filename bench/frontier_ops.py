@@ -1,6 +1,6 @@
 """Frontier throughput without HTTP: pages/s through the real Lua scripts.
 
-    /work/venv/bin/python bench/frontier_ops.py [--duration 20] [--max-pages 100000]
+    .venv/bin/python bench/frontier_ops.py [--duration 20] [--max-pages 100000]
         [--redis single,cluster]
 
 A driver simulates a worker at Redis level: claim a batch on every shard, release

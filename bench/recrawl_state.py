@@ -1,7 +1,7 @@
 """Redis bytes per tracked URL, and how fast due URLs are promoted into the frontier.
 
-    PATH=/usr/bin:$PATH /work/venv/bin/python bench/recrawl_state.py
-    PATH=/usr/bin:$PATH /work/venv/bin/python bench/recrawl_state.py --urls 100000  # quick
+    .venv/bin/python bench/recrawl_state.py
+    .venv/bin/python bench/recrawl_state.py --urls 100000  # quick
     (options: --urls 1000000 --hosts 10000 --batch 1000)
 
 On a private redis-server (the first on PATH), N distinct URLs (60-80

@@ -29,9 +29,9 @@ flight, start-to-start gaps and end-to-start idles below the delay; all must be
 0), its robots.txt requests, the workers' ``robotstxt/*`` and
 ``frontier/deferred`` stats (summed over workers), and the machine's load.
 
-    /work/venv/bin/python bench/robots_overhead.py              # full (~6 min)
-    /work/venv/bin/python bench/robots_overhead.py --quick      # smoke test (< 1 min)
-    /work/venv/bin/python bench/robots_overhead.py --repeats 5
+    .venv/bin/python bench/robots_overhead.py              # full (~6 min)
+    .venv/bin/python bench/robots_overhead.py --quick      # smoke test (< 1 min)
+    .venv/bin/python bench/robots_overhead.py --repeats 5
 
 Writes bench/results/robots_overhead.json (-quick.json with --quick), keeps the
 run directories under bench/results/robots_overhead/ and prints a Markdown

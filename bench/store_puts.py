@@ -29,8 +29,8 @@ labels as derived, the requests per 1,000 pages of a crawl with the default
 1 GB files: one file holds 1 GB / (stored WARC bytes per page) pages and costs
 1 + ceil(1 GB / 64 MiB) + 1 multipart requests plus 1 PUT for its index.
 
-    /work/venv/bin/python bench/store_puts.py            # ~2 min
-    /work/venv/bin/python bench/store_puts.py --quick    # smoke test
+    .venv/bin/python bench/store_puts.py            # ~2 min
+    .venv/bin/python bench/store_puts.py --quick    # smoke test
 
 Writes bench/results/store_puts.json (-quick.json) and prints a Markdown summary.
 """

@@ -28,8 +28,8 @@ from pathlib import Path
 from benchlib import RedisServer
 
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.sites import SHARED_PAGES, site_pages
 from testkit.testweb import TestWeb, page_counts
-from tests.test_dedupe_fleet import SHARED_PAGES, site_pages
 
 FAST = {"CRAWL_HOST_DELAY": 0.002, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 PROBE_PATH = re.compile(r"/[0-9a-f]{16}-[0-9a-f]{16}\.html")

@@ -1,6 +1,6 @@
 """CPU cost of storing one page as WARC, outside a crawl.
 
-    /work/venv/bin/python bench/warc_write.py [--pages 3000]
+    .venv/bin/python bench/warc_write.py [--pages 3000]
 
 Pages of the CPU-bound crawl benchmark's test web (body_bytes 2048, seed 2, ~2.6 KB)
 go through RollingWarcWriter.write_exchange: inline on one thread; then through a

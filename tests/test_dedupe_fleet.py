@@ -6,9 +6,7 @@ were fetched from the test web's own log.
 
 from __future__ import annotations
 
-import html
 import json
-import random
 import subprocess
 import sys
 from collections import Counter
@@ -19,7 +17,8 @@ import pytest
 import redis
 
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
-from testkit.testweb import TestWeb, _paragraphs, canonical_url, page_counts
+from testkit.sites import SHARED_PAGES, site_pages
+from testkit.testweb import TestWeb, canonical_url, page_counts
 
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0.02,
@@ -155,39 +154,6 @@ def test_a_host_serving_a_run_of_duplicates_is_set_aside(
     assert back.stdout.decode().strip() == f"requeued {parked} parked URL(s)"
     counts = subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True)
     assert json.loads(counts.stdout)["queued"] == parked
-
-
-SHARED_PAGES = 24  # /doc/1.html .. on a site and on its mirror, the same text
-
-
-def site_pages(mirror: bool) -> dict[str, dict[str, object]]:
-    """A site (``mirror``: its mirror) as special routes: ``/`` and SHARED_PAGES
-    pages in a binary tree (page i links to 2i+1 and 2i+2), the same text on both
-    hosts; each also links ("See also")
-    to a page of its host only (``/a/<i>.html`` on the site, ``/b/<i>.html`` on the
-    mirror), which no other page links to: reachable on that host only through
-    the copy of a page that may be judged a duplicate."""
-    own = "b" if mirror else "a"
-
-    def page(title: str, seed: str, links: list[tuple[str, str]]) -> dict[str, object]:
-        paragraphs = _paragraphs(random.Random(seed), 3000)
-        items = "".join(f'<li><a href="{href}">{text}</a></li>' for href, text in links)
-        body = (
-            f"<html><head><title>{html.escape(title)}</title></head><body><h1>"
-            f"{html.escape(title)}</h1>"
-            + "".join(f"<p>{p}</p>" for p in paragraphs)
-            + f"<ul>{items}</ul></body></html>"
-        )
-        return {"content_type": "text/html; charset=utf-8", "body": body}
-
-    tree = ["/", *(f"/doc/{i}.html" for i in range(1, SHARED_PAGES + 1))]
-    routes = {}
-    for i, path in enumerate(tree):
-        links = [(f"/{own}/{i}.html", "See also")]
-        links += [(tree[c], f"Part {c}") for c in (2 * i + 1, 2 * i + 2) if c < len(tree)]
-        routes[path] = page(f"Chapter {i}", f"shared/{i}", links)
-        routes[f"/{own}/{i}.html"] = page(f"Note {own}{i}", f"{own}/{i}", [("/", "Home")])
-    return routes
 
 
 @pytest.mark.parametrize(("workers", "policy"), [(1, "depth"), (3, "depth"), (3, "aopic")])

@@ -6,23 +6,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from scrapy import Request
 
 from crawlproject.frontier.client import (
-    NO_PATTERN,
     FrontierMismatch,
-    Lease,
-    NewEntry,
     RedisFrontier,
     Release,
 )
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
-from crawlproject.rules.traps import url_pattern
+from testkit.frontier_sim import SyntheticWeb, claim_one, entry, simulated_crawl
 from tests.conftest import MakeFrontier
-
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 
 
 @pytest.fixture
@@ -39,29 +30,6 @@ def make(make_frontier: MakeFrontier) -> MakeFrontier:
         )  # fmt: skip
 
     return build
-
-
-def entry(
-    url: str, score: float = 0.0, dont_filter: bool = False, credit_only: bool = False
-) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=dont_filter,
-        data=b"" if credit_only else CODEC.encode(Request(url, dont_filter=dont_filter), None),
-        score=score,
-        pattern=url_pattern(canonical) or NO_PATTERN,
-        credit_only=credit_only,
-    )
-
-
-async def claim_one(f: RedisFrontier) -> tuple[Lease, str, float | None] | None:
-    batch = await f.claim(0, 1, "w")
-    if not batch.items:
-        return None
-    lease, data = batch.items[0]
-    return lease, CODEC.decode(data, None).url, batch.shares[0] if batch.shares else None
 
 
 async def drain(f: RedisFrontier) -> list[str]:
@@ -215,72 +183,6 @@ async def test_aopic_credit_tax_and_lambda(make: MakeFrontier) -> None:
     await f.add([entry("http://b.test/", 0.3, credit_only=True)])
     cash = float(await f.redis.hget(f.keys.shard_prefixes[0] + "aopic", "cash") or 0)
     assert cash == pytest.approx(0.1 * 0.65 + 0.3)
-
-
-class SyntheticWeb:
-    """A link graph for a frontier-only crawl: 30 hosts of 20 pages (page k
-    links to k+1 and k+2; each home also links to one page of host pop.test
-    that nothing else links to), and a bot trap whose every page links to 5
-    freshly minted URLs."""
-
-    HOSTS = 30
-    PAGES = 20
-    POPULAR = "http://pop.test/deep/popular"
-
-    def __init__(self) -> None:
-        self.minted = 0
-
-    def seeds(self) -> list[str]:
-        hosts = [f"http://h{i}.test" for i in range(self.HOSTS)] + ["http://pop.test"]
-        return [f"{h}/0" for h in hosts] + ["http://trap.test/"]
-
-    def links(self, url: str) -> list[str]:
-        if url.startswith("http://trap.test/"):
-            self.minted += 5
-            return [f"http://trap.test/m/{self.minted - i}" for i in range(5)]
-        if url == self.POPULAR:
-            return []
-        base, _, page = url.rpartition("/")
-        k = int(page)
-        out = [f"{base}/{j}" for j in (k + 1, k + 2) if j < self.PAGES]
-        if k == 0 and not base.endswith("pop.test"):
-            out.append(self.POPULAR)
-        return out
-
-    def pages(self) -> int:
-        return (self.HOSTS + 1) * self.PAGES + 1  # + the popular page
-
-
-async def simulated_crawl(f: RedisFrontier, claims: int) -> list[str]:
-    """Claims one URL at a time, 'fetches' it from the graph, adds its links
-    (each with the page's share / n in credit mode; depth score otherwise)."""
-    web = SyntheticWeb()
-    depth = {u: 0 for u in web.seeds()}
-    await f.add([entry(u, 1.0 if f.priority_mode == "credit" else 0) for u in web.seeds()])
-    order: list[str] = []
-    empty = 0
-    while len(order) < claims:
-        got = await claim_one(f)
-        if got is None:
-            # A claim can come back empty when its first candidates held only
-            # stale entries (they leave `due`); the worker simply claims again.
-            empty += 1
-            if empty > 10:
-                break
-            continue
-        empty = 0
-        lease, url, share = got
-        order.append(url)
-        links = web.links(url)
-        for link in links:
-            depth.setdefault(link, depth[url] + 1)
-        entries = [
-            entry(link, share / len(links) if share is not None else depth[link]) for link in links
-        ]
-        if entries:
-            await f.add(entries)
-        await f.ack([lease])
-    return order
 
 
 async def test_aopic_starves_a_minted_url_trap_and_raises_a_popular_page(
