@@ -1,0 +1,73 @@
+"""The documents say what the code does: README.md stays a short start, every
+``CRAWL_*`` setting is on docs/settings.md, and what the docs name exists.
+
+`mkdocs build --strict` (broken links, pages left out of the nav) runs in
+./run tests beside pytest.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import crawlproject.default_settings as defaults
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# Files the docs name as examples to write, not as files of the repository.
+EXAMPLES = {"pipelines/content/json_links.py", "spiders/catalog.py"}
+
+
+def code_spans(*paths: Path) -> set[str]:
+    return {s for p in paths for s in CODE_SPAN.findall(p.read_text())}
+
+
+def test_settings_page_lists_every_declared_crawl_setting_and_no_other() -> None:
+    declared = {name for name in vars(defaults) if name.startswith("CRAWL_")}
+    page = (ROOT / "docs" / "settings.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    # The first cell of a row: one setting, or several separated by " / ".
+    documented = {name for row in rows for name in re.findall(r"`(CRAWL_\w+)`", row.split("|")[1])}
+    assert declared - documented == set(), "declared in default_settings.py, not on settings.md"
+    assert documented - declared == set(), "on settings.md, not declared in default_settings.py"
+
+
+def test_readme_is_a_short_start_with_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    quick = readme.split("## Quick start", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in quick.splitlines()]
+    assert commands == ["./run demo", "./run tests"]
+    # .ci/run runs the README's test command.
+    assert "./run tests" in (ROOT / ".ci" / "run").read_text()
+    for page in re.findall(r"\]\((docs/[^)]+\.md)\)", readme):
+        assert (ROOT / page).is_file(), page
+
+
+@pytest.mark.parametrize("doc", [*DOCS, ROOT / "README.md"], ids=lambda p: p.name)
+def test_every_file_the_docs_name_exists(doc: Path) -> None:
+    tops = ("crawlproject/", "spiders/", "middlewares/", "pipelines/", "bench/", "tests/")
+    named = {
+        s.split(" ")[0].rstrip(".,:")
+        for s in code_spans(doc)
+        if s.startswith((*tops, "testkit/", "docs/")) and "<" not in s and "*" not in s
+    }
+    missing = sorted(p for p in named - EXAMPLES if not (ROOT / p).exists())
+    assert missing == []
+
+
+@pytest.mark.parametrize("doc", [*DOCS, ROOT / "README.md"], ids=lambda p: p.name)
+def test_every_class_path_the_docs_name_imports(doc: Path) -> None:
+    dotted = re.compile(r"(crawlproject|spiders|middlewares|pipelines)(\.[A-Za-z_]\w*)+")
+    for name in sorted(s for s in code_spans(doc) if dotted.fullmatch(s)):
+        if name.startswith("pipelines.content.json_links"):
+            continue  # the docs' example
+        module, _, attr = name.rpartition(".")
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            assert hasattr(importlib.import_module(module), attr), name
