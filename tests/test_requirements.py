@@ -11,9 +11,10 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_PACKAGES = ("crawlproject", "spiders", "middlewares", "pipelines")
-# crawlproject/demo.py serves its demo web with the tests' synthetic web, from a
-# checkout (./run demo); a Scrapyd host never runs the demo.
-NOT_THIRD_PARTY = {*RUNTIME_PACKAGES, "tests"}
+# crawlproject/demo.py serves its demo web with testkit/'s synthetic web (what
+# tests and benchmarks share), from a checkout (./run demo); a Scrapyd host
+# never runs the demo.
+NOT_THIRD_PARTY = {*RUNTIME_PACKAGES, "tests", "testkit"}
 
 
 def _normalized(name: str) -> str:
