@@ -22,10 +22,9 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from tests.support.redis_server import RedisServer
-from tests.support.testweb import TestWeb, page_counts, politeness_report
-
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts, politeness_report
 from tests.test_crawl_traps import reachable_repeat_paths
 from tests.test_trap_spaces import FARM_BOUND, SOFT404_BOUND
 
