@@ -59,6 +59,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
+from crawlproject.body_digest import payload_digest
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
@@ -74,7 +75,7 @@ from crawlproject.store.config import StoreConfig
 from crawlproject.store.factory import open_store
 from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
 from crawlproject.store.objects import INDEX_KEY_DIR
-from crawlproject.store.warc import parse_response_member, payload_digest
+from crawlproject.store.warc import parse_response_member
 
 CLI_CLIENT_ID = "cli"
 LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"  # as Scrapy's

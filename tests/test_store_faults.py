@@ -26,8 +26,8 @@ from crawlproject.store.warc import (
     RollingWarcWriter,
     WarcLocation,
     read_payload,
-    recover_open_files,
 )
+from crawlproject.store.warc_recovery import recover_open_files
 from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from scrapy.settings import Settings
 
+from crawlproject.body_digest import payload_digest
 from crawlproject.frontier.config import ConfigError
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import find
@@ -30,7 +31,7 @@ from crawlproject.store.objects import (
     sweep_object_spool,
 )
 from crawlproject.store.uploader import SpoolUploader
-from crawlproject.store.warc import payload_digest, recover_open_files
+from crawlproject.store.warc_recovery import recover_open_files
 from testkit.crawlproc import REPO_ROOT
 from testkit.redis_server import RedisServer
 from testkit.s3_server import TEST_BUCKET, TEST_REGION, MotoServer

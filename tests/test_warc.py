@@ -27,9 +27,9 @@ from crawlproject.store.warc import (
     WarcLocation,
     WarcReadError,
     read_payload,
-    recover_open_files,
     stored_response_headers,
 )
+from crawlproject.store.warc_recovery import recover_open_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FETCHED_AT = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)

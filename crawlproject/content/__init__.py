@@ -7,6 +7,7 @@ from crawlproject.content.processor import (
     ContentError,
     ContentProcessor,
     ProcessedContent,
+    content_type_of,
     mime_type_of,
 )
 from crawlproject.content.registry import ContentRegistry, processor_paths
@@ -17,6 +18,7 @@ __all__ = [
     "ContentProcessor",
     "ContentRegistry",
     "ProcessedContent",
+    "content_type_of",
     "mime_type_of",
     "processor_paths",
 ]

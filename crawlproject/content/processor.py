@@ -65,8 +65,7 @@ def mime_type_of(response: Response) -> str:
     With no Content-Type, the type Scrapy guessed from the URL and body (the
     response class it chose), so a header-less HTML page is still HTML.
     """
-    raw = response.headers.get(b"Content-Type") or b""
-    mime = raw.decode("latin-1").split(";", 1)[0].strip().lower()
+    mime = content_type_of(response)
     if mime:
         return mime
     if isinstance(response, HtmlResponse):
@@ -76,3 +75,9 @@ def mime_type_of(response: Response) -> str:
     if isinstance(response, TextResponse):
         return "text/plain"
     return ""
+
+
+def content_type_of(response: Response) -> str:
+    """The Content-Type header without parameters, lowercased ("" without one)."""
+    raw = response.headers.get(b"Content-Type") or b""
+    return raw.decode("latin-1").split(";", 1)[0].strip().lower()

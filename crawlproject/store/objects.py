@@ -2,7 +2,7 @@
 
 Each distinct body is one gzip object named after its payload digest (the SHA-1
 of the body in base32, as WARC-Payload-Digest has it: :func:`~crawlproject.
-store.warc.payload_digest`), so a body served under many URLs is stored once.
+body_digest.payload_digest`), so a body served under many URLs is stored once.
 The cost is one store PUT per distinct body, where WARC files cost about one
 PUT per thousands of pages.
 
@@ -65,16 +65,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
+from crawlproject.body_digest import payload_digest
 from crawlproject.store.index import url_key
-from crawlproject.store.rolling import (
-    RollingFile,
-    hand_over,
-    write_all,
-)
+from crawlproject.store.rolling import RollingFile, RollingWriter, hand_over, write_all
 from crawlproject.store.rolling import recover_open_files as rolling_recover
-from crawlproject.store.warc import payload_digest
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +113,7 @@ def store_key(key_prefix: str, path: Path) -> str:
     return f"{key_prefix}{folder}/{path.name}"
 
 
-class ObjectWriter:
+class ObjectWriter(RollingWriter):
     """One worker's objects and rolling CDXJ index in ``directory``.
 
     ``write_page`` stores a body (unless its digest is already stored), appends
@@ -147,14 +142,14 @@ class ObjectWriter:
         self.on_finished = on_finished
         self.max_stored_digests = max_stored_digests
         self._stored: OrderedDict[str, None] = OrderedDict()  # LRU, newest last
-        self._index = RollingFile(
+        self._file = RollingFile(
             directory, prefix, CDXJ_SUFFIX, max_index_bytes, max_index_seconds, "Index", clock,
             on_finished,
         )  # fmt: skip
 
     @property
     def open_index_path(self) -> Path | None:
-        current = self._index.current
+        current = self._file.current
         return current.path if current else None
 
     def object_key(self, digest: str) -> str:
@@ -228,30 +223,9 @@ class ObjectWriter:
             os.close(fd)
 
     def _append_line(self, line: bytes) -> None:
-        self._index.rotate_if_due()
-        current = self._index.current or self._index.open_new()
-        self._index.append(current, line)  # O_APPEND, one piece: a whole line
-
-    def rotate(self) -> Path | None:
-        """Finish the open index file now; its final path, or None when none is open."""
-        return self._index.rotate()
-
-    def rotate_if_due(self) -> Path | None:
-        return self._index.rotate_if_due()
-
-    def close(self) -> Path | None:
-        return self._index.rotate()
-
-    def __enter__(self) -> ObjectWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        self._file.rotate_if_due()
+        current = self._file.current or self._file.open_new()
+        self._file.append(current, line)  # O_APPEND, one piece: a whole line
 
     def _hand_over(self, path: Path) -> None:
         hand_over(self.on_finished, path)

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +175,35 @@ class RollingFile:
         logger.info("%s %s finished (%d bytes)", self.what, current.final_path, current.size)
         hand_over(self.on_finished, current.final_path)
         return current.final_path
+
+
+class RollingWriter:
+    """What the WARC writer and the object writer share: one rolling file
+    (``_file``: their WARC file, its index) finished by size, by age, on
+    :meth:`rotate` or :meth:`close`; a context manager that closes it."""
+
+    _file: RollingFile
+
+    def rotate(self) -> Path | None:
+        """Finish the open file now; its final path, or None when none is open."""
+        return self._file.rotate()
+
+    def rotate_if_due(self) -> Path | None:
+        return self._file.rotate_if_due()
+
+    def close(self) -> Path | None:
+        return self._file.rotate()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def hand_over(on_finished: Callable[[Path], None] | None, path: Path) -> None:

@@ -40,7 +40,8 @@ from crawlproject.store.backpressure import is_space_error
 from crawlproject.store.base import BodyStore, check_key
 from crawlproject.store.errors import StoreError, StoreUnavailable
 from crawlproject.store.index import INDEX_SUFFIX
-from crawlproject.store.warc import WARC_SUFFIX, finished_files, recover_open_files
+from crawlproject.store.warc import WARC_SUFFIX
+from crawlproject.store.warc_recovery import finished_files, recover_open_files
 
 logger = logging.getLogger(__name__)
 

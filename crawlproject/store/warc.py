@@ -30,7 +30,7 @@ Decisions a reader of these files should know:
   flush per page; the copy that must survive a lost machine is the uploaded
   one, so by default only a finished file is fsynced (before its rename).
   ``fsync_each_write=True`` buys power-loss safety per page at that cost.
-* Recovery (:func:`recover_open_files`): every complete gzip member of a file
+* Recovery (warc_recovery.py): every complete gzip member of a file
   left ``.open`` is kept, the torn tail is cut off. A response whose request
   record was lost keeps its place: the response is the page. A file left with
   no record but its warcinfo holds no page and is deleted.
@@ -42,17 +42,15 @@ The writer is not thread-safe: one writer, one thread.
 
 from __future__ import annotations
 
+import http
 import io
 import logging
-import re
 import time
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,11 +62,10 @@ from warcio.statusandheaders import (
     StatusAndHeadersParser,
     StatusAndHeadersParserException,
 )
-from warcio.utils import Digester
 from warcio.warcwriter import WARCWriter
 
-from crawlproject.store.rolling import RollingFile
-from crawlproject.store.rolling import recover_open_files as rolling_recover
+from crawlproject.body_digest import payload_digest
+from crawlproject.store.rolling import RollingFile, RollingWriter
 
 logger = logging.getLogger(__name__)
 
@@ -78,13 +75,6 @@ DEFAULT_MAX_FILE_BYTES = 1_000_000_000
 DEFAULT_MAX_FILE_SECONDS = 3600.0
 CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 
-# Recovery reads the file in chunks and inflates with a cap on the output of one
-# call, so a member of highly compressible data cannot balloon memory.
-RECOVERY_READ_BYTES = 1 << 20
-RECOVERY_INFLATE_MAX_BYTES = 1 << 20
-# The WARC header block of a record fits in this much of its member's inflated start.
-RECORD_HEAD_BYTES = 8192
-
 _RESPONSE_CONTENT_TYPE = "application/http; msgtype=response"
 _REQUEST_CONTENT_TYPE = "application/http; msgtype=request"
 _WIRE_HEADERS = {
@@ -92,9 +82,6 @@ _WIRE_HEADERS = {
     "transfer-encoding": "X-Crawler-Transfer-Encoding",
 }
 _WIRE_LENGTH_HEADER = "X-Crawler-Content-Length"
-_WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([^\r\n]*)", re.IGNORECASE)
-# The record types of a file that carry no page: such a file is not worth keeping.
-_NON_PAGE_TYPES = frozenset({b"warcinfo"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,17 +123,21 @@ class HttpExchange:
     # WARC-Truncated of the response record: why its body is not all there
     # (a redirect's body left out, crawlproject/store/hops.py).
     truncated: str | None = None
+    # The body's WARC-Payload-Digest when the caller has it already
+    # (crawlproject/body_digest.py: hashed once per response); else hashed here.
+    payload_digest: str | None = None
 
 
 class WarcReadError(ValueError):
     """The byte range does not hold an intact response record."""
 
 
-def payload_digest(data: bytes) -> str:
-    """``sha1:<base32>``: the form of WARC-Payload-Digest (and of CDX digests)."""
-    digester = Digester("sha1")
-    digester.update(data)
-    return str(digester)
+def http_reason(status: int) -> str:
+    """The reason phrase a status line is written with ("" for an unknown status)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def header_lines(headers: Any) -> list[tuple[str, str]]:
@@ -220,7 +211,7 @@ def _software() -> str:
     return f"crawlproject/{version} (warcio {metadata.version('warcio')})"
 
 
-class RollingWarcWriter:
+class RollingWarcWriter(RollingWriter):
     """One worker's WARC files in ``directory``, named after ``prefix``.
 
     ``write_exchange`` appends one page and returns its :class:`WarcLocation` once
@@ -232,7 +223,7 @@ class RollingWarcWriter:
     return the path. An exception from ``on_finished`` is logged, not raised: the
     file is final on disk by then, and the write that triggered the rotation must
     not fail for an upload problem; the uploader should also sweep the directory
-    for finished files at start (:func:`finished_files`). The file itself is a
+    for finished files at start (warc_recovery.py). The file itself is a
     :class:`~crawlproject.store.rolling.RollingFile`.
     """
 
@@ -316,7 +307,7 @@ class RollingWarcWriter:
         truncated = [("WARC-Truncated", exchange.truncated)] if exchange.truncated else []
         self._serialize(
             "response", response_id, url, date, head, body, _RESPONSE_CONTENT_TYPE,
-            [*common, *truncated],
+            [*common, *truncated], exchange.payload_digest,
         )  # fmt: skip
         response_end = self._buffer.tell()
 
@@ -337,27 +328,6 @@ class RollingWarcWriter:
             [*common, ("WARC-Concurrent-To", response_id)],
         )
         return response_end
-
-    def rotate(self) -> Path | None:
-        """Finish the open file now; its final path, or None when none is open."""
-        return self._file.rotate()
-
-    def rotate_if_due(self) -> Path | None:
-        return self._file.rotate_if_due()
-
-    def close(self) -> Path | None:
-        return self._file.rotate()
-
-    def __enter__(self) -> RollingWarcWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _warcinfo_record(self, name: str) -> bytes:
         """A new file's first record (RollingFile.open_new's ``first``)."""
@@ -383,6 +353,7 @@ class RollingWarcWriter:
         payload: bytes,
         content_type: str,
         extra: list[tuple[str, str]],
+        digest: str | None = None,
     ) -> None:
         rec_headers = StatusAndHeaders(
             "",
@@ -394,7 +365,7 @@ class RollingWarcWriter:
                 *extra,
                 # Set here, so warcio does not digest the HTTP head with the payload:
                 # it only parses the head itself, which would %-encode it (module doc).
-                ("WARC-Payload-Digest", payload_digest(payload)),
+                ("WARC-Payload-Digest", digest or payload_digest(payload)),
             ],
             protocol=WARC_VERSION,
         )
@@ -409,73 +380,6 @@ class RollingWarcWriter:
         self._buffer.seek(0)
         self._buffer.truncate()
         return data
-
-
-def finished_files(directory: Path, prefix: str | None = None) -> list[Path]:
-    """Finished WARC files in ``directory`` (of one writer's ``prefix``), oldest name first."""
-    return sorted(
-        path
-        for path in directory.glob(f"*{WARC_SUFFIX}")
-        if prefix is None or path.name.startswith(f"{prefix}-")
-    )
-
-
-def recover_open_files(directory: Path, prefix: str | None = None) -> list[Path]:
-    """Finish the ``.open`` files a killed writer left (module doc: recovery).
-
-    Keeps each file's complete gzip members, cuts the rest, renames it to
-    ``.warc.gz`` and returns the renamed paths; deletes a file without a page.
-    Skips files a live writer holds. Run it before a new writer starts writing.
-    """
-    return rolling_recover(directory, WARC_SUFFIX, "WARC", _whole_records, prefix)
-
-
-def _whole_records(fd: int, size: int) -> tuple[int, str]:
-    """Bytes of the complete gzip members (none when they hold no page)."""
-    with open(fd, "rb", closefd=False) as stream:
-        good_bytes, record_types = _complete_members(stream)
-    if not any(kind not in _NON_PAGE_TYPES for kind in record_types):
-        return 0, "no page"
-    return good_bytes, f"{len(record_types)} records"
-
-
-def _complete_members(stream: io.BufferedReader) -> tuple[int, list[bytes]]:
-    """(end offset of the last complete gzip member before the first bad byte,
-    WARC-Type of each complete member). A member is complete when it inflates
-    to its end and its trailer's CRC-32 and length check out."""
-    good_end = 0
-    position = 0  # input consumed so far, in bytes
-    kinds: list[bytes] = []
-    inflater = zlib.decompressobj(wbits=31)
-    head = b""
-    while data := stream.read(RECOVERY_READ_BYTES):
-        while True:
-            try:
-                out = inflater.decompress(data, RECOVERY_INFLATE_MAX_BYTES)
-            except zlib.error:  # not gzip, or a trailer that does not check out
-                return good_end, kinds
-            if len(head) < RECORD_HEAD_BYTES:
-                head += out[: RECORD_HEAD_BYTES - len(head)]
-            if inflater.eof:
-                rest = inflater.unused_data
-                position += len(data) - len(rest)
-                good_end = position
-                match = _WARC_TYPE_RE.search(head)
-                kinds.append(match.group(1).strip().lower() if match else b"")
-                inflater = zlib.decompressobj(wbits=31)
-                head = b""
-                data = rest
-                if not data:
-                    break
-                continue
-            tail = inflater.unconsumed_tail
-            position += len(data) - len(tail)
-            data = tail
-            # No input left and output not capped: the member goes on in the next chunk.
-            # (Capped output with no input left may still hold inflated bytes: go on.)
-            if not data and len(out) < RECOVERY_INFLATE_MAX_BYTES:
-                break
-    return good_end, kinds
 
 
 def read_payload(path: Path, offset: int, length: int) -> StoredResponse:
