@@ -46,6 +46,7 @@ import numpy as np
 from benchlib import RedisServer
 from redis.asyncio import Redis as AsyncRedis
 
+from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind, block_layout
 from crawlproject.frontier.keys import CrawlKeys
 
@@ -210,7 +211,7 @@ def bulk_load(
         while not reply.endswith(b"\r\n"):
             reply += sock.recv(64)
         assert reply == b"+OK\r\n", reply
-    srv.client.hset(keys.dedupe_config, "k", K)
+    srv.client.hset(keys.dedupe_config, mapping={"k": K, "fv": FEATURES_VERSION})
     srv.client.hincrby(keys.dedupe_counters, "new", hi - lo)
     return time.perf_counter() - t0
 

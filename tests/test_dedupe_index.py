@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import (
     DedupeBatcher,
     DedupeIndex,
@@ -31,10 +32,18 @@ BASE = 0x9E3779B97F4A7C15  # an arbitrary 64-bit SimHash
 async def make_index(redis_url: str) -> AsyncIterator[MakeIndex]:
     clients: list[Redis] = []
 
-    def make(crawl: str = "t", k: int = 3, record_originals: bool = True) -> DedupeIndex:
+    def make(
+        crawl: str = "t", k: int = 3, record_originals: bool = True, features_version: int = 2
+    ) -> DedupeIndex:
         redis = Redis.from_url(redis_url)
         clients.append(redis)
-        return DedupeIndex(redis, CrawlKeys(crawl, 2), k=k, record_originals=record_originals)
+        return DedupeIndex(
+            redis,
+            CrawlKeys(crawl, 2),
+            k=k,
+            record_originals=record_originals,
+            features_version=features_version,
+        )
 
     yield make
     for c in clients:
@@ -110,6 +119,68 @@ async def test_a_worker_with_another_k_is_refused(make_index: MakeIndex) -> None
     await make_index(k=3).check_and_add(sha1("a"), BASE, "u", "h")
     with pytest.raises(DedupeMismatch, match="k=3"):
         await make_index(k=4).check_and_add(sha1("b"), BASE, "u", "h")
+    with pytest.raises(DedupeMismatch, match="k=3, this worker has k=4"):
+        await make_index(k=4).verify()
+
+
+def test_the_default_features_version_is_the_fingerprints() -> None:
+    assert FEATURES_VERSION == 2  # bump it with the features; the tests here follow
+    index = DedupeIndex(Redis(), CrawlKeys("t", 2))
+    assert index.features_version == FEATURES_VERSION
+    with pytest.raises(ValueError, match="features_version"):
+        DedupeIndex(Redis(), CrawlKeys("t", 2), features_version=0)
+
+
+async def test_the_first_page_records_k_and_the_features_version(make_index: MakeIndex) -> None:
+    index = make_index(k=3)
+    await index.verify()  # no index yet: passes, writes nothing
+    assert await index.redis.exists(index.keys.dedupe_config) == 0
+    await index.check_and_add(sha1("a"), None, "u", "h")  # exact-only pages record it too
+    cfg = await index.redis.hgetall(index.keys.dedupe_config)
+    assert cfg == {b"k": b"3", b"fv": str(FEATURES_VERSION).encode()}
+    await index.verify()
+    again = await make_index(k=3).check_and_add(sha1("a"), BASE, "v", "h")
+    assert again.kind is DedupeKind.EXACT
+
+
+@pytest.mark.parametrize("simhash", [BASE, None])
+async def test_a_worker_with_other_features_is_refused(
+    make_index: MakeIndex, simhash: int | None
+) -> None:
+    old = make_index("old", features_version=1)
+    await old.check_and_add(sha1("a"), BASE, "http://a.test/a", "h")
+    new = make_index("old", features_version=2)
+    expected = "created with SimHash features version 1, this worker has version 2"
+    with pytest.raises(DedupeMismatch, match=expected) as refused:
+        await new.check_and_add(sha1("b"), simhash, "http://a.test/b", "h")
+    assert "\n" not in str(refused.value)  # one line
+    with pytest.raises(DedupeMismatch, match=expected):
+        await new.verify()
+    with pytest.raises(DedupeMismatch, match=expected):  # batched too
+        await new.check_and_add_many([(sha1("c"), BASE, "http://a.test/c", "h")] * 2)
+    # Nothing of the refused pages was stored; the old worker carries on.
+    counters = await old.redis.hgetall(old.keys.dedupe_counters)
+    assert counters == {b"new": b"1"}
+    got = await old.check_and_add(sha1("b"), flip(BASE, 7), "http://a.test/b", "h")
+    assert (got.kind, got.original) == (DedupeKind.NEAR, "http://a.test/a")
+
+
+async def test_an_index_from_before_the_features_version_is_version_1(
+    make_index: MakeIndex,
+) -> None:
+    """An index the previous release created holds ``k`` only: its SimHashes are
+    of version 1, so a version-2 worker is refused and a version-1 one is not."""
+    index = make_index("before")
+    await index.redis.hset(index.keys.dedupe_config, "k", "3")
+    with pytest.raises(DedupeMismatch, match="features version 1, this worker has version 2"):
+        await index.check_and_add(sha1("a"), BASE, "u", "h")
+    with pytest.raises(DedupeMismatch, match="features version 1"):
+        await index.verify()
+    v1 = make_index("before", features_version=1)
+    await v1.verify()
+    assert (await v1.check_and_add(sha1("a"), BASE, "u", "h")).kind is DedupeKind.NEW
+    cfg = await index.redis.hgetall(index.keys.dedupe_config)
+    assert cfg == {b"k": b"3"}  # not rewritten
 
 
 @pytest.mark.parametrize("k", [0, 1, 3, 5])

@@ -24,6 +24,7 @@ from crawlproject.dedupe.fingerprint import (
     normalise,
     page_fingerprint,
     simhash64,
+    text_fingerprint,
     visible_text,
 )
 
@@ -146,10 +147,17 @@ class Page:
         body = "\n\n".join(self.paragraphs)
         return f"{HEADER}\n{self.title}\nPublished {self.date}\n\n{body}\n\n{FOOTER}\n"
 
+    def main_text(self) -> str:
+        """The visible text of ``html()`` without its boilerplate: the <title>
+        (the site's name) and the article, not the nav bar nor the footer."""
+        body = "\n\n".join(self.paragraphs)
+        return f"{HEADER.split(':')[0]}\n{self.title}\nPublished {self.date}\n\n{body}\n"
+
     def html(self) -> str:
         """The same page as HTML: markup, head, scripts, styles, comments, an svg
         logo, none of which is visible text. Its visible text normalises to
-        ``normalise(self.text())``."""
+        ``normalise(self.text())`` with its boilerplate (the nav bar in a
+        <header>, a <footer>), to ``normalise(self.main_text())`` without."""
         body = "\n".join(f"<p>{p}</p>" for p in self.paragraphs)
         return (
             "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
@@ -361,7 +369,9 @@ def test_visible_text_of_a_huge_single_line() -> None:
 
 def test_visible_text_of_the_synthetic_pages_is_their_text() -> None:
     for page in corpus()[:20]:
-        assert normalise(visible_text(page.html())) == normalise(page.text())
+        html = page.html()
+        assert normalise(visible_text(html, keep_boilerplate=True)) == normalise(page.text())
+        assert normalise(visible_text(html)) == normalise(page.main_text())
 
 
 # --- normalise ------------------------------------------------------------------------
@@ -482,8 +492,9 @@ def test_weights_over_255_do_not_crash() -> None:
 def test_page_fingerprint_is_simhash_of_the_normalised_visible_text() -> None:
     for page in corpus()[:10]:
         fp, length = page_fingerprint(page.html())
-        normalised = normalise(page.text())
+        normalised = normalise(page.main_text())  # features version 2: no boilerplate
         assert (fp, length) == (simhash64(normalised), len(normalised))
+        assert (fp, length) == text_fingerprint(visible_text(page.html()))
 
 
 # --- quality: near-duplicates within 3, distinct pages never ------------------------------

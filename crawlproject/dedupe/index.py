@@ -13,6 +13,11 @@ in :mod:`crawlproject.frontier.keys` ("dedupe index", prefix ``cp:{C/dd}:``).
   blocks select and compares each of their SimHashes on all 64 bits. Per
   lookup it scans about ``(k+1) * pages / 2**(64 / (k+1))`` entries: 610 at
   10M pages for k=3, but 29,000 for k=5, so k above 3 suits small indexes only.
+
+The index's ``cfg`` fixes k and the SimHash features version at its first page;
+a worker with another of either is refused (DedupeMismatch) on every page, and
+by ``verify`` before its first: SimHashes of other features or of another block
+layout would be misread, never silently.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 
@@ -57,8 +63,10 @@ class DedupeVerdict:
 
 
 class DedupeMismatch(ResponseError):
-    """The crawl's index was built with another k. A RedisError, so callers that
-    keep a page when Redis fails keep it; the message names the setting."""
+    """The crawl's index was built with another k or another SimHash features
+    version (``FEATURES_VERSION``): its SimHashes cannot be compared with this
+    worker's. A RedisError, so callers that keep a page when Redis fails keep
+    it; the message (one line) names what differs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +106,21 @@ class DedupeIndex:
     """The duplicate index of one crawl, seen from one worker."""
 
     def __init__(
-        self, redis: Redis, keys: CrawlKeys, k: int = 3, record_originals: bool = True
+        self,
+        redis: Redis,
+        keys: CrawlKeys,
+        k: int = 3,
+        record_originals: bool = True,
+        features_version: int = FEATURES_VERSION,
     ) -> None:
         if not 0 <= k <= MAX_K:
             raise ValueError(f"k must be within 0..{MAX_K}, not {k}")
+        if features_version < 1:
+            raise ValueError(f"features_version must be >= 1, not {features_version}")
         self.redis = redis
         self.keys = keys
         self.k = k
+        self.features_version = features_version
         self.record_originals = record_originals
         self.blocks = block_layout(k)
         self._order = "".join(_scan_order(b) for b in self.blocks)
@@ -123,15 +139,37 @@ class DedupeIndex:
             digest[:10],
         ]
         if simhash is None:
-            return [*args, b"", ""]
+            return [*args, b"", "", self.features_version]
         if not 0 <= simhash < 1 << SIMHASH_BITS:
             raise ValueError(f"simhash must be an unsigned {SIMHASH_BITS}-bit int")
         return [
             *args,
             simhash.to_bytes(8, "big"),
             self._order,
+            self.features_version,
             *(self.keys.dedupe_near(i, b.value(simhash)) for i, b in enumerate(self.blocks)),
         ]
+
+    async def verify(self) -> None:
+        """Raises DedupeMismatch (one line, as dedupe.lua would) when the crawl's
+        index was created with another k or SimHash features version; an index
+        not yet created passes (its first page fixes both). Read-only: for a
+        worker's start, so that a mismatch stops it before its first page."""
+        have_k, have_fv = await self.redis.hmget(self.keys.dedupe_config, ["k", "fv"])
+        if have_k is None:
+            return
+        k, fv = int(have_k), int(have_fv or 1)  # no field: an index of version 1
+        if k != self.k:
+            raise DedupeMismatch(
+                f"dedupe index was created with k={k}, this worker has k={self.k} (CRAWL_SIMHASH_K)"
+            )
+        if fv != self.features_version:
+            raise DedupeMismatch(
+                f"dedupe index was created with SimHash features version {fv}, this worker "
+                f"has version {self.features_version} (crawlproject/dedupe/fingerprint.py "
+                "FEATURES_VERSION): finish the crawl with the release that started it, "
+                "or start a new crawl"
+            )
 
     async def check_and_add(
         self, digest: bytes, simhash: int | None, url: str, host: str

@@ -131,7 +131,12 @@ per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
 (exact) and, for HTML, a 64-bit SimHash (near: Hamming distance <= k).
 
 ``cfg``            HASH  ``k``: the near distance, fixed at first use (the block
-                         layout depends on it; a worker with another k is refused).
+                         layout depends on it; a worker with another k is refused);
+                         ``fv``: the SimHash features version (FEATURES_VERSION in
+                         crawlproject/dedupe/fingerprint.py), fixed at first use,
+                         missing in an index created before it existed (= 1); a
+                         worker of another version is refused, as its SimHashes
+                         and the recrawl states' (``fs:<pkey>``) would be misread.
 ``x:<bb>``         STRING exact index: SHA-1 bytes 3-10 (8 bytes each) of the pages,
                          packed back to back (a match counts on an entry boundary
                          only); ``bb`` = SHA-1 bytes 1-2, 4 hex digits.

@@ -1,4 +1,4 @@
--- check_and_add(P, k, record, host, url, digest10, simhash8, order, nearkey...)
+-- check_and_add(P, k, record, host, url, digest10, simhash8, order, fv, nearkey...)
 -- The fleet's duplicate index (schema: "dedupe index" in frontier/keys.py).
 -- KEYS[1] is the crawl's dedupe `cfg` key (it routes the call on Redis Cluster);
 -- ARGV[1] is the prefix "cp:{crawl/dd}:"; every key used starts with it.
@@ -9,6 +9,8 @@
 --   simhash8 the 64-bit SimHash, 8 bytes big-endian, or "" (exact test only)
 --   order    one letter per block: "b" scan entries from their last byte, "f"
 --            from their first (start with the bytes the block does not cover)
+--   fv       the SimHash features version (fixed in `cfg` by the first call;
+--            an index from before the field existed is version 1)
 --   nearkey  the k+1 near-index strings the SimHash's blocks select
 -- One page per call: the lookups and the insert are atomic, so of two copies
 -- checked at once exactly one is new.
@@ -21,12 +23,21 @@ local digest = ARGV[6]
 local sim = ARGV[7]
 local order = ARGV[8]
 
-local have = redis.call('HGET', KEYS[1], 'k')
+local FV = ARGV[9]
+local cfg = redis.call('HMGET', KEYS[1], 'k', 'fv')
+local have, have_fv = cfg[1], cfg[2]
 if not have then
-  redis.call('HSET', KEYS[1], 'k', ARGV[2])
+  redis.call('HSET', KEYS[1], 'k', ARGV[2], 'fv', FV)
 elseif have ~= ARGV[2] then
   return redis.error_reply('ERR dedupe index was created with k=' .. have
     .. ', this worker has k=' .. ARGV[2] .. ' (CRAWL_SIMHASH_K)')
+elseif (have_fv or '1') ~= FV then
+  -- Its SimHashes (and the recrawl states' copies) are of other features:
+  -- compared with this worker's they would be misread.
+  return redis.error_reply('ERR dedupe index was created with SimHash features version '
+    .. (have_fv or '1') .. ', this worker has version ' .. FV
+    .. ' (crawlproject/dedupe/fingerprint.py FEATURES_VERSION): finish the crawl with'
+    .. ' the release that started it, or start a new crawl')
 end
 
 -- Originals: 8-byte page id -> (hash key, field).
@@ -84,7 +95,7 @@ if #sim == 8 then
   4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
   local bxor, byte = bit.bxor, string.byte
   local q1, q2, q3, q4, q5, q6, q7, q8 = byte(sim, 1, 8)
-  local strings = redis.call('MGET', unpack(ARGV, 9, 9 + K))
+  local strings = redis.call('MGET', unpack(ARGV, 10, 10 + K))
   for i = 1, K + 1 do
     local s = strings[i]
     if s then
@@ -132,7 +143,7 @@ if bestfp then return duplicate(2, best, {bestfp}) end
 -- New: into the exact bucket and every block string; then its origin.
 redis.call('APPEND', xk, xfp)
 if #sim == 8 then
-  for i = 1, K + 1 do redis.call('APPEND', ARGV[8 + i], sim) end
+  for i = 1, K + 1 do redis.call('APPEND', ARGV[9 + i], sim) end
 end
 if record then
   local ok, field = origin_slot(#sim == 8 and sim or digest)

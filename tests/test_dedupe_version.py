@@ -1,0 +1,80 @@
+"""A crawl whose dedupe index holds SimHashes of other features is never misread:
+real workers, a real redis-server, the loopback test web.
+
+An index the previous release created has ``k`` in its ``cfg`` and no ``fv``
+(features version 1); a version-2 worker's every duplicate check is refused by
+dedupe.lua with one line naming both versions, so it keeps every page (as with
+Redis down) and adds nothing to the index, rather than judging its pages
+against fingerprints of other text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from crawlproject.dedupe.fingerprint import FEATURES_VERSION
+from crawlproject.frontier.keys import CrawlKeys
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.testweb import TestWeb, canonical_url
+
+SETTINGS = {
+    "CRAWL_HOST_DELAY": 0.02,
+    "CRAWL_IDLE_CLOSE_SECONDS": 2,
+    "CRAWL_IDLE_POLL_SECONDS": 0.2,
+    "CRAWL_ADAPTIVE_DELAY_FACTOR": 0,
+    "CRAWL_DEDUPE_STREAK": 0,
+    "LOG_LEVEL": "INFO",
+}
+REFUSAL = (
+    f"dedupe index was created with SimHash features version 1, this worker has version "
+    f"{FEATURES_VERSION}"
+)
+
+
+def crawl(
+    redis_url: str, name: str, web: TestWeb, tmp_path: Path
+) -> tuple[list[str], Counter[str], str]:
+    out, log = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.log"
+    proc = start_worker(
+        REPO_ROOT, redis_url, name, web.seeds, SETTINGS, log, extra_args=["-O", str(out)]
+    )
+    wait_all([proc], timeout=180)
+    urls = [canonical_url(str(json.loads(line)["url"])) for line in out.read_text().splitlines()]
+    return urls, Counter(stats_of(proc.log_path)), log.read_text()
+
+
+def test_a_worker_of_other_features_keeps_every_page_and_says_why(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(
+        hosts=2, pages=12, links=3, cross_links=0, query_variants=0, body_bytes=6000,
+        realistic=True, mirrors={2: 1},
+    )  # fmt: skip
+    keys = CrawlKeys("before", 4)
+    with redis.Redis.from_url(redis_url) as client:
+        client.hset(keys.dedupe_config, "k", "3")  # as the previous release left it
+        urls, stats, log = crawl(redis_url, "before", web, tmp_path)
+        # Every page kept, none judged: nothing read from or added to the old index.
+        assert sorted(urls) == sorted(web.expected_urls)
+        assert stats["dedupe/redis_error"] == len(web.expected_urls)
+        assert stats["dedupe/near"] == stats["dedupe/exact"] == 0
+        refusals = [line for line in log.splitlines() if REFUSAL in line]
+        assert len(refusals) == len(web.expected_urls)
+        assert client.hgetall(keys.dedupe_config) == {b"k": b"3"}
+        assert client.keys(keys.dedupe_prefix + "s:*") == []
+        # The same web in a new crawl: the index is version 2 and the mirror's
+        # copies are judged near-duplicates of the source's pages.
+        urls, stats, _ = crawl(redis_url, "after", web, tmp_path)
+        after = CrawlKeys("after", 4)
+        assert client.hgetall(after.dedupe_config) == {
+            b"k": b"3",
+            b"fv": str(FEATURES_VERSION).encode(),
+        }
+    assert stats["dedupe/redis_error"] == 0
+    assert stats["dedupe/near"] + stats["dedupe/exact"] >= 10  # of the 12 mirror copies
+    assert len(urls) == len(web.expected_urls) - stats["dedupe/near"] - stats["dedupe/exact"]
