@@ -256,7 +256,7 @@ CRAWL_DNS_NEGATIVE_TTL_SECONDS = 300.0
 # Lookups that got no answer (SERVFAIL, timeouts) never park. 0: never.
 CRAWL_DNS_PARK_AFTER = 3
 
-# Body store (crawlproject/store/backends.py): where WARC files go.
+# Body store (crawlproject/store/: local.py, s3.py; config.py): where finished files go.
 # None: the directory <CRAWL_DATA_DIR>/bodies; else file:///abs/dir (or a plain
 # path) or s3://bucket/prefix. S3 takes Scrapy's AWS_* settings (AWS_ENDPOINT_URL
 # for MinIO and other S3-compatible stores, AWS_REGION_NAME, keys, AWS_USE_SSL,

@@ -91,6 +91,9 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Sitemap files' own size limit (sitemaps.org: 50 MB uncompressed), applied
 # as DOWNLOAD_MAXSIZE to their requests when that is smaller.
 SITEMAP_MAX_BYTES = 50 * 1024 * 1024
+# Request meta key of a sitemap file's request (set by the spider and the robots
+# middleware; middlewares/limits.py gives it SITEMAP_MAX_BYTES).
+SITEMAP_META_KEY = "crawl_sitemap"
 
 
 class RedirectLoop(IgnoreRequest):

@@ -41,7 +41,6 @@ links yielded before the item are followed whatever the verdict.
 from __future__ import annotations
 
 import enum
-import hashlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response, TextResponse
 
+from crawlproject.body_digest import body_sha1
 from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
 from crawlproject.dedupe.fingerprint import text_fingerprint, visible_text, visible_text_of_tree
 from crawlproject.dedupe.index import DedupeBatcher, DedupeIndex, DedupeKind, DedupeVerdict
@@ -180,7 +180,7 @@ class DedupeSpiderMiddleware:
 
     async def _judge(self, response: Response, item: Any) -> Outcome:
         adapter = ItemAdapter(item)
-        digest = hashlib.sha1(response.body).digest()
+        digest = body_sha1(response)  # hashed once per response: the store reuses it
         text = self._text(response)
         host = self._host(response.url)
         echo = text.simhash is not None and echoes_path(response.url, text.text)
@@ -342,7 +342,7 @@ class DedupeSpiderMiddleware:
             echoless = None
             if text.simhash is not None:
                 echoless = text_fingerprint(strip_echo(text.text, response.url))[0]
-            page = NotFoundPage(echoless, hashlib.sha1(response.body).hexdigest(), response.url)
+            page = NotFoundPage(echoless, body_sha1(response).hex(), response.url)
             self.stats.inc_value("trap/soft404_hosts")
             logger.info(
                 "%s answers a path that cannot exist with %d (a soft-404 space): its pages "

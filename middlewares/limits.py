@@ -26,13 +26,12 @@ from scrapy.http import Response
 from crawlproject.limits import (
     REDIRECT_STATUSES,
     SITEMAP_MAX_BYTES,
+    SITEMAP_META_KEY,
     RedirectLoop,
     redirect_loop_target,
 )
 
 logger = logging.getLogger(__name__)
-
-SITEMAP_META_KEY = "crawl_sitemap"  # as spiders/web.py and middlewares/robotstxt.py set it
 
 
 class LimitsMiddleware:

@@ -22,7 +22,6 @@ On when ``CRAWL_RECRAWL_TRACK`` is set or the spider runs ``-a mode=continuous``
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import time
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 
+from crawlproject.body_digest import body_sha1
 from crawlproject.frontier.scheduler import frontier_of, require_frontier
 from crawlproject.recrawl.config import (
     CHANGEFREQ_META_KEY,
@@ -139,7 +139,7 @@ class RecrawlSpiderMiddleware(_Tracker):
             depth=int(meta.get("depth", 0) or 0),
             fetched_at_s=int(time.time()),
             status=status,
-            digest=hashlib.sha1(response.body).hexdigest()[:DIGEST_HEX_CHARS] if ok else "",
+            digest=body_sha1(response).hex()[:DIGEST_HEX_CHARS] if ok else "",
             simhash=str(item.get("simhash") or ""),
             etag=_header(response, b"ETag"),
             last_modified=_header(response, b"Last-Modified"),

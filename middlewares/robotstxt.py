@@ -56,7 +56,9 @@ from crawlproject.frontier.scheduler import (
     frontier_of,
     require_frontier,
 )
+from crawlproject.frontier.urls import DEFAULT_PORTS
 from crawlproject.guard.errors import BlockedAddress, refusal_of
+from crawlproject.limits import REDIRECT_STATUSES, SITEMAP_META_KEY
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.policy import (
     FetchOutcome,
@@ -76,13 +78,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ROBOTS_META_KEY = "crawl_robots"  # marks the robots.txt request itself
-SITEMAP_META_KEY = "crawl_sitemap"
-DEFAULT_PORTS = {"http": 80, "https": 443}
 WAIT_POLL_MIN_SECONDS = 0.05
 WAIT_POLL_MAX_SECONDS = 1.0
 REDIS_ERROR_HOLD_SECONDS = 5.0
 SITEMAPS_PER_ROBOTS_MAX = 50
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 class RobotsForbidden(IgnoreRequest):

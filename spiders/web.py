@@ -60,6 +60,7 @@ from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY, is_frontier
 from crawlproject.frontier.urls import registered_domain
+from crawlproject.limits import SITEMAP_META_KEY
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
 from crawlproject.rules.traps import OncePerKey
 from crawlproject.setting_values import crawl_setting
@@ -75,7 +76,6 @@ logger = logging.getLogger(__name__)
 
 SCOPES = ("hosts", "domains", "any")
 
-SITEMAP_META_KEY = "crawl_sitemap"  # set on requests for sitemap files
 MODES = ("once", "continuous")
 NOT_MODIFIED = 304
 SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
     from crawlproject.frontier.keys import CrawlKeys
 
-FINGERPRINT_BYTES = 8
-
 
 @dataclass(frozen=True, slots=True)
 class StateWrite:

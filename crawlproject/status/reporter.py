@@ -268,7 +268,7 @@ class StatusReporter:
             "responses_per_second": round(self._rate, 3),
             "in_flight": len(self.crawler.engine.downloader.active) if self.crawler.engine else 0,
             "store_files_pending": int(self.stats.get_value("store/files_pending", 0) or 0),
-            # Backpressure (pipelines/store.py): bytes spooled, 1 while paused for them.
+            # Backpressure (store/backpressure.py): bytes spooled, 1 while paused for them.
             "store_spool_bytes": int(self.stats.get_value("store/spool_bytes", 0) or 0),
             "store_paused": int(self.stats.get_value("store/backpressure_paused", 0) or 0),
             "reported_at": round(wall, 3),

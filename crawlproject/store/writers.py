@@ -89,8 +89,14 @@ class BodyWriter(ABC):
         """What the store keys of this crawl's files start with."""
 
     @abstractmethod
+    def _uploader_options(self) -> dict[str, Any]:
+        """The format's SpoolUploader arguments: its store keys, its spool's recovery."""
+
     def uploader(self, store: BodyStore, on_uploaded: UploadedCallback) -> SpoolUploader:
         """The spool's uploader (not started)."""
+        return SpoolUploader(
+            store, self.spool, self.key_prefix, on_uploaded=on_uploaded, **self._uploader_options()
+        )
 
     @abstractmethod
     def _open(self, on_finished: FinishedCallback) -> RollingWriter: ...
@@ -136,15 +142,9 @@ class WarcBodyWriter(BodyWriter):
     def key_prefix(self) -> str:
         return f"{self.crawl}/warc/"
 
-    def uploader(self, store: BodyStore, on_uploaded: UploadedCallback) -> SpoolUploader:
-        return SpoolUploader(
-            store,
-            self.spool,
-            self.key_prefix,
-            on_uploaded=on_uploaded,
-            index_builder=build_index,
-            index_data=index_bytes,
-        )
+    def _uploader_options(self) -> dict[str, Any]:
+        # Each finished WARC file's CDXJ index is built beside it and uploaded after it.
+        return {"index_builder": build_index, "index_data": index_bytes}
 
     def _open(self, on_finished: FinishedCallback) -> RollingWriter:
         return RollingWarcWriter(
@@ -190,15 +190,8 @@ class ObjectBodyWriter(BodyWriter):
     def key_prefix(self) -> str:
         return f"{self.crawl}/"
 
-    def uploader(self, store: BodyStore, on_uploaded: UploadedCallback) -> SpoolUploader:
-        return SpoolUploader(
-            store,
-            self.spool,
-            self.key_prefix,
-            on_uploaded=on_uploaded,
-            key_for=partial(store_key, self.key_prefix),
-            sweep=sweep_object_spool,
-        )
+    def _uploader_options(self) -> dict[str, Any]:
+        return {"key_for": partial(store_key, self.key_prefix), "sweep": sweep_object_spool}
 
     def _open(self, on_finished: FinishedCallback) -> RollingWriter:
         return ObjectWriter(
