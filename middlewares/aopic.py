@@ -23,6 +23,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
+from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.priority import (
     CREDIT_META_KEY,
     CREDIT_MODE,
@@ -30,7 +31,7 @@ from crawlproject.frontier.priority import (
     SHARE_META_KEY,
     policy_class,
 )
-from crawlproject.frontier.scheduler import FrontierScheduler, frontier_of, require_frontier
+from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.setting_values import crawl_setting
 
 

@@ -64,13 +64,10 @@ from crawlproject.dedupe.soft404 import (
     probe_url,
     strip_echo,
 )
+from crawlproject.frontier.access import frontier_of, require_frontier
+from crawlproject.frontier.meta import SCOPE_META_KEY
 from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
-from crawlproject.frontier.scheduler import (
-    SCOPE_META_KEY,
-    FrontierScheduler,
-    frontier_of,
-    require_frontier,
-)
+from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import InvalidURL
 from crawlproject.setting_values import crawl_setting
 

@@ -54,7 +54,7 @@ from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, is_temporary
-from crawlproject.frontier.scheduler import frontier_of, is_frontier
+from crawlproject.frontier.access import frontier_of, is_frontier
 from crawlproject.frontier.urls import InvalidURL
 from crawlproject.guard.errors import refusal_of
 

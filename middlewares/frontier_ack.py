@@ -34,16 +34,16 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.outcomes import ITEM_NOT_SAVED, ItemNotSaved
-from crawlproject.frontier.scheduler import frontier_of, require_frontier
 
 logger = logging.getLogger(__name__)
 
 
 class _LeaseTracker(Protocol):
-    def lease_scraping(self, request: Request) -> None: ...
-    def lease_done(self, request: Request, outcome: str) -> None: ...
-    def lease_returned(self, request: Request) -> None: ...
+    def scraping(self, request: Request) -> None: ...
+    def done(self, request: Request, outcome: str) -> None: ...
+    def returned(self, request: Request) -> None: ...
 
 
 class _Base:
@@ -52,7 +52,7 @@ class _Base:
 
     @property
     def tracker(self) -> _LeaseTracker:
-        return frontier_of(self.crawler)
+        return frontier_of(self.crawler).leases
 
 
 class FrontierAckSpiderMiddleware(_Base):
@@ -79,7 +79,7 @@ class FrontierAckSpiderMiddleware(_Base):
 
     def process_spider_input(self, response: Response) -> None:
         if response.request is not None:
-            self.tracker.lease_scraping(response.request)
+            self.tracker.scraping(response.request)
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
@@ -147,15 +147,15 @@ class FrontierAckSpiderMiddleware(_Base):
         if response.request is None:
             return
         if not_saved:
-            self.tracker.lease_returned(response.request)
+            self.tracker.returned(response.request)
         else:
-            self.tracker.lease_done(response.request, "scraped")
+            self.tracker.done(response.request, "scraped")
 
     def process_spider_exception(
         self, response: Response, exception: Exception
     ) -> Iterable[Any] | None:
         if response.request is not None:
-            self.tracker.lease_done(response.request, "spider_error")
+            self.tracker.done(response.request, "spider_error")
         return None
 
 
@@ -168,5 +168,5 @@ class FrontierAckDownloaderMiddleware(_Base):
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> None:
-        self.tracker.lease_done(request, "failed")
+        self.tracker.done(request, "failed")
         return None

@@ -53,10 +53,10 @@ from scrapy.utils.misc import load_object
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver
-from crawlproject.frontier.scheduler import frontier_of, is_frontier
+from crawlproject.frontier.access import frontier_of, is_frontier
 from crawlproject.guard.errors import BlockedAddress, BlockedAddressError, refusal_of
 from crawlproject.guard.policy import GuardPolicy, parse_address
-from crawlproject.rules.traps import OncePerKey
+from crawlproject.once import OncePerKey
 from middlewares.dns import _installed_resolver
 from middlewares.robotstxt import ROBOTS_META_KEY
 
@@ -137,7 +137,7 @@ class AddressGuardMiddleware:
             )
         if self.on_frontier:
             # No contact with the host: its next URL need not wait a delay.
-            frontier_of(self.crawler).release_unfetched(request)
+            frontier_of(self.crawler).leases.release_unfetched(request)
         return None
 
 

@@ -37,8 +37,8 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.config import ConfigError
-from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
-from crawlproject.rules.traps import OncePerKey
+from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.once import OncePerKey
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
-from crawlproject.frontier.scheduler import frontier_of, require_frontier
+from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.recrawl.config import (
     CHANGEFREQ_META_KEY,
     LASTMOD_META_KEY,

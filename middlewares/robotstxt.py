@@ -49,13 +49,10 @@ from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawlproject.frontier.access import frontier_of, require_frontier
+from crawlproject.frontier.meta import SCOPE_META_KEY
 from crawlproject.frontier.politeness import retry_after_seconds
-from crawlproject.frontier.scheduler import (
-    SCOPE_META_KEY,
-    FrontierScheduler,
-    frontier_of,
-    require_frontier,
-)
+from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import DEFAULT_PORTS
 from crawlproject.guard.errors import BlockedAddress, refusal_of
 from crawlproject.limits import REDIRECT_STATUSES, SITEMAP_META_KEY
@@ -155,7 +152,7 @@ class RobotsTxtMiddleware:
         verdict = rules.verdict(request.url, _now_ms())
         if verdict is Verdict.FORBID:
             if fetched is None:
-                scheduler.release_unfetched(request)
+                scheduler.leases.release_unfetched(request)
             self.stats.inc_value("robotstxt/forbidden")
             logger.debug("Forbidden by robots.txt: %s", request.url)
             raise RobotsForbidden("Forbidden by robots.txt")
@@ -180,7 +177,7 @@ class RobotsTxtMiddleware:
                 self.stats.inc_value("robotstxt/deferred")
                 raise RobotsDeferred(f"robots.txt unreachable; retried in {hold:.0f} s")
         if fetched is None:
-            scheduler.release_unfetched(request)
+            scheduler.leases.release_unfetched(request)
         self.stats.inc_value("robotstxt/unreachable")
         logger.debug("robots.txt unreachable (%d failures): %s", record.fails, request.url)
         raise RobotsUnreachable(f"robots.txt unreachable ({record.fails} failed fetches)")
@@ -195,7 +192,7 @@ class RobotsTxtMiddleware:
         throttled = fetched is not None and (
             fetched.outcome.status in scheduler.config.backoff_http_codes
         )
-        return scheduler.defer(
+        return scheduler.leases.defer(
             request,
             hold_seconds=hold,
             contacted_at=None if fetched is None else fetched.at,

@@ -58,11 +58,12 @@ from twisted.python.failure import Failure
 
 from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
-from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY, is_frontier
+from crawlproject.frontier.access import is_frontier
+from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.frontier.urls import registered_domain
 from crawlproject.limits import SITEMAP_META_KEY
+from crawlproject.once import OncePerKey
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
-from crawlproject.rules.traps import OncePerKey
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
 from crawlproject.store.hops import redirect_summary
@@ -370,13 +371,13 @@ class WebSpider(Spider):
     def _finish_failed(self, request: Request) -> None:
         # A failure raised in a downloader middleware's process_response (a gzip
         # bomb, REDIRECT_MAX_TIMES) skips the ack middleware: finish its lease
-        # here, or it would stay held (see FrontierScheduler.download_failed).
+        # here, or it would stay held (see LeaseBook.download_failed).
         try:
             scheduler = self.crawler.engine.scheduler
         except (AttributeError, RuntimeError):  # no engine: nothing is leased
             return
         if is_frontier(scheduler):
-            cast("FrontierScheduler", scheduler).download_failed(request)
+            cast("FrontierScheduler", scheduler).leases.download_failed(request)
 
     # -- sitemaps ------------------------------------------------------------
 

@@ -23,7 +23,9 @@ from twisted.internet.defer import CancelledError
 
 from crawlproject import limits
 from crawlproject.frontier.client import Lease
-from crawlproject.frontier.scheduler import LEASE_META_KEY, FrontierScheduler, LeaseState, _Held
+from crawlproject.frontier.leases import LeaseState
+from crawlproject.frontier.meta import LEASE_META_KEY
+from crawlproject.frontier.scheduler import FrontierScheduler
 from middlewares.limits import LimitsMiddleware
 from spiders.web import WebSpider
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
@@ -352,24 +354,26 @@ def test_download_failed_finishes_a_lease_once_and_leaves_the_rest() -> None:
         settings_dict={"SCHEDULER": "crawlproject.frontier.scheduler.FrontierScheduler"}
     )
     scheduler = FrontierScheduler.from_crawler(crawler)
+    leases = scheduler.leases
 
     def leased(token_id: int, state: LeaseState) -> Request:
-        lease = Lease(0, token_id)
-        scheduler._held[lease.token] = _Held(lease, state, "http://a.example/", False)
-        return Request("http://a.example/", meta={LEASE_META_KEY: lease.token})
+        request = Request("http://a.example/")
+        leases.hold(Lease(0, token_id), request, state)
+        return request
 
     bomb = leased(1, LeaseState.DOWNLOADED)  # failed in a process_response
-    scheduler.download_failed(bomb)
-    scheduler.download_failed(bomb)  # idempotent
-    assert [lease.id for _, lease in scheduler._acks] == [1]
+    leases.download_failed(bomb)
+    leases.download_failed(bomb)  # idempotent
+    assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1]
     # The spider middleware acks an HttpError's lease after its record is stored.
     http_error = leased(2, LeaseState.SCRAPING)
-    scheduler.download_failed(http_error)
-    assert LEASE_META_KEY in http_error.meta and "0:2" in scheduler._held
+    leases.download_failed(http_error)
+    assert http_error.meta[LEASE_META_KEY] == "0:2"
+    assert leases.state_of(http_error) is LeaseState.SCRAPING
     # robots.txt gave the URL back (defer): no lease here any more, nothing acked.
     deferred = Request("http://a.example/", meta={LEASE_META_KEY: "0:3"})
-    scheduler.download_failed(deferred)
-    assert [lease.id for _, lease in scheduler._acks] == [1]
+    leases.download_failed(deferred)
+    assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1]
 
 
 def test_sitemaps_may_be_larger_than_pages() -> None:

@@ -18,7 +18,9 @@ from pathlib import Path
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.scheduler import LEASE_META_KEY, FrontierScheduler, LeaseState, _Held
+from crawlproject.frontier.leases import LeaseState
+from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.recrawl.store import RecrawlStore
 from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
@@ -223,6 +225,10 @@ def test_a_pipeline_raising_item_not_saved_returns_its_page(
     assert fetches == Counter(dict.fromkeys(web.expected_urls, 1)) + Counter([lost])
 
 
+def no_recrawl() -> RecrawlStore:
+    raise AssertionError("no recrawl state was written")
+
+
 async def test_lease_returned_puts_the_url_back_after_its_links(
     make_frontier: MakeFrontier,
 ) -> None:
@@ -234,18 +240,19 @@ async def test_lease_returned_puts_the_url_back_after_its_links(
     frontier = scheduler.frontier = await make_frontier(shards=1, delay_ms=0)
     await frontier.add([entry("http://a.test/1"), entry("http://b.test/1")])
     requests: dict[str, Request] = {}
+    leases, outbox = scheduler.leases, scheduler.outbox
     for lease, data in await claim_all(frontier):
-        url = CODEC.decode(data, None).url
-        scheduler._held[lease.token] = _Held(lease, LeaseState.SCRAPING, url, False)
-        requests[url] = Request(url, meta={LEASE_META_KEY: lease.token})
+        request = CODEC.decode(data, None)
+        leases.hold(lease, request, LeaseState.SCRAPING)
+        requests[request.url] = request
     # a.test/1 was fetched and produced a link, but its item was not saved.
-    scheduler._outbox.append(entry("http://c.test/link"))
-    scheduler.lease_returned(requests["http://a.test/1"])
-    scheduler.lease_returned(requests["http://a.test/1"])  # idempotent
-    scheduler.lease_done(requests["http://b.test/1"], "scraped")
-    assert [mode for mode, _ in scheduler._acks] == ["return", "done"]
-    await scheduler._write_once()
-    assert scheduler._acks == [] and scheduler._outbox == [] and scheduler._held == {}
+    outbox.add(entry("http://c.test/link"))
+    leases.returned(requests["http://a.test/1"])
+    leases.returned(requests["http://a.test/1"])  # idempotent
+    leases.done(requests["http://b.test/1"], "scraped")
+    assert [mode for mode, _ in outbox.pending_acks] == ["return", "done"]
+    await outbox.write(frontier, no_recrawl, lambda: None, lambda done: None)
+    assert outbox.pending_acks == [] and not outbox and len(leases) == 0
     counts = await frontier.counters()
     assert (counts["done"], counts["leased"], counts["queued"]) == (1, 0, 2)
     assert sorted(urls_of(await claim_all(frontier))) == ["http://a.test/1", "http://c.test/link"]

@@ -182,7 +182,7 @@ def test_ack_middlewares_switch_off_without_the_frontier() -> None:
 
 
 def test_recent_fingerprints_are_bounded() -> None:
-    from crawlproject.frontier.scheduler import RecentFingerprints
+    from crawlproject.frontier.admission import RecentFingerprints
 
     recent = RecentFingerprints(3)
     for i in range(7):

@@ -24,10 +24,10 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.dns.resolver import DnsConfig
+from crawlproject.frontier.access import is_frontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
 from crawlproject.frontier.redis_settings import refuse_scrapy_redis
-from crawlproject.frontier.scheduler import is_frontier
 from crawlproject.rules.url_rules import UrlRules
 
 if TYPE_CHECKING:

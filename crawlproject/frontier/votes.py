@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from crawlproject.frontier.client import NO_VOTE, SEED_VOTE
 from crawlproject.frontier.urls import registered_domain
-from crawlproject.rules.traps import OncePerKey
+from crawlproject.once import OncePerKey
 
 # Request.meta key: the host of the page a link was found on (set by
 # middlewares/link_source.py; read and dropped before the request is stored).

@@ -30,9 +30,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from crawlproject.once import OncePerKey
 
 if TYPE_CHECKING:
     from crawlproject.rules.url_rules import ParsedUrl
@@ -213,33 +215,6 @@ def token_shape(canonical_url: str) -> bytes | None:
     return hashlib.blake2b(
         shape.encode("utf-8", "surrogatepass"), digest_size=PATTERN_BYTES
     ).digest()
-
-
-class OncePerKey:
-    """``first(key)`` is True the first time a key is seen, then False.
-
-    Bounded: it remembers the ``size`` most recently seen keys (LRU), so a key
-    forgotten after ``size`` others can be "first" again; a whole-web crawl's
-    memory stays bounded (about 100 bytes per key plus the key itself).
-    """
-
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("OncePerKey size must be >= 1")
-        self.size = size
-        self._seen: OrderedDict[str, None] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-    def first(self, key: str) -> bool:
-        if key in self._seen:
-            self._seen.move_to_end(key)
-            return False
-        self._seen[key] = None
-        if len(self._seen) > self.size:
-            self._seen.popitem(last=False)
-        return True
 
 
 class PathRepeatsRule:

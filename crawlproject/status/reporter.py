@@ -41,8 +41,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
+from crawlproject.frontier.access import frontier_closing, frontier_of, is_frontier
 from crawlproject.frontier.config import ConfigError
-from crawlproject.frontier.scheduler import frontier_closing, frontier_of, is_frontier
 from crawlproject.setting_values import crawl_setting
 from crawlproject.status.hosts import HostTally
 from crawlproject.status.metrics import MetricsServer, StatsExporter

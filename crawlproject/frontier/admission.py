@@ -1,0 +1,201 @@
+"""URL admission: whether a request the engine hands over goes to the frontier,
+and as what.
+
+canonicalize -> URL rules -> depth -> recently seen here -> trap signals
+(votes, token shape) -> encoding. :meth:`Admission.admit` returns the
+:class:`~crawlproject.frontier.client.NewEntry` to store, a
+:class:`SeenLocally` (sent before: only its credit and votes go out), or a
+:class:`Refusal` with the stat it counts under.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from scrapy import Request, Spider
+
+from crawlproject.frontier.client import NO_PATTERN, NO_VOTE, SEED_VOTE, NewEntry
+from crawlproject.frontier.codec import RequestCodec, RequestEncodeError
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.meta import SEED_META_KEY
+from crawlproject.frontier.priority import CREDIT_META_KEY, SHARE_META_KEY, PriorityPolicy
+from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
+from crawlproject.frontier.votes import LINK_FROM_META_KEY, LinkVotes
+from crawlproject.once import OncePerKey
+from crawlproject.rules.traps import token_shape, url_pattern
+from crawlproject.rules.url_rules import UrlRules
+
+if TYPE_CHECKING:
+    from crawlproject.frontier.leases import HeldLease
+
+logger = logging.getLogger(__name__)
+
+TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Not queued; counted under the Scrapy stat ``stat``."""
+
+    stat: str
+
+
+@dataclass(frozen=True, slots=True)
+class SeenLocally:
+    """Sent to the frontier already (added, or found seen there): AOPIC still
+    owes the URL its credit; ``votes`` carries a new voter for the host or a
+    repeated token (a vote-only entry), if any."""
+
+    pkey: str
+    fingerprint: bytes
+    credit: float
+    votes: NewEntry | None
+
+
+class Admission:
+    def __init__(
+        self,
+        config: FrontierConfig,
+        rules: UrlRules,
+        policy: PriorityPolicy,
+        canonicalizer: UrlCanonicalizer,
+        codec: RequestCodec,
+    ) -> None:
+        self.config = config
+        self.rules = rules
+        self.policy = policy
+        self.canonicalizer = canonicalizer
+        self.codec = codec
+        self.pkey = host_key if config.politeness_key == "host" else domain_key
+        self._trap_logged = OncePerKey(TRAP_LOG_HOSTS)
+        self._recent = RecentFingerprints(config.local_seen_size)
+        self._votes = LinkVotes()
+
+    def canonical_or_none(self, url: str) -> str | None:
+        try:
+            return self.canonicalizer.canonicalize(url)
+        except InvalidURL:
+            return None
+
+    def politeness_key(self, url: str) -> str:
+        """The frontier's politeness key (host or registered domain) of ``url``."""
+        return self.pkey(self.canonicalizer.canonicalize(url))
+
+    def locate(self, url: str, method: str = "GET", body: bytes = b"") -> tuple[str, bytes] | None:
+        """(politeness key, fingerprint) of ``url``; None if it is not a valid URL."""
+        canonical = self.canonical_or_none(url)
+        if canonical is None:
+            return None
+        return self.pkey(canonical), self.canonicalizer.fingerprint(canonical, method, body)
+
+    def admit(
+        self, request: Request, spider: Spider | None, parent: HeldLease | None
+    ) -> NewEntry | SeenLocally | Refusal:
+        """What ``request`` becomes; ``parent``: the lease it takes over (a
+        redirect or retry of a claimed URL), if any."""
+        try:
+            canonical = self.canonicalizer.canonicalize(request.url)
+        except InvalidURL as exc:
+            logger.debug("Skipped: %s", exc)
+            return Refusal("frontier/invalid_url")
+        refused = self.rules.check(canonical)
+        if refused is not None:  # before the seen test: a refused URL costs no lookup
+            logger.debug("Not queued (rule %s): %s", refused, request.url)
+            if refused == "url_too_long":  # one hostile page may hold thousands: once per host
+                host = urlsplit(canonical).netloc
+                if self._trap_logged.first(f"{refused} {host}"):
+                    logger.info(
+                        "URL rule %s: not queueing some URLs of %s (e.g. %.200s...)",
+                        refused,
+                        host,
+                        canonical,
+                    )
+            return Refusal(f"rules/{refused}")
+        depth = request.meta.get("depth", 0)
+        if self.config.max_depth and isinstance(depth, int) and depth > self.config.max_depth:
+            self._log_trap("max_depth", canonical)
+            return Refusal("trap/max_depth")
+        pkey = self.pkey(canonical)
+        value = self.policy.value(request)
+        for key in (CREDIT_META_KEY, SHARE_META_KEY):  # in the entry's number, not stored
+            request.meta.pop(key, None)
+        # The trap guards' signals (crawlproject/frontier/votes.py), not stored either.
+        if request.meta.get(SEED_META_KEY):
+            vote = SEED_VOTE
+        else:
+            vote = self._votes.vote(request.meta.pop(LINK_FROM_META_KEY, None), canonical)
+        shape = token_shape(canonical) if self.config.trap_token_urls else None
+        fingerprint = self.canonicalizer.fingerprint(canonical, request.method, request.body)
+        if parent is None and not request.dont_filter and fingerprint in self._recent:
+            # Most links repeat: this spares their encoding and a Redis lookup.
+            first_vote = self._votes.first(vote, pkey)
+            votes = None
+            if first_vote or shape:
+                votes = NewEntry(
+                    pkey,
+                    fingerprint,
+                    False,
+                    b"",
+                    token_shape=shape or NO_PATTERN,
+                    vote=vote if first_vote else NO_VOTE,
+                    vote_only=True,
+                )
+            return SeenLocally(pkey, fingerprint, value, votes)
+        self._recent.add(fingerprint)
+        bypass_seen = request.dont_filter
+        if parent is not None:
+            if canonical == self.canonical_or_none(parent.url):
+                # A retry: the URL is in the seen set already. Scrapy marks
+                # retries dont_filter; the stored request keeps the original
+                # flag, so a redirect after the retry is still seen-tested.
+                bypass_seen, request.dont_filter = True, parent.dont_filter
+            else:
+                bypass_seen = parent.dont_filter
+        try:
+            data = self.codec.encode(request, spider)
+        except RequestEncodeError as exc:
+            logger.warning("Skipped a request that cannot be stored as JSON: %s", exc)
+            return Refusal("frontier/unserializable")
+        # The query shape key is only read by the per-shape cap.
+        pattern = url_pattern(canonical) if self.config.max_urls_per_pattern else None
+        return NewEntry(
+            pkey=pkey,
+            fingerprint=fingerprint,
+            dont_filter=bypass_seen,
+            data=data,
+            score=value,
+            pattern=pattern or NO_PATTERN,
+            token_shape=shape or NO_PATTERN,
+            vote=vote if self._votes.first(vote, pkey) else NO_VOTE,
+        )
+
+    def _log_trap(self, guard: str, url: str) -> None:
+        host = urlsplit(url).netloc
+        if self._trap_logged.first(f"{guard} {host}"):
+            logger.info("Trap guard %s: not queueing some URLs of %s (e.g. %s)", guard, host, url)
+
+
+class RecentFingerprints:
+    """A bounded set of the fingerprints this worker sent to the frontier.
+
+    Two generations: when the young one is full it becomes the old one and the
+    oldest generation is dropped, so memory stays within 2 x ``size`` entries.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._young: set[bytes] = set()
+        self._old: set[bytes] = set()
+
+    def __contains__(self, fp: bytes) -> bool:
+        return fp in self._young or fp in self._old
+
+    def add(self, fp: bytes) -> None:
+        if self.size <= 0:
+            return
+        if len(self._young) >= self.size:
+            self._old, self._young = self._young, set()
+        self._young.add(fp)

@@ -1,0 +1,165 @@
+"""The claim side of a worker: when to ask the frontier for more URLs, and the
+small buffer of claimed requests the engine takes from.
+
+At most ``CONCURRENT_REQUESTS`` leases are in flight, each for a host that is
+ready now, so the engine never gets a request whose host must still wait, and
+a worker never hoards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from scrapy import Request, Spider
+
+from crawlproject.frontier.client import Lease, RedisFrontier
+from crawlproject.frontier.codec import RequestCodec, RequestDecodeError
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.leases import LeaseBook
+from crawlproject.frontier.meta import LEASE_META_KEY
+from crawlproject.frontier.outbox import Outbox
+from crawlproject.frontier.priority import SHARE_META_KEY
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+
+class ClaimClock:
+    """When the next claim is worth making: per shard, the loop time at which
+    it has work, and overall, not before ``not_before`` (set when nothing was
+    ready). ``event`` wakes the claim loop."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.not_before = 0.0  # loop time
+        self.shard_ready: dict[int, float] = {}  # loop time at which a shard has work
+        self.next_shard = 0
+
+    def wake(self) -> None:
+        self.event.set()
+
+    def slot_freed(self, shard: int, due: float) -> None:
+        """A download slot of this worker is free again, and the host of
+        ``shard`` is due again at about ``due``: look then, rather than at the
+        next idle poll (which may be later)."""
+        self.event.set()
+        if self.shard_ready.get(shard, 0.0) > due:
+            self.shard_ready[shard] = due
+        self.not_before = min(self.not_before, due)
+
+    def new_urls(self) -> None:
+        """New URLs were added: they may be ready now, in any shard."""
+        self.shard_ready.clear()
+        self.not_before = 0.0
+        self.event.set()
+
+    def shard_reclaimed(self, shard: int) -> None:
+        self.shard_ready.pop(shard, None)
+        self.event.set()
+
+
+class ClaimBuffer:
+    """Claimed requests not yet handed to the engine (their leases are in the
+    lease book from the moment they are claimed)."""
+
+    def __init__(
+        self,
+        config: FrontierConfig,
+        stats: StatsCollector,
+        codec: RequestCodec,
+        clock: ClaimClock,
+        leases: LeaseBook,
+        outbox: Outbox,
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.codec = codec
+        self.clock = clock
+        self.leases = leases
+        self.outbox = outbox
+        self._requests: deque[Request] = deque()
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def pop(self) -> Request | None:
+        return self._requests.popleft() if self._requests else None
+
+    def clear(self) -> None:
+        self._requests.clear()
+
+    def drop(self, tokens: Collection[str]) -> None:
+        """Drops the requests of leases this worker lost: another worker may
+        have them by now, so those fetches must never start."""
+        self._requests = deque(
+            r for r in self._requests if r.meta.get(LEASE_META_KEY) not in tokens
+        )
+
+    async def reclaim(self, frontier: RedisFrontier) -> None:
+        """Puts every shard's expired leases (any worker's) back in their queues;
+        a URL reclaimed too often is set aside as poison."""
+        for shard in range(self.config.shards):
+            reclaimed, poisoned = await frontier.reclaim(shard)
+            if poisoned:
+                self.stats.inc_value("frontier/poisoned", poisoned)
+                logger.warning(
+                    "Set aside %d URL(s) of shard %d as poison: reclaimed %d times, each "
+                    "worker that took them died or hung (see crawlproject poisoned)",
+                    poisoned,
+                    shard,
+                    self.config.max_reclaims,
+                )
+            if reclaimed:
+                self.stats.inc_value("frontier/leases_reclaimed", reclaimed)
+                logger.info("Reclaimed %d expired lease(s) in shard %d", reclaimed, shard)
+                self.clock.shard_reclaimed(shard)
+
+    async def claim_some(
+        self, frontier: RedisFrontier, worker_id: str, want: int, spider: Spider | None
+    ) -> tuple[int, float]:
+        """Claims up to ``want`` across shards; returns (claimed, seconds until more)."""
+        loop = asyncio.get_running_loop()
+        clock = self.clock
+        shards = self.config.shards
+        got = 0
+        wait = self.config.idle_poll_seconds
+        for i in range(shards):
+            shard = (clock.next_shard + i) % shards
+            if got >= want:
+                break
+            if clock.shard_ready.get(shard, 0.0) > loop.time():
+                wait = min(wait, clock.shard_ready[shard] - loop.time())
+                continue
+            batch = await frontier.claim(shard, want - got, worker_id)
+            if batch.next_ready_ms is None:
+                clock.shard_ready[shard] = loop.time() + self.config.idle_poll_seconds
+            else:
+                ahead = max(0.0, (batch.next_ready_ms - batch.now_ms) / 1000)
+                clock.shard_ready[shard] = loop.time() + ahead
+                wait = min(wait, ahead)
+            for j, (lease, data) in enumerate(batch.items):
+                share = batch.shares[j] if batch.shares else None
+                got += self._accept(lease, data, share, spider)
+        clock.next_shard = (clock.next_shard + 1) % shards
+        return got, wait
+
+    def _accept(self, lease: Lease, data: bytes, share: float | None, spider: Spider | None) -> int:
+        try:
+            request = self.codec.decode(data, spider)
+        except RequestDecodeError as exc:
+            self.stats.inc_value("frontier/undecodable")
+            logger.error("Moved an undecodable frontier entry to the dead list: %s", exc)
+            self.outbox.ack("dead", lease)
+            return 0
+        self.leases.hold(lease, request)
+        if share is not None:
+            request.meta[SHARE_META_KEY] = share
+        self._requests.append(request)
+        self.stats.inc_value("frontier/claims")
+        return 1

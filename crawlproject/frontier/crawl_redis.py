@@ -1,0 +1,113 @@
+"""The crawl's Redis, owned once per worker process.
+
+:class:`CrawlRedis` holds the connection (to ``REDIS_URL``, or to the embedded
+Redis of ``CRAWL_DATA_DIR``), the crawl's :class:`CrawlKeys` and this worker's
+id. The scheduler makes it when the spider opens and closes it last; every
+component that keeps state in the crawl's Redis (robots store, dedupe index,
+DNS park, status reporter, recrawl store) takes it from
+``FrontierScheduler.crawl_redis`` instead of reaching into the frontier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from crawlproject.frontier.client import RedisFrontier
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.connection import is_setup_error, redis_client
+from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.recrawl.store import RecrawlStore
+
+logger = logging.getLogger(__name__)
+
+CONNECT_ATTEMPTS = 3  # at start: 1 s, then 2 s between attempts
+
+
+def new_worker_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(slots=True)
+class CrawlRedis:
+    redis: Redis
+    keys: CrawlKeys
+    worker_id: str
+    embedded: EmbeddedRedis | None = field(default=None)
+    _recrawl: RecrawlStore | None = field(default=None, repr=False)
+
+    def recrawl_store(self) -> RecrawlStore:
+        """The crawl's recrawl schedule (same Redis, same shards)."""
+        if self._recrawl is None:
+            self._recrawl = RecrawlStore(self.redis, self.keys)
+        return self._recrawl
+
+    @classmethod
+    async def connect(cls, config: FrontierConfig, crawl: str, worker_id: str) -> CrawlRedis:
+        """Connects (starting the embedded Redis if it is the crawl's and not
+        running yet); connections are named after the worker."""
+        name = WORKER_CLIENT_PREFIX + worker_id
+        keys = config.crawl_keys(crawl)
+        if config.redis_url is None:
+            embedded = EmbeddedRedis(config.data_dir)
+            return cls(await embedded.connect(client_name=name), keys, worker_id, embedded)
+        return cls(redis_client(config.redis_url, client_name=name), keys, worker_id)
+
+    async def close(self) -> bool:
+        """Closes the connection; True if this worker was the last one out of
+        the embedded Redis (which is then saved and stopped)."""
+        if self.embedded is None:
+            await self.redis.aclose()
+            return False
+        return await self.embedded.leave(self.redis, self.worker_id)
+
+
+async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: str) -> RedisFrontier:
+    """The crawl's frontier on ``shared``, its scripts loaded and its layout
+    checked (a Redis still starting is retried), the host overrides set."""
+    frontier = RedisFrontier(
+        shared.redis,
+        shared.keys,
+        seen_bucket_bits=c.seen_bucket_bits,
+        default_delay_ms=c.host_delay_ms,
+        default_concurrency=c.host_concurrency,
+        lease_ms=c.lease_ms,
+        adaptive=c.adaptive,
+        priority_mode=priority_mode,
+        aopic_tax=c.aopic_tax,
+        host_url_cap=c.max_pages_per_host,
+        pattern_url_cap=c.max_urls_per_pattern,
+        max_reclaims=c.max_reclaims,
+        budget=c.budget,
+    )
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            await frontier.prepare()
+            break
+        except RedisConnectionError as exc:
+            # A TLS or certificate-file error is the URL's, not a Redis
+            # still starting: say so once, at once.
+            if attempt == CONNECT_ATTEMPTS or is_setup_error(exc, c.redis_url or ""):
+                raise
+            logger.warning("Frontier Redis not reachable yet (%s); retrying", exc)
+            await asyncio.sleep(0.5 * 2**attempt)
+    for host, o in c.host_overrides.items():
+        delay_ms = None if o.delay_seconds is None else round(o.delay_seconds * 1000)
+        await frontier.set_host_config(host, delay_ms, o.concurrency)
+    return frontier
+
+
+def redacted(url: str) -> str:
+    """A Redis URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,281 @@
+"""The lease book: every lease this worker holds, its state, and the lease API.
+
+A claimed URL's lease goes FETCHING (it holds its host's politeness slot) ->
+DOWNLOADED (the response or failure came back: the slot is released; the
+downloader may still redirect or retry) -> SCRAPING (the spider has the
+response; requests carrying its lease are its links) -> ended: acknowledged
+(done, moved, returned) through the outbox, after the links its page produced,
+or given back unfetched (``defer``). Slot releases go out at once, on their
+own loop, never queued behind a batch of links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+from scrapy import Request
+from scrapy.http import Response
+
+from crawlproject.frontier.client import Lease, RedisFrontier, Release
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.meta import LEASE_META_KEY
+from crawlproject.frontier.outbox import Outbox
+from crawlproject.frontier.politeness import retry_after_seconds
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+    from crawlproject.frontier.claims import ClaimClock
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseState(enum.Enum):
+    FETCHING = "fetching"  # holds its host slot
+    DOWNLOADED = "downloaded"  # slot released; the downloader may still redirect/retry
+    SCRAPING = "scraping"  # the spider has the response
+
+
+@dataclass(slots=True)
+class HeldLease:
+    lease: Lease
+    state: LeaseState
+    url: str
+    dont_filter: bool
+
+
+class LeaseBook:
+    def __init__(
+        self,
+        config: FrontierConfig,
+        stats: StatsCollector,
+        outbox: Outbox,
+        clock: ClaimClock,
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.outbox = outbox
+        self.clock = clock
+        self.release_event = asyncio.Event()  # wakes the release loop
+        self._held: dict[str, HeldLease] = {}
+        # (loop time of the response, its release): the host's delay runs from
+        # the response; the release's age is filled in when it is sent.
+        self._releases: list[tuple[float, Release]] = []
+
+    # -- the book ----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def hold(self, lease: Lease, request: Request, state: LeaseState = LeaseState.FETCHING) -> None:
+        """Records a lease this worker now holds, carried by ``request``."""
+        request.meta[LEASE_META_KEY] = lease.token
+        self._held[lease.token] = HeldLease(lease, state, request.url, request.dont_filter)
+
+    def state_of(self, request: Request) -> LeaseState | None:
+        held = self._lookup(request)
+        return None if held is None else held.state
+
+    def leases(self) -> list[Lease]:
+        return [h.lease for h in self._held.values()]
+
+    def in_flight(self) -> int:
+        return sum(1 for h in self._held.values() if h.state is LeaseState.FETCHING)
+
+    def take_all(self) -> list[Lease]:
+        """Every lease held, forgotten here (the worker is closing)."""
+        leases = self.leases()
+        self._held.clear()
+        return leases
+
+    async def renew(self, frontier: RedisFrontier) -> set[str]:
+        """Renews every lease held; drops (and returns the tokens of) those
+        that expired before renewal: another worker may have them by now."""
+        if not self._held:
+            return set()
+        lost = await frontier.renew(self.leases())
+        for lease in lost:
+            self._held.pop(lease.token, None)
+        if lost:
+            self.stats.inc_value("frontier/leases_lost", len(lost))
+            logger.warning("%d lease(s) expired before renewal (worker stalled?)", len(lost))
+        return {lease.token for lease in lost}
+
+    def _lookup(self, request: Request) -> HeldLease | None:
+        token = request.meta.get(LEASE_META_KEY)
+        return self._held.get(token) if isinstance(token, str) else None
+
+    # -- redirects and retries -------------------------------------------------------
+
+    def take_parent(self, request: Request) -> tuple[str | None, HeldLease | None]:
+        """Pops the lease token ``request`` carries; with it, the lease it takes
+        over when it comes from the downloader (a redirect or a retry: the
+        spider has not seen the lease yet), else None."""
+        token = request.meta.pop(LEASE_META_KEY, None)
+        held = self._held.get(token) if token else None
+        parent = held if held is not None and held.state is not LeaseState.SCRAPING else None
+        return token, parent
+
+    def hand_over(self, token: str | None, parent: HeldLease | None) -> None:
+        """The old lease of a redirect or retry is done once the new request is
+        stored (the writer sends URLs before acknowledgements), or dropped."""
+        if parent is None or token is None:
+            return
+        del self._held[token]
+        self.outbox.ack("moved", parent.lease, wake=False)
+        self.stats.inc_value("frontier/continuations")
+
+    # -- slots ---------------------------------------------------------------------
+
+    def holds_slot(self, request: Request) -> bool:
+        """Whether ``request`` holds its host's politeness slot here (a claimed,
+        not yet downloaded URL): what it does now counts as a contact with the host."""
+        held = self._lookup(request)
+        return held is not None and held.state is LeaseState.FETCHING
+
+    def _end_fetch(self, request: Request) -> HeldLease | None:
+        """The lease whose slot ``request`` held, now marked downloaded; None if
+        it held none (not claimed here, or its fetch already ended)."""
+        held = self._lookup(request)
+        if held is None or held.state is not LeaseState.FETCHING:
+            return None
+        held.state = LeaseState.DOWNLOADED
+        return held
+
+    def downloaded(self, request: Request, response: Response | None = None) -> None:
+        """The download of ``request`` ended (``response``, or a failure): its
+        host slot is released, with the fetch time and any back-off."""
+        held = self._end_fetch(request)
+        if held is None:
+            return
+        fetch_ms, hold_ms, throttled = -1, 0, False
+        if response is not None:
+            latency = request.meta.get("download_latency")
+            if isinstance(latency, int | float):
+                fetch_ms = max(0, round(latency * 1000))
+            if response.status in self.config.backoff_http_codes:
+                throttled = True
+                self.stats.inc_value("frontier/backoff")
+                wait = retry_after_seconds(response.headers.get(b"Retry-After"))
+                if wait is not None:
+                    hold_ms = round(min(wait, self.config.backoff_max_seconds) * 1000)
+                    self.stats.inc_value("frontier/retry_after")
+        self._queue_release(
+            Release(held.lease, 0, fetch_ms=fetch_ms, hold_ms=hold_ms, throttled=throttled)
+        )
+
+    def _queue_release(self, release: Release, at: float | None = None) -> None:
+        now = asyncio.get_event_loop().time()
+        self._releases.append((now if at is None else at, release))
+        self.release_event.set()
+        # The host will be due again about one delay from now.
+        due = now + max(self.config.host_delay_seconds, release.hold_ms / 1000)
+        self.clock.slot_freed(release.lease.shard, due)
+
+    async def send_releases(self, frontier: RedisFrontier) -> None:
+        if not self._releases:
+            return
+        batch, self._releases = self._releases, []
+        now = asyncio.get_running_loop().time()
+        # Each release says how long ago its response came: Redis starts the
+        # host's delay then (its own clock minus that), not when the call lands.
+        releases = [replace(r, age_ms=round((now - at) * 1000)) for at, r in batch]
+        try:
+            self.stats.inc_value("frontier/releases", await frontier.release(releases))
+        except RedisError:
+            self._releases[:0] = batch
+            raise
+
+    def drop_releases(self) -> None:
+        self._releases.clear()
+
+    # -- outcomes ---------------------------------------------------------------------
+
+    def defer(
+        self,
+        request: Request,
+        hold_seconds: float = 0.0,
+        contacted_at: float | None = None,
+        fetch_seconds: float | None = None,
+        throttled: bool = False,
+    ) -> bool:
+        """Gives a claimed URL back to the head of its host queue without fetching it.
+
+        Its slot was used for something else (``contacted_at``: loop time the
+        host last answered, e.g. its robots.txt) or the host must be left alone
+        for ``hold_seconds``. The caller then drops the request (IgnoreRequest).
+        Returns False if ``request`` does not hold a slot here.
+        """
+        if not self.holds_slot(request):
+            return False
+        token = request.meta.get(LEASE_META_KEY)
+        held = self._held.pop(token) if isinstance(token, str) else None
+        assert held is not None
+        self._queue_release(
+            Release(
+                held.lease,
+                0,
+                fetch_ms=-1 if fetch_seconds is None else max(0, round(fetch_seconds * 1000)),
+                hold_ms=round(min(max(hold_seconds, 0.0), self.config.backoff_max_seconds) * 1000),
+                throttled=throttled,
+                requeue=True,
+                contacted=contacted_at is not None,
+            ),
+            at=contacted_at,
+        )
+        self.stats.inc_value("frontier/deferred")
+        return True
+
+    def release_unfetched(self, request: Request) -> None:
+        """Frees the slot of a claimed URL that will not be fetched (e.g.
+        robots.txt forbids it) and made no contact with its host, so the host's
+        next URL need not wait a delay for it. The URL is then finished as usual."""
+        held = self._end_fetch(request)
+        if held is not None:
+            self._queue_release(Release(held.lease, 0, contacted=False))
+
+    def scraping(self, request: Request) -> None:
+        """The spider got the response: requests carrying its lease are its links."""
+        held = self._lookup(request)
+        if held is not None:
+            held.state = LeaseState.SCRAPING
+
+    def done(self, request: Request, outcome: str) -> None:
+        """The URL is finished (``outcome`` for the stats: scraped, failed, spider_error)."""
+        self._end(request, "done", outcome)
+
+    def returned(self, request: Request) -> None:
+        """The URL was fetched but its item could not be saved (ItemNotSaved):
+        back to the head of its host's queue, after the links its page
+        produced (the writer sends URLs before acknowledgements)."""
+        self._end(request, "return", "not_saved")
+
+    def _end(self, request: Request, ack_mode: str, outcome: str) -> None:
+        token = request.meta.get(LEASE_META_KEY)
+        held = self._held.pop(token, None) if isinstance(token, str) else None
+        if held is None:
+            return
+        if held.state is LeaseState.FETCHING:
+            self.clock.wake()
+        self.outbox.ack(ack_mode, held.lease)
+        self.stats.inc_value(f"frontier/outcome/{outcome}")
+
+    def download_failed(self, request: Request) -> None:
+        """A download failure reached the spider's errback: finishes its URL.
+
+        The downloader middleware acks failures in process_exception, but Scrapy
+        sends an exception raised by a middleware's process_response (a gzip
+        bomb over DOWNLOAD_MAXSIZE, REDIRECT_MAX_TIMES used up) past every
+        process_exception, straight to the errback: without this its lease
+        would stay held. Idempotent: a lease already finished, or given back by
+        ``defer`` (robots.txt), is not held any more and nothing happens; a
+        lease the spider middleware has (an HttpError) is acked by it.
+        """
+        held = self._lookup(request)
+        if held is not None and held.state is not LeaseState.SCRAPING:
+            self.done(request, "failed")

@@ -1,0 +1,185 @@
+"""What a worker still has to write to the frontier, and the order it goes in.
+
+``enqueue_request`` only appends here; the scheduler's writer loop sends it
+(:meth:`Outbox.write`): recrawl fetch states first (a page's next due time
+never lags its ack), then new scope roots, new URLs and AOPIC credits, then
+the acknowledgements queued after them (a lease is acked only once the links
+its page produced are stored, so a worker that dies loses nothing). Whatever
+a failed write did not send is kept, in order, for the next attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from crawlproject.frontier.client import AddResult, Lease, NewEntry, RedisFrontier
+from crawlproject.recrawl.store import RecrawlStore, StateWrite
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+OUTBOX_FLUSH_ENTRIES = 1000  # flush early when this many URLs wait
+# done: finished here; moved: a redirect or retry took the URL over; dead:
+# undecodable; return: its item could not be saved (ItemNotSaved), fetch it again.
+ACK_MODES = ("done", "moved", "dead", "return")
+
+
+class Outbox:
+    def __init__(self, stats: StatsCollector, credit_mode: bool) -> None:
+        self.stats = stats
+        self.credit_mode = credit_mode
+        self.event = asyncio.Event()  # wakes the writer loop
+        self.scope_roots: frozenset[str] = frozenset()  # the crawl's, as last seen
+        self._new_scope: set[str] = set()
+        self._entries: list[NewEntry] = []
+        # AOPIC credit for URLs sent before: fingerprint -> (politeness key,
+        # credit), summed until the next write (navigation links repeat on
+        # every page of a site: one Redis update per URL and write, not per link).
+        self._credits: dict[bytes, tuple[str, float]] = {}
+        # (ack mode, lease), sent after the entries queued before them.
+        self._acks: list[tuple[str, Lease]] = []
+        # Recrawl fetch states (middlewares/recrawl.py), written before the
+        # acks queued after them: a page's next due time never lags its ack.
+        self._tracks: list[StateWrite] = []
+
+    def __bool__(self) -> bool:
+        """Whether anything waits to be written."""
+        return bool(self._entries or self._credits or self._acks or self._tracks)
+
+    @property
+    def pending_acks(self) -> list[tuple[str, Lease]]:
+        """The acknowledgements not yet sent, in order (a copy)."""
+        return list(self._acks)
+
+    @property
+    def pending_entries(self) -> int:
+        return len(self._entries)
+
+    def add(self, entry: NewEntry, flush: bool = True) -> None:
+        """Queues ``entry``; with ``flush``, wakes the writer once many wait."""
+        self._entries.append(entry)
+        if flush and len(self._entries) >= OUTBOX_FLUSH_ENTRIES:
+            self.event.set()
+
+    def note_scope(self, root: str) -> None:
+        if root not in self.scope_roots:
+            self._new_scope.add(root)
+
+    def see_scope(self, roots: set[str]) -> None:
+        self.scope_roots = self.scope_roots | roots
+
+    def credit(self, pkey: str, fingerprint: bytes, credit: float) -> None:
+        """AOPIC credit for a URL (summed with what waits for it already)."""
+        if not self.credit_mode or credit <= 0:
+            return
+        pending = self._credits.get(fingerprint)
+        if pending is not None:
+            self.stats.inc_value("frontier/credits_merged")
+            credit += pending[1]
+        self._credits[fingerprint] = (pkey, credit)
+
+    def ack(self, mode: str, lease: Lease, wake: bool = True) -> None:
+        """Acknowledges ``lease`` after the entries queued before it."""
+        self._acks.append((mode, lease))
+        if wake:
+            self.event.set()
+
+    def track(self, write: StateWrite) -> None:
+        self._tracks.append(write)
+        self.event.set()
+
+    async def write(
+        self,
+        frontier: RedisFrontier,
+        recrawl: Callable[[], RecrawlStore],
+        on_added: Callable[[], None],
+        on_done: Callable[[int], None],
+    ) -> None:
+        """Recrawl states, new URLs, then the acknowledgements queued after them.
+
+        ``on_added`` runs once new URLs are stored (they may be ready now),
+        ``on_done`` with the crawl-wide done count after each ack call."""
+        if self._new_scope:
+            roots, self._new_scope = self._new_scope, set()
+            await frontier.add_scope(roots)
+            self.scope_roots = self.scope_roots | roots
+        if self._credits:  # after the URLs of this write, so a new URL gets its credit
+            credits, self._credits = self._credits, {}
+            self._entries += [
+                NewEntry(pkey, fp, False, b"", credit, credit_only=True)
+                for fp, (pkey, credit) in credits.items()
+            ]
+        if not (self._entries or self._acks or self._tracks):
+            return
+        entries, self._entries = self._entries, []
+        acks, self._acks = self._acks, []
+        tracks, self._tracks = self._tracks, []
+        try:
+            if tracks:
+                await recrawl().write(tracks)
+                self.stats.inc_value("recrawl/states_written", len(tracks))
+                tracks = []
+            if entries:
+                result = await frontier.add(entries)
+                self.stats.inc_value("frontier/enqueued", result.added)
+                self.stats.inc_value("frontier/seen_hits", result.seen_hits)
+                self._count_caps(result)
+                if result.added:
+                    on_added()
+                entries = []
+            for mode in ACK_MODES:
+                leases = [lease for m, lease in acks if m == mode]
+                if not leases:
+                    continue
+                acked, missing = await frontier.ack(leases, mode=mode)
+                acks = [(m, lease) for m, lease in acks if m != mode]
+                on_done(sum(frontier.done_seen.values()))
+                self.stats.inc_value("frontier/acks", acked)
+                if missing:
+                    self.stats.inc_value("frontier/late_acks", missing)
+        finally:
+            # Whatever was not written is kept, in order, for the next attempt.
+            self._entries[:0] = entries
+            self._acks[:0] = acks
+            self._tracks[:0] = tracks
+
+    def _count_caps(self, result: AddResult) -> None:
+        for stat, count, hosts, what in (
+            ("trap/host_cap", result.host_capped, result.newly_capped, "CRAWL_MAX_PAGES_PER_HOST"),
+            (
+                "trap/pattern_cap",
+                result.pattern_capped,
+                result.newly_pattern_capped,
+                "CRAWL_MAX_URLS_PER_PATTERN",
+            ),
+            (
+                "trap/over_budget",
+                result.over_budget,
+                result.newly_over_budget,
+                "its budget (CRAWL_HOST_BUDGET x votes); further URLs wait for more votes",
+            ),
+        ):
+            if count:
+                self.stats.inc_value(stat, count)
+            for host in hosts:  # reported once per crawl by the frontier, fleet-wide
+                logger.info("Trap guard: %s reached %s; further URLs are not queued", host, what)
+        if result.token_parked:
+            self.stats.inc_value("trap/token_parked", result.token_parked)
+        for host, shape in result.newly_contained:
+            self.stats.inc_value("trap/token_shapes")
+            logger.info(
+                "Trap guard: %s mints a new token in every link of one URL shape (%s: "
+                "CRAWL_TRAP_TOKEN_URLS new URLs, almost none seen twice); its URLs of that "
+                "shape are parked (crawlproject parked --reasons)",
+                host,
+                shape,
+            )
+        if result.released:
+            self.stats.inc_value("frontier/budget_released", result.released)
+        if result.credited:
+            self.stats.inc_value("frontier/credited", result.credited)
