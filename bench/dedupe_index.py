@@ -1,7 +1,7 @@
 """The duplicate index (crawlproject/dedupe): latency of one check_and_add, memory per page.
 
-    /work/venv/bin/python bench/dedupe_index.py                    # 1M and 10M pages
-    /work/venv/bin/python bench/dedupe_index.py --sizes 100000 --calls 2000 --max-wait 0
+    .venv/bin/python bench/dedupe_index.py                    # 1M and 10M pages
+    .venv/bin/python bench/dedupe_index.py --sizes 100000 --calls 2000 --max-wait 0
 
 On a private redis-server, the index (k=3) is filled with random pages: a random
 SHA-1 and a random 64-bit SimHash each, and with record_originals a 60-byte URL.
@@ -408,7 +408,7 @@ def main() -> None:
     result = {
         "benchmark": "dedupe_index",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["/work/venv/bin/python", "bench/dedupe_index.py", *sys.argv[1:]]),
+        "command": " ".join([".venv/bin/python", "bench/dedupe_index.py", *sys.argv[1:]]),
         "machine": {**info, "quiet_wait": quiet, "loadavg_at_end": load_average()},
         "config": {
             "k": K,

@@ -1,6 +1,6 @@
 """Fingerprints per second per core: crawlproject.dedupe.fingerprint vs the simhash package.
 
-Corpus: ``tests.test_fingerprint.make_pages`` (the tests' synthetic site, seeded,
+Corpus: ``testkit.pages.make_pages`` (the tests' synthetic site, seeded,
 so every run fingerprints the same pages): ``--docs`` pages (300) of ~10 KB of
 text each (a 9-10 KB body plus the ~0.8 KB site template), in two forms: the
 plain text and the HTML page (head, styles, scripts, svg, comments, nav).
@@ -76,7 +76,7 @@ from crawlproject.dedupe.fingerprint import (  # noqa: E402
     visible_text,
     visible_text_of_tree,
 )
-from tests.test_fingerprint import make_pages  # noqa: E402
+from testkit.pages import make_pages  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 # As parsel parses a response (what the middleware's tree is): comments kept.
