@@ -37,6 +37,7 @@ before the SURT keys (keyed by the URL as fetched) are still read:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -48,7 +49,8 @@ import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.recordloader import ArcWarcRecord
 from warcio.timeutils import iso_date_to_timestamp
-from warcio.utils import Digester
+
+from crawlproject.body_digest import payload_digest_of
 
 INDEX_SUFFIX = ".cdxj"
 # The record types cdxj-indexer indexes by default (its DEFAULT_RECORDS).
@@ -128,10 +130,10 @@ def _payload_digest(record: ArcWarcRecord) -> str:
     digest = record.rec_headers.get_header("WARC-Payload-Digest")
     if digest:
         return str(digest)
-    digester = Digester("sha1")
+    sha1 = hashlib.sha1()
     while chunk := record.raw_stream.read(1 << 16):
-        digester.update(chunk)
-    return str(digester)
+        sha1.update(chunk)
+    return payload_digest_of(sha1.digest())
 
 
 def _lines(warc_path: Path) -> Iterator[str]:
