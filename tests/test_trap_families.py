@@ -1,7 +1,7 @@
 """Every trap family contained with default settings, and every crawl ends.
 
 Three real workers crawl (scope ``any``, as on the open web) a loopback web
-of ordinary sites, one large site that no one seeds but many hosts link to,
+of ordinary sites (100, 200 and 2,000 pages), one large site that no one seeds but many hosts link to,
 and one host per trap family
 (calendar, session id in a query, repeating folders, tokens minted in links,
 a session id in the path minted on every render with each page distinct, a
@@ -51,7 +51,7 @@ def test_every_trap_family_is_contained_and_the_crawl_ends(
 ) -> None:
     web = testweb_factory(
         hosts=max(TRAPS), pages=100, latency_ms=0, links=3, cross_links=1,
-        host_pages={LARGE: LARGE_PAGES}, traps=TRAPS,
+        host_pages={1: 200, 2: 2000, LARGE: LARGE_PAGES}, traps=TRAPS,
     )  # fmt: skip
     seeds = [web.base_url(h) for h in (*ORDINARY, *TRAPS)]  # the large site is only linked
     # scope=any, as a crawl of the open web: every linked host is crawled,
