@@ -64,7 +64,7 @@ from crawlproject.dedupe.soft404 import (
     probe_url,
     strip_echo,
 )
-from crawlproject.frontier.access import frontier_of, require_frontier
+from crawlproject.frontier.access import crawl_redis_of, frontier_of, require_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY
 from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
 from crawlproject.frontier.scheduler import FrontierScheduler
@@ -390,18 +390,18 @@ class DedupeSpiderMiddleware:
 
     def _registry(self) -> Soft404Registry:
         if self._soft404_registry is None:
-            frontier = self._scheduler().frontier
-            assert frontier is not None, "the frontier opens before any response"
-            self._soft404_registry = Soft404Registry(frontier.redis, frontier.keys.soft404)
+            shared = crawl_redis_of(self.crawler)
+            assert shared is not None, "the frontier opens before any response"
+            self._soft404_registry = Soft404Registry(shared.redis, shared.keys.soft404)
         return self._soft404_registry
 
     def _index_of(self) -> DedupeBatcher:
         if self._index is None:
-            frontier = self._scheduler().frontier
-            assert frontier is not None, "the frontier opens before any response"
+            shared = crawl_redis_of(self.crawler)
+            assert shared is not None, "the frontier opens before any response"
             index = DedupeIndex(
-                frontier.redis,
-                frontier.keys,
+                shared.redis,
+                shared.keys,
                 k=self.config.k,
                 record_originals=self.config.record_originals,
             )

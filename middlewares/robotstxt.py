@@ -306,10 +306,10 @@ class RobotsTxtMiddleware:
 
     def _store_of(self, scheduler: FrontierScheduler) -> RobotsStore:
         if self._store is None:
-            frontier = scheduler.frontier
-            assert frontier is not None, "the frontier opens before any request is downloaded"
+            shared = scheduler.crawl_redis
+            assert shared is not None, "the frontier opens before any request is downloaded"
             self._store = RobotsStore(
-                frontier.redis, frontier.keys, round(self.config.outage_seconds * 1000)
+                shared.redis, shared.keys, round(self.config.outage_seconds * 1000)
             )
         return self._store
 

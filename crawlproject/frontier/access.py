@@ -12,6 +12,7 @@ from scrapy.utils.misc import load_object
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from crawlproject.frontier.crawl_redis import CrawlRedis
     from crawlproject.frontier.scheduler import FrontierScheduler
 
 # Signal sent when the frontier scheduler starts closing, while its Redis is
@@ -36,6 +37,12 @@ def frontier_of(crawler: Crawler) -> FrontierScheduler:
     engine = crawler.engine
     assert engine is not None and is_frontier(engine.scheduler)
     return cast("FrontierScheduler", engine.scheduler)
+
+
+def crawl_redis_of(crawler: Crawler) -> CrawlRedis | None:
+    """The crawl's Redis (connection, keys, worker id) for components that
+    keep state there; None until the frontier is open."""
+    return frontier_of(crawler).crawl_redis
 
 
 def require_frontier(crawler: Crawler) -> None:

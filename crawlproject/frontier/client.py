@@ -7,12 +7,9 @@ reactor (the asyncio reactor is Scrapy's default).
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
@@ -20,157 +17,57 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from crawlproject.frontier.connection import evalsha_many
+from crawlproject.frontier.entries import (
+    NO_PATTERN,
+    NO_VOTE,
+    SEED_VOTE,
+    AdaptiveDelay,
+    AddResult,
+    ClaimBatch,
+    FrontierMismatch,
+    HostBudget,
+    Lease,
+    NewEntry,
+    Release,
+)
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.replies import (
+    entry_url,
+    group_by_shard,
+    host_and_shape,
+    reply_bytes,
+    reply_lines,
+    reply_text,
+)
+from crawlproject.lua import SHARD_PRELUDE, load_script
 
 SEEN_FP_BYTES = 6  # stored per URL; the bucket number carries the other bits
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
 PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
-NO_PATTERN = bytes(8)
-NO_VOTE = bytes(4)
-SEED_VOTE = b"\xff\xff\xff\xff"  # a seed: the operator's vote for its host
 QUEUE_LAYOUT = "bands1"  # host queues in priority bands (keys.py); older crawls had one list
 PRIORITY_MODES = ("score", "credit")
 
-
-class FrontierMismatch(RuntimeError):
-    """A worker joins a crawl whose fixed layout differs from its settings."""
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    shard: int
-    id: int
-
-    @property
-    def token(self) -> str:
-        return f"{self.shard}:{self.id}"
-
-    @classmethod
-    def parse(cls, token: str) -> Lease:
-        shard, _, lease_id = token.partition(":")
-        return cls(int(shard), int(lease_id))
-
-
-@dataclass(frozen=True, slots=True)
-class NewEntry:
-    """A URL on its way into the frontier."""
-
-    pkey: str  # politeness key
-    fingerprint: bytes  # 8 bytes, see UrlCanonicalizer.fingerprint
-    dont_filter: bool
-    data: bytes  # encoded request; empty for a credit-only entry
-    # Priority score (lower first), or in credit mode the AOPIC credit it brings.
-    score: float = 0.0
-    pattern: bytes = NO_PATTERN  # URL shape key (rules/traps.py), for the per-shape cap
-    credit_only: bool = False  # a link seen before: only its credit goes in
-    # Token shape (rules/traps.py token_shape): watched for tokens that never repeat.
-    token_shape: bytes = NO_PATTERN
-    # The linking page's registered domain (4 bytes of its hash) when it is
-    # another than the URL's; SEED_VOTE for a seed; NO_VOTE otherwise.
-    vote: bytes = NO_VOTE
-    vote_only: bool = False  # a link seen before: only its vote (and token repeat) goes in
-
-    def packed(self) -> bytes:
-        """One add.lua argument: fingerprint, kind, pattern, token shape, vote,
-        key, number, request."""
-        kind = (
-            b"c"
-            if self.credit_only
-            else b"v"
-            if self.vote_only
-            else b"1"
-            if self.dont_filter
-            else b"0"
-        )
-        number = repr(float(self.score)).encode()
-        return b"".join(
-            (
-                self.fingerprint,
-                kind,
-                self.pattern,
-                self.token_shape,
-                self.vote,
-                self.pkey.encode(),
-                b"\t",
-                number,
-                b"\t",
-                self.data,
-            )
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimBatch:
-    shard: int
-    now_ms: int  # Redis clock
-    next_ready_ms: int | None  # earliest ready time left in the shard
-    items: list[tuple[Lease, bytes]]
-    # Credit mode (AOPIC): per item, the credit its page passes on to its links.
-    shares: list[float] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    """A lease whose fetch is over (see release.lua)."""
-
-    lease: Lease
-    age_ms: int  # since the response (or failure) came back
-    fetch_ms: int = -1  # server response time; -1: no contact, nothing learnt
-    hold_ms: int = 0  # keep away at least this long after it (Retry-After, robots backoff)
-    throttled: bool = False  # answered 429/503: the host's penalty grows
-    requeue: bool = False  # the URL was not fetched: back to the head of its queue
-    contacted: bool = True  # False: no request reached the host with this slot
-
-    @property
-    def flags(self) -> int:
-        return (
-            (1 if self.throttled else 0) | (2 if self.requeue else 0) | (0 if self.contacted else 4)
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class AdaptiveDelay:
-    """How a host's delay follows its behaviour (see release_slot in _prelude.lua)."""
-
-    factor: float = 0.0  # delay >= factor x server response time ...
-    max_ms: int = 0  # ... up to this
-    backoff_max_ms: int = 3_600_000  # cap of the 429/503 penalty and of holds
-
-
-@dataclass(frozen=True, slots=True)
-class HostBudget:
-    """Trap budgets the add script applies (see add.lua; 0 turns one off)."""
-
-    base: int = 0  # URLs a host may queue per vote (its own vote included)
-    seed_votes: int = 0  # votes a seed's host gets from the operator
-    token_urls: int = 0  # new URLs of one token shape before its repeats are judged
-    token_repeat_permille: int = 0  # under this many repeats per 1,000: contained
-
-
-@dataclass(frozen=True, slots=True)
-class AddResult:
-    added: int
-    seen_hits: int
-    host_capped: int = 0  # refused: the host reached its URL cap
-    pattern_capped: int = 0  # refused: the URL's shape reached its cap on the host
-    credited: int = 0  # queued URLs raised by AOPIC credit
-    # Hosts that hit a cap for the first time in the crawl (reported once, fleet-wide).
-    newly_capped: list[str] = field(default_factory=list)
-    newly_pattern_capped: list[str] = field(default_factory=list)
-    over_budget: int = 0  # kept in the host's overflow: over its budget (votes)
-    token_parked: int = 0  # parked: their token shape is contained on the host
-    newly_over_budget: list[str] = field(default_factory=list)
-    # (host, token shape hex) contained by this call (reported once, fleet-wide).
-    newly_contained: list[tuple[str, str]] = field(default_factory=list)
-    released: int = 0  # over-budget URLs let in by new votes
+# The values the operations take and return live in entries.py (re-exported).
+__all__ = [
+    "NO_PATTERN",
+    "NO_VOTE",
+    "SEED_VOTE",
+    "AdaptiveDelay",
+    "AddResult",
+    "ClaimBatch",
+    "FrontierMismatch",
+    "HostBudget",
+    "Lease",
+    "NewEntry",
+    "RedisFrontier",
+    "Release",
+]
 
 
 def load_lua(name: str, prelude: bool = True) -> str:
     """A frontier script (crawlproject/frontier/lua/), after the shared prelude."""
-    lua = resources.files("crawlproject.frontier") / "lua"
-    body = (lua / f"{name}.lua").read_text()
-    return ((lua / "_prelude.lua").read_text() + "\n" + body) if prelude else body
+    return load_script("crawlproject.frontier", name, SHARD_PRELUDE if prelude else None)
 
 
 class RedisFrontier:
@@ -253,15 +150,15 @@ class RedisFrontier:
             await self.redis.hsetnx(self.keys.meta, name, value)
         stored = await self.redis.hgetall(self.keys.meta)
         for name, value in fields.items():
-            have = _text(stored.get(name.encode(), b""))
+            have = reply_text(stored.get(name.encode(), b""))
             if have != value:
                 raise FrontierMismatch(
                     f"crawl {self.keys.crawl!r} was created with {name}={have}; this worker "
                     f"has {value}. Use the same settings, or another crawl name."
                 )
         # The scripts read the mode from each shard (it is in their hash slot).
-        for prefix in self.keys.shard_prefixes:
-            await self.redis.set(prefix + "mode", self.priority_mode)
+        for shard in range(self.keys.shards):
+            await self.redis.set(self.keys.priority_mode(shard), self.priority_mode)
 
     def seen_slot(self, fingerprint: bytes) -> tuple[str, bytes]:
         """(bucket, stored bytes) of a URL fingerprint."""
@@ -323,7 +220,7 @@ class RedisFrontier:
             for i in (0, 1, 2, 3, 4, 7, 8, 11):
                 totals[i] += int(out[i])
             for i in (5, 6, 9, 10):
-                lines[i] += _lines(out[i])
+                lines[i] += reply_lines(out[i])
         return AddResult(
             added=totals[0],
             seen_hits=totals[1],
@@ -335,7 +232,7 @@ class RedisFrontier:
             over_budget=totals[7],
             token_parked=totals[8],
             newly_over_budget=lines[9],
-            newly_contained=[_host_and_shape(line) for line in lines[10]],
+            newly_contained=[host_and_shape(line) for line in lines[10]],
             released=totals[11],
         )
 
@@ -386,14 +283,14 @@ class RedisFrontier:
     async def ack(self, leases: Sequence[Lease], mode: str = "done") -> tuple[int, int]:
         """mode: done | moved | dead | return (see ack.lua). Returns (acked, missing)."""
         head = [self.default_delay_ms, self.default_concurrency, mode]
-        calls = [(shard, [*head, *ids]) for shard, ids in _group(leases).items()]
+        calls = [(shard, [*head, *ids]) for shard, ids in group_by_shard(leases).items()]
         results = await self._pipelined("ack", calls) if calls else []
         for (shard, _), (_, _, done) in zip(calls, results, strict=True):
             self.done_seen[shard] = int(done)
         return sum(r[0] for r in results), sum(r[1] for r in results)
 
     async def renew(self, leases: Sequence[Lease]) -> list[Lease]:
-        groups = list(_group(leases).items())
+        groups = list(group_by_shard(leases).items())
         calls = [(shard, [self.lease_ms, *ids]) for shard, ids in groups]
         results = await self._pipelined("renew", calls) if calls else []
         pairs = zip(groups, results, strict=True)
@@ -414,13 +311,13 @@ class RedisFrontier:
     async def poisoned_urls(self) -> list[str]:
         """URLs set aside after CRAWL_MAX_RECLAIMS reclaims (``poison`` lists), all shards."""
         urls: list[str] = []
-        for prefix in self.keys.shard_prefixes:
-            credit = await self.redis.get(prefix + "mode") == b"credit"
+        for shard in range(self.keys.shards):
+            credit = await self.redis.get(self.keys.priority_mode(shard)) == b"credit"
             start = 0
             while batch := await self.redis.lrange(
-                prefix + "poison", start, start + PARK_BATCH - 1
+                self.keys.poison(shard), start, start + PARK_BATCH - 1
             ):
-                urls += [_entry_url(_bytes(e), credit) for e in batch]
+                urls += [entry_url(reply_bytes(e), credit) for e in batch]
                 start += len(batch)
         return urls
 
@@ -443,8 +340,8 @@ class RedisFrontier:
     async def host_state(self, pkey: str) -> dict[str, int]:
         """The stored politeness fields of a host (see ``h:<pkey>`` in keys.py)."""
         shard = self.keys.shard_of(pkey)
-        raw = await self.redis.hgetall(self.keys.shard_prefixes[shard] + "h:" + pkey)
-        return {_text(k): int(float(v)) for k, v in raw.items()}
+        raw = await self.redis.hgetall(self.keys.host(shard, pkey))
+        return {reply_text(k): int(float(v)) for k, v in raw.items()}
 
     async def park_host(self, pkey: str, reason: str = "parked") -> int:
         """Sets a host's queued URLs aside (shard's ``parked`` list), and those
@@ -461,10 +358,10 @@ class RedisFrontier:
     async def parked_by_host(self) -> dict[str, int]:
         """Parked URLs per host (politeness key), all shards."""
         counts: dict[str, int] = defaultdict(int)
-        for prefix in self.keys.shard_prefixes:
+        for shard in range(self.keys.shards):
             start = 0
             while batch := await self.redis.lrange(
-                prefix + "parked", start, start + PARK_BATCH - 1
+                self.keys.parked(shard), start, start + PARK_BATCH - 1
             ):
                 for entry in batch:
                     raw = entry if isinstance(entry, bytes) else entry.encode()
@@ -476,10 +373,10 @@ class RedisFrontier:
         """Host -> reason -> URLs contained for it (parked, or over budget and
         waiting in the host's overflow), all shards; hosts with none left out."""
         out: dict[str, dict[str, int]] = defaultdict(dict)
-        for prefix in self.keys.shard_prefixes:
-            raw = await self.redis.hgetall(prefix + "tr")
+        for shard in range(self.keys.shards):
+            raw = await self.redis.hgetall(self.keys.trap_reasons(shard))
             for field_, value in raw.items():
-                host, _, reason = _text(field_).rpartition("\t")
+                host, _, reason = reply_text(field_).rpartition("\t")
                 if int(value) > 0:
                     out[host][reason] = int(value)
         return dict(out)
@@ -519,7 +416,7 @@ class RedisFrontier:
             await self.redis.sadd(self.keys.scope, *roots)
 
     async def scope(self) -> set[str]:
-        return {_text(r) for r in await self.redis.smembers(self.keys.scope)}
+        return {reply_text(r) for r in await self.redis.smembers(self.keys.scope)}
 
     async def heartbeat(self, worker: str) -> None:
         await self.redis.zadd(self.keys.workers, {worker: int(time.time() * 1000)})
@@ -537,42 +434,6 @@ class RedisFrontier:
         totals: dict[str, int] = defaultdict(int)
         for h in await pipe.execute():
             for k, v in h.items():
-                totals[_text(k)] += int(v)
+                totals[reply_text(k)] += int(v)
         totals["start_urls"] = int(await self.redis.llen(self.keys.start_urls))
         return dict(totals)
-
-
-def _group(leases: Sequence[Lease]) -> dict[int, list[int]]:
-    by_shard: dict[int, list[int]] = defaultdict(list)
-    for lease in leases:
-        by_shard[lease.shard].append(lease.id)
-    return by_shard
-
-
-def _entry_url(entry: bytes, credit: bool) -> str:
-    """The URL of a ``host \\t band \\t item`` list entry (``parked``, ``poison``)."""
-    item = entry.split(b"\t", 2)[2]
-    if credit:  # fingerprint (8 bytes), credit \t L at enqueue \t request
-        item = item[8:].split(b"\t", 2)[2]
-    try:
-        return str(json.loads(item)["url"])
-    except (ValueError, KeyError, TypeError):
-        return item.decode("utf-8", "replace")  # undecodable: shown as stored
-
-
-def _host_and_shape(line: str) -> tuple[str, str]:
-    host, _, shape = line.rpartition("\t")
-    return host, shape
-
-
-def _lines(value: bytes | str) -> list[str]:
-    text = _text(value)
-    return text.split("\n") if text else []
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -222,6 +222,36 @@ class CrawlKeys:
     def robots_lock(self, shard: int, origin: str) -> str:
         return self.shard_prefixes[shard] + "rl:" + origin
 
+    # The other per-shard keys above, for the Python side (the scripts build
+    # theirs from the shard prefix they are given, by the same names).
+
+    def due(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "due"
+
+    def leases(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "leases"
+
+    def priority_mode(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "mode"
+
+    def poison(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "poison"
+
+    def parked(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "parked"
+
+    def trap_reasons(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "tr"
+
+    def host(self, shard: int, pkey: str) -> str:
+        return self.shard_prefixes[shard] + "h:" + pkey
+
+    def recrawl_due(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "rdue"
+
+    def fetch_states(self, shard: int, pkey: str) -> str:
+        return self.shard_prefixes[shard] + "fs:" + pkey
+
     def dedupe_exact(self, bucket: int) -> str:
         """Exact-index string of SHA-1 bucket ``bucket`` (its first 2 bytes, 0..65535)."""
         return f"{self.dedupe_prefix}x:{bucket:04x}"

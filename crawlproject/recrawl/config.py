@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, crawl_setting
 
 # Request meta keys: the URL's fetch state text (recrawl_promote.lua puts it
 # on a refetch), and a sitemap entry's <lastmod> and <changefreq> (spiders/web.py).

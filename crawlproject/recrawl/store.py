@@ -15,14 +15,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from crawlproject.frontier.client import load_lua
+from crawlproject.lua import SHARD_PRELUDE, load_script
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from crawlproject.frontier.keys import CrawlKeys
+
+class RecrawlKeys(Protocol):
+    """The key names the recrawl store uses: the crawl's CrawlKeys
+    (crawlproject/frontier/keys.py, the one place keys are built); a protocol
+    so that this package does not import the frontier, which imports it."""
+
+    shards: int
+    shard_prefixes: list[str]
+
+    def shard_of(self, pkey: str) -> int: ...
+    def ready(self, shard: int) -> str: ...
+    def recrawl_due(self, shard: int) -> str: ...
+    def fetch_states(self, shard: int, pkey: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +63,18 @@ class Backlog:
 
 
 class RecrawlStore:
-    def __init__(self, redis: Redis, keys: CrawlKeys) -> None:
+    def __init__(self, redis: Redis, keys: RecrawlKeys) -> None:
         self.redis = redis
         self.keys = keys
-        self._promote = redis.register_script(load_lua("recrawl_promote"))
+        self._promote = redis.register_script(
+            load_script("crawlproject.recrawl", "recrawl_promote", SHARD_PRELUDE)
+        )
 
     def _schedule(self, shard: int) -> str:
-        return self.keys.shard_prefixes[shard] + "rdue"
+        return self.keys.recrawl_due(shard)
 
     def _states(self, shard: int, pkey: str) -> str:
-        return self.keys.shard_prefixes[shard] + "fs:" + pkey
+        return self.keys.fetch_states(shard, pkey)
 
     async def write(self, writes: Sequence[StateWrite]) -> None:
         """Stores fetch states and due times (or forgets URLs), one round trip."""

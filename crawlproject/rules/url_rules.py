@@ -35,9 +35,8 @@ from urllib.parse import parse_qsl, urlsplit
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
-from crawlproject.frontier.config import ConfigError
 from crawlproject.rules.traps import PathRepeatsRule
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, crawl_setting
 
 
 @dataclass(frozen=True)

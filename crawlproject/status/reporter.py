@@ -41,7 +41,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
-from crawlproject.frontier.access import frontier_closing, frontier_of, is_frontier
+from crawlproject.frontier.access import crawl_redis_of, frontier_closing, frontier_of, is_frontier
 from crawlproject.frontier.config import ConfigError
 from crawlproject.setting_values import crawl_setting
 from crawlproject.status.hosts import HostTally
@@ -198,9 +198,10 @@ class StatusReporter:
         """The crawl and worker labels (the frontier's, once it is connected)."""
         if self._target is None:
             scheduler = frontier_of(self.crawler)
-            if scheduler.frontier is None:
+            shared = scheduler.crawl_redis
+            if shared is None:
                 return scheduler.config.crawl, scheduler.worker_id
-            self._target = (scheduler.frontier.keys.crawl, scheduler.worker_id)
+            self._target = (shared.keys.crawl, shared.worker_id)
         return self._target
 
     def _live_gauges(self) -> dict[str, float]:
@@ -244,8 +245,8 @@ class StatusReporter:
         scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
         if not is_frontier(scheduler):
             return
-        frontier = frontier_of(self.crawler).frontier
-        if frontier is None:
+        shared, frontier = crawl_redis_of(self.crawler), frontier_of(self.crawler).frontier
+        if shared is None or frontier is None:
             return
         now = time.monotonic()
         counters = {k: v for k, v in self.stats.get_stats().items() if _is_int(v) and is_counter(k)}
@@ -254,11 +255,10 @@ class StatusReporter:
         pages = counters.get(PAGES_STAT, 0)
         elapsed = max(now - self._last_time, 1e-6)
         self._rate = (pages - self._last_pages) / elapsed
-        keys = frontier.keys
-        worker = frontier_of(self.crawler).worker_id
+        keys, worker = shared.keys, shared.worker_id
         wall = time.time()
         bucket = int(wall) // THROUGHPUT_BUCKET_SECONDS * THROUGHPUT_BUCKET_SECONDS
-        pipe = frontier.redis.pipeline(transaction=False)
+        pipe = shared.redis.pipeline(transaction=False)
         for name, delta in deltas.items():
             pipe.hincrby(keys.fleet_stats, name, delta)
         new_pages = deltas.get(PAGES_STAT, 0)
@@ -290,8 +290,8 @@ class StatusReporter:
         old = [f for f in replies[-1] if int(f) < wall - THROUGHPUT_KEEP_SECONDS]
         if old:
             with contextlib.suppress(RedisError):
-                await frontier.redis.hdel(keys.throughput, *old)
-        await self.hosts.prune(frontier.redis, keys.host_reports, wall)
+                await shared.redis.hdel(keys.throughput, *old)
+        await self.hosts.prune(shared.redis, keys.host_reports, wall)
 
     def _show_progress(self) -> None:
         errors = error_count(self.stats.get_stats())

@@ -52,13 +52,12 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
     now_s = now_ms / 1000
     pipe = redis.pipeline(transaction=False)
     for shard in range(keys.shards):
-        prefix = keys.shard_prefixes[shard]
         pipe.hgetall(keys.counters(shard))
-        pipe.zcard(prefix + "due")
-        pipe.zcount(prefix + "ready", "-inf", now_ms)
-        pipe.zcount(prefix + "ready", f"({now_ms}", "+inf")
-        pipe.zcard(prefix + "leases")
-        pipe.zcount(prefix + "leases", "-inf", now_ms)
+        pipe.zcard(keys.due(shard))
+        pipe.zcount(keys.ready(shard), "-inf", now_ms)
+        pipe.zcount(keys.ready(shard), f"({now_ms}", "+inf")
+        pipe.zcard(keys.leases(shard))
+        pipe.zcount(keys.leases(shard), "-inf", now_ms)
     pipe.hgetall(keys.throughput)
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.hgetall(keys.fleet_stats)
