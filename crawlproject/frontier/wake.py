@@ -4,9 +4,9 @@ After the scheduler's ``next_request()`` returns None, Scrapy 2.19's engine
 asks again only when a download finishes, a request is crawled, or its 5 s
 heartbeat fires; on a delay-bound crawl that heartbeat would set the pace. The
 engine has no public "poll now" call, so this one function reaches its
-``_slot.nextcall`` (a CallLaterOnce). Scrapy is pinned to 2.19.x for this; the
-frontier tests fail if the hook stops working, and without it the crawl still
-runs, at the heartbeat's pace.
+``_slot.nextcall`` (a CallLaterOnce). Scrapy is pinned to 2.19.x for this;
+tests/test_scrapy_private_api.py fails by name if Scrapy changes it, and
+without it the crawl still runs, at the heartbeat's pace.
 """
 
 from __future__ import annotations
