@@ -39,6 +39,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -53,10 +54,11 @@ from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY
 from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.scheduler import FrontierScheduler
-from crawlproject.frontier.urls import DEFAULT_PORTS
+from crawlproject.frontier.urls import DEFAULT_PORTS, origin_of
 from crawlproject.guard.errors import BlockedAddress, refusal_of
 from crawlproject.limits import REDIRECT_STATUSES, SITEMAP_META_KEY
 from crawlproject.robots.config import RobotsConfig
+from crawlproject.robots.errors import RobotsDeferred, RobotsForbidden, RobotsUnreachable
 from crawlproject.robots.policy import (
     FetchOutcome,
     RobotsKind,
@@ -81,26 +83,13 @@ REDIS_ERROR_HOLD_SECONDS = 5.0
 SITEMAPS_PER_ROBOTS_MAX = 50
 
 
-class RobotsForbidden(IgnoreRequest):
-    """robots.txt disallows the URL."""
-
-
-class RobotsDeferred(IgnoreRequest):
-    """The URL went back to the frontier (its slot fetched robots.txt, or the
-    host's robots.txt is unreachable for now); it is fetched later."""
-
-
-class RobotsUnreachable(IgnoreRequest):
-    """The host's robots.txt failed too often: the URL is not fetched."""
-
-
+@dataclass(frozen=True, slots=True)
 class _Fetched:
-    """This request's slot served a robots.txt fetch."""
+    """This request's slot served a robots.txt fetch (``at``: loop time of the answer)."""
 
-    def __init__(self, at: float, outcome: FetchOutcome, latency: float | None) -> None:
-        self.at = at  # loop time of the answer
-        self.outcome = outcome
-        self.latency = latency
+    at: float
+    outcome: FetchOutcome
+    latency: float | None
 
 
 class RobotsTxtMiddleware:
@@ -137,7 +126,7 @@ class RobotsTxtMiddleware:
             return None
         if parts.path == "/robots.txt":
             return None  # always allowed (RFC 9309 2.2.2)
-        origin = _origin(parts.scheme, parts.hostname, port)
+        origin = origin_of(parts.scheme, parts.hostname, port)
         scheduler = self._scheduler()
         fetched: _Fetched | None = None
         rules = self._cached(origin)
@@ -449,13 +438,6 @@ class RobotsTxtMiddleware:
                 )
             )
             self.stats.inc_value("robotstxt/sitemaps")
-
-
-def _origin(scheme: str, host: str, port: int | None) -> str:
-    netloc = host.lower() if ":" not in host else f"[{host.lower()}]"
-    if port is not None and port != DEFAULT_PORTS[scheme]:
-        netloc = f"{netloc}:{port}"
-    return f"{scheme}://{netloc}"
 
 
 def _now_ms() -> int:

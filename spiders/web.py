@@ -40,7 +40,6 @@ import logging
 import struct
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
-from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
@@ -60,13 +59,13 @@ from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
 from crawlproject.frontier.access import is_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
-from crawlproject.frontier.urls import registered_domain
 from crawlproject.limits import SITEMAP_META_KEY
 from crawlproject.once import OncePerKey
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
-from crawlproject.store.hops import redirect_summary
+from spiders.records import RECORD_KEYS, fetch_record
+from spiders.scope import is_http_url, scope_root_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -84,10 +83,6 @@ SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXS
 GZIP_MAGIC = b"\x1f\x8b"
 # (outcome, host) pairs remembered for "logged once per host" (LRU).
 LOGGED_ONCE_KEYS = 100_000
-# Keys of the fetch record a content processor's fields may not replace.
-RECORD_KEYS = frozenset(
-    {"url", "final_url", "fetched_at", "status", "depth", "content_type", "length", "redirects"}
-)
 
 
 class WebSpider(Spider):
@@ -149,17 +144,7 @@ class WebSpider(Spider):
 
     def scope_root(self, url: str) -> str | None:
         """What a URL must share with a seed to be in scope (None: unparsable)."""
-        try:
-            parts = urlsplit(url)
-            host = (parts.hostname or "").lower()
-            port = parts.port
-        except ValueError:
-            return None
-        if not host:
-            return None
-        if self.scope == "domains":
-            return registered_domain(host)
-        return f"{host}:{port}" if port else host
+        return scope_root_of(url, self.scope)
 
     def make_seed_request(self, url: str) -> Request:
         return Request(
@@ -195,21 +180,8 @@ class WebSpider(Spider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         depth = response.meta.get("depth", 0)
-        # The fetch record: "url" is the URL as requested (before redirects),
-        # "final_url" where the body came from.
-        redirected_from = response.meta.get("redirect_urls") or ()
-        item: dict[str, Any] = {
-            "url": redirected_from[0] if redirected_from else response.url,
-            "final_url": response.url,
-            "fetched_at": _now_iso(),
-            "status": response.status,
-            "depth": depth,
-            "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1"),
-            "length": len(response.body),
-            "title": None,  # the content processor's, if it finds one
-        }
-        if redirected_from:
-            item["redirects"] = _redirects(response.meta, response.url)
+        # title: the content processor's, if it finds one
+        item = fetch_record(response.meta, response.url, response, {"title": None}, response.url)
         if response.status == NOT_MODIFIED:
             # A recrawl's conditional GET answered "unchanged": no body to
             # store, judge or follow (middlewares/recrawl.py records it).
@@ -350,23 +322,8 @@ class WebSpider(Spider):
         # fetch (or an attempt), so the crawl's record has it too.
         exc = failure.value
         response = exc.response if isinstance(exc, HttpError) else None
-        redirected_from = request.meta.get("redirect_urls") or ()
-        return [
-            {
-                "url": redirected_from[0] if redirected_from else request.url,
-                "final_url": response.url if response is not None else request.url,
-                "fetched_at": _now_iso(),
-                "status": response.status if response is not None else None,
-                "depth": request.meta.get("depth", 0),
-                "content_type": (response.headers.get("Content-Type") or b"").decode("latin-1")
-                if response is not None
-                else None,
-                "length": len(response.body) if response is not None else None,
-                "error": error,
-                **({"limit": limit.rsplit("/", 1)[-1]} if limit else {}),
-                **({"redirects": _redirects(request.meta, request.url)} if redirected_from else {}),
-            }
-        ]
+        extra = {"error": error, **({"limit": limit.rsplit("/", 1)[-1]} if limit else {})}
+        return [fetch_record(request.meta, request.url, response, extra, request.url)]
 
     def _finish_failed(self, request: Request) -> None:
         # A failure raised in a downloader middleware's process_response (a gzip
@@ -415,7 +372,7 @@ class WebSpider(Spider):
                 )
                 return
             loc = entry.get("loc") or ""
-            if not _is_http_url(loc):
+            if not is_http_url(loc):
                 stats.inc_value("sitemap/bad_url")
                 continue
             if not self.in_scope(loc, response):
@@ -489,23 +446,3 @@ class WebSpider(Spider):
                 warn_size,
             )
         return xml
-
-
-def _redirects(meta: dict[str, Any], final_url: str) -> list[dict[str, Any]]:
-    """The fetch record's ``redirects``: ``{url, status, location}`` per hop."""
-    return redirect_summary(
-        meta.get("redirect_urls") or (), meta.get("redirect_reasons") or (), final_url
-    )
-
-
-def _now_iso() -> str:
-    # When the answer (or the failure) reached the spider: the fetch record's time.
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _is_http_url(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)

@@ -98,3 +98,12 @@ def host_key(canonical_url: str) -> str:
 def domain_key(canonical_url: str) -> str:
     """Politeness key by registered domain (all schemes and ports share it)."""
     return registered_domain(urlsplit(canonical_url).hostname or "")
+
+
+def origin_of(scheme: str, host: str, port: int | None) -> str:
+    """``scheme://host[:port]`` (the port only when not the scheme's default;
+    an IPv6 host in brackets): a robots.txt origin (RFC 9309)."""
+    netloc = host.lower() if ":" not in host else f"[{host.lower()}]"
+    if port is not None and port != DEFAULT_PORTS[scheme]:
+        netloc = f"{netloc}:{port}"
+    return f"{scheme}://{netloc}"
