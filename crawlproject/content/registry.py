@@ -17,8 +17,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.content.processor import ContentProcessor
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

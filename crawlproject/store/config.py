@@ -12,8 +12,7 @@ from pathlib import Path
 from scrapy.settings import BaseSettings
 
 from crawlproject.content.registry import processor_paths
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, crawl_setting
 from crawlproject.store.uri import parse_store_uri
 
 # Item key under which the spider hands the page's Response to the storage

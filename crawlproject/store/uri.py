@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from crawlproject.frontier.config import ConfigError
+from crawlproject.setting_values import ConfigError
 from crawlproject.store.base import check_key
 
 # A DNS-style bucket name (the rules of S3 general purpose buckets).
