@@ -44,6 +44,7 @@ class _LeaseTracker(Protocol):
     def scraping(self, request: Request) -> None: ...
     def done(self, request: Request, outcome: str) -> None: ...
     def returned(self, request: Request) -> None: ...
+    def failed(self, request: Request, exception: BaseException | None) -> None: ...
 
 
 class _Base:
@@ -168,5 +169,5 @@ class FrontierAckDownloaderMiddleware(_Base):
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> None:
-        self.tracker.done(request, "failed")
+        self.tracker.failed(request, exception)
         return None

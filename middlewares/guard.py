@@ -49,11 +49,9 @@ from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import load_object
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver
-from crawlproject.frontier.access import frontier_of, is_frontier
 from crawlproject.guard.errors import BlockedAddress, BlockedAddressError, refusal_of
 from crawlproject.guard.policy import GuardPolicy, parse_address
 from crawlproject.once import OncePerKey
@@ -70,13 +68,10 @@ LOGGED_HOSTS_MAX = 10_000
 
 
 class AddressGuardMiddleware:
-    def __init__(
-        self, crawler: Crawler, policy: GuardPolicy, stats: StatsCollector, on_frontier: bool
-    ) -> None:
+    def __init__(self, crawler: Crawler, policy: GuardPolicy, stats: StatsCollector) -> None:
         self.crawler = crawler
         self.policy = policy
         self.stats = stats
-        self.on_frontier = on_frontier
         self._resolver: CachingResolver | None = None
         self._logged = OncePerKey(LOGGED_HOSTS_MAX)
 
@@ -90,9 +85,8 @@ class AddressGuardMiddleware:
             "Guard: private, loopback, link-local and reserved addresses refused; allowed: %s",
             policy.describe_allow(),
         )
-        on_frontier = is_frontier(load_object(crawler.settings["SCHEDULER"]))
         assert crawler.stats is not None
-        middleware = cls(crawler, policy, crawler.stats, on_frontier)
+        middleware = cls(crawler, policy, crawler.stats)
         crawler.signals.connect(middleware._find_resolver, signals.engine_started)
         return middleware
 
@@ -135,9 +129,8 @@ class AddressGuardMiddleware:
                 host,
                 reason,
             )
-        if self.on_frontier:
-            # No contact with the host: its next URL need not wait a delay.
-            frontier_of(self.crawler).leases.release_unfetched(request)
+        # On the frontier, its lease path frees the URL's slot at once (no
+        # contact with the host): crawlproject/frontier/leases.py ``failed``.
         return None
 
 

@@ -52,6 +52,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY
+from crawlproject.frontier.outcomes import Requeue
 from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import DEFAULT_PORTS, origin_of
@@ -136,20 +137,22 @@ class RobotsTxtMiddleware:
             except RedisError as exc:
                 self.stats.inc_value("robotstxt/redis_error")
                 logger.warning("robots.txt of %s: Redis error (%s); URL deferred", origin, exc)
-                self._defer(scheduler, request, hold=REDIS_ERROR_HOLD_SECONDS)
-                raise RobotsDeferred("robots.txt state unavailable (Redis error)") from exc
+                raise RobotsDeferred(
+                    "robots.txt state unavailable (Redis error)",
+                    requeue=Requeue(hold_seconds=REDIS_ERROR_HOLD_SECONDS),
+                ) from exc
         verdict = rules.verdict(request.url, _now_ms())
         if verdict is Verdict.FORBID:
-            if fetched is None:
-                scheduler.leases.release_unfetched(request)
             self.stats.inc_value("robotstxt/forbidden")
             logger.debug("Forbidden by robots.txt: %s", request.url)
-            raise RobotsForbidden("Forbidden by robots.txt")
+            raise RobotsForbidden("Forbidden by robots.txt", unfetched=fetched is None)
         if verdict is Verdict.UNREACHABLE:
             self._unreachable(scheduler, request, rules, fetched)
-        if fetched is not None and self._defer(scheduler, request, fetched=fetched):
+        if fetched is not None and scheduler.leases.holds_slot(request):
             # Its slot was used for robots.txt: fetched after the host's delay.
-            raise RobotsDeferred("slot used for robots.txt; URL requeued")
+            raise RobotsDeferred(
+                "slot used for robots.txt; URL requeued", requeue=self._requeue(scheduler, fetched)
+            )
         return None
 
     def _unreachable(
@@ -162,32 +165,28 @@ class RobotsTxtMiddleware:
         record = rules.record
         if record.fails < self.config.defer_retries:
             hold = max(0.0, (record.expires_ms - _now_ms()) / 1000)
-            if self._defer(scheduler, request, hold=hold, fetched=fetched):
+            if scheduler.leases.holds_slot(request):
                 self.stats.inc_value("robotstxt/deferred")
-                raise RobotsDeferred(f"robots.txt unreachable; retried in {hold:.0f} s")
-        if fetched is None:
-            scheduler.leases.release_unfetched(request)
+                raise RobotsDeferred(
+                    f"robots.txt unreachable; retried in {hold:.0f} s",
+                    requeue=self._requeue(scheduler, fetched, hold),
+                )
         self.stats.inc_value("robotstxt/unreachable")
         logger.debug("robots.txt unreachable (%d failures): %s", record.fails, request.url)
-        raise RobotsUnreachable(f"robots.txt unreachable ({record.fails} failed fetches)")
+        raise RobotsUnreachable(
+            f"robots.txt unreachable ({record.fails} failed fetches)", unfetched=fetched is None
+        )
 
-    def _defer(
-        self,
-        scheduler: FrontierScheduler,
-        request: Request,
-        hold: float = 0.0,
-        fetched: _Fetched | None = None,
-    ) -> bool:
-        throttled = fetched is not None and (
-            fetched.outcome.status in scheduler.config.backoff_http_codes
-        )
-        return scheduler.leases.defer(
-            request,
-            hold_seconds=hold,
-            contacted_at=None if fetched is None else fetched.at,
-            fetch_seconds=None if fetched is None else fetched.latency,
-            throttled=throttled,
-        )
+    @staticmethod
+    def _requeue(
+        scheduler: FrontierScheduler, fetched: _Fetched | None, hold: float = 0.0
+    ) -> Requeue:
+        """How the URL goes back (the lease path, LeaseBook.failed, defers it):
+        after ``hold``, its host's delay running from the robots.txt answer."""
+        if fetched is None:
+            return Requeue(hold_seconds=hold)
+        throttled = fetched.outcome.status in scheduler.config.backoff_http_codes
+        return Requeue(hold, fetched.at, fetched.latency, throttled)
 
     # -- finding the rules ----------------------------------------------------------------
 

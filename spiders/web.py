@@ -301,7 +301,7 @@ class WebSpider(Spider):
         error = type(failure.value).__name__
         self.crawler.stats.inc_value(f"web/error/{error}")
         if isinstance(request, Request):
-            self._finish_failed(request)
+            self._finish_failed(request, failure.value)
         http_error = failure.check(HttpError) is not None
         limit = limits.limit_of_failure(failure.value)
         if limit is not None:  # a limit stopped the fetch: its one log line
@@ -325,16 +325,16 @@ class WebSpider(Spider):
         extra = {"error": error, **({"limit": limit.rsplit("/", 1)[-1]} if limit else {})}
         return [fetch_record(request.meta, request.url, response, extra, request.url)]
 
-    def _finish_failed(self, request: Request) -> None:
+    def _finish_failed(self, request: Request, exception: BaseException | None) -> None:
         # A failure raised in a downloader middleware's process_response (a gzip
         # bomb, REDIRECT_MAX_TIMES) skips the ack middleware: finish its lease
-        # here, or it would stay held (see LeaseBook.download_failed).
+        # here, or it would stay held (see LeaseBook.failed).
         try:
             scheduler = self.crawler.engine.scheduler
         except (AttributeError, RuntimeError):  # no engine: nothing is leased
             return
         if is_frontier(scheduler):
-            cast("FrontierScheduler", scheduler).leases.download_failed(request)
+            cast("FrontierScheduler", scheduler).leases.failed(request, exception)
 
     # -- sitemaps ------------------------------------------------------------
 

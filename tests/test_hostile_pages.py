@@ -362,17 +362,17 @@ def test_download_failed_finishes_a_lease_once_and_leaves_the_rest() -> None:
         return request
 
     bomb = leased(1, LeaseState.DOWNLOADED)  # failed in a process_response
-    leases.download_failed(bomb)
-    leases.download_failed(bomb)  # idempotent
+    leases.failed(bomb, IgnoreRequest("over DOWNLOAD_MAXSIZE"))
+    leases.failed(bomb, IgnoreRequest("over DOWNLOAD_MAXSIZE"))  # idempotent
     assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1]
     # The spider middleware acks an HttpError's lease after its record is stored.
     http_error = leased(2, LeaseState.SCRAPING)
-    leases.download_failed(http_error)
+    leases.failed(http_error, IgnoreRequest("HttpError"))
     assert http_error.meta[LEASE_META_KEY] == "0:2"
     assert leases.state_of(http_error) is LeaseState.SCRAPING
     # robots.txt gave the URL back (defer): no lease here any more, nothing acked.
     deferred = Request("http://a.example/", meta={LEASE_META_KEY: "0:3"})
-    leases.download_failed(deferred)
+    leases.failed(deferred, IgnoreRequest("robots.txt"))
     assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1]
 
 

@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 from scrapy import Request
 from scrapy.http import Response
+from scrapy.utils.httpobj import urlparse_cached
 
 from crawlproject.frontier.client import Lease, RedisFrontier, Release
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.meta import LEASE_META_KEY
 from crawlproject.frontier.outbox import Outbox
+from crawlproject.frontier.outcomes import NotFetched
 from crawlproject.frontier.politeness import retry_after_seconds
+from crawlproject.guard.errors import refusal_of
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -191,8 +194,10 @@ class LeaseBook:
             self._releases[:0] = batch
             raise
 
-    def drop_releases(self) -> None:
-        self._releases.clear()
+    @property
+    def pending_releases(self) -> list[Release]:
+        """Slot releases not yet sent, in order (a copy)."""
+        return [release for _, release in self._releases]
 
     # -- outcomes ---------------------------------------------------------------------
 
@@ -265,17 +270,27 @@ class LeaseBook:
         self.outbox.ack(ack_mode, held.lease)
         self.stats.inc_value(f"frontier/outcome/{outcome}")
 
-    def download_failed(self, request: Request) -> None:
-        """A download failure reached the spider's errback: finishes its URL.
+    def failed(self, request: Request, exception: BaseException | None) -> None:
+        """The one way a failed or refused download reaches its lease.
 
-        The downloader middleware acks failures in process_exception, but Scrapy
-        sends an exception raised by a middleware's process_response (a gzip
-        bomb over DOWNLOAD_MAXSIZE, REDIRECT_MAX_TIMES used up) past every
-        process_exception, straight to the errback: without this its lease
-        would stay held. Idempotent: a lease already finished, or given back by
-        ``defer`` (robots.txt), is not held any more and nothing happens; a
-        lease the spider middleware has (an HttpError) is acked by it.
+        Called by the ack downloader middleware's process_exception and by the
+        spider's errback (Scrapy sends an exception raised by a middleware's
+        process_response, a gzip bomb over DOWNLOAD_MAXSIZE or REDIRECT_MAX_TIMES
+        used up, past every process_exception, straight to the errback). What
+        the refusing component said decides (crawlproject/frontier/outcomes.py):
+        a :class:`NotFetched` with ``requeue`` goes back to its queue (``defer``);
+        one ``unfetched``, or a guard refusal (no contact with the host), frees
+        its slot at once; the URL is then finished. Idempotent: a lease already
+        finished or given back is not held any more and nothing happens; a lease
+        the spider middleware has (an HttpError) is acked by it.
         """
+        if isinstance(exception, NotFetched) and exception.requeue is not None:
+            r = exception.requeue
+            if self.defer(request, r.hold_seconds, r.contacted_at, r.fetch_seconds, r.throttled):
+                return
+        unfetched = isinstance(exception, NotFetched) and exception.unfetched
+        if unfetched or refusal_of(exception, urlparse_cached(request).hostname) is not None:
+            self.release_unfetched(request)
         held = self._lookup(request)
         if held is not None and held.state is not LeaseState.SCRAPING:
             self.done(request, "failed")

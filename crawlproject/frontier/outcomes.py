@@ -1,5 +1,9 @@
 """How a worker's components report an outcome the frontier must act on.
 
+* :class:`NotFetched` (with :class:`Requeue`): a downloader middleware will
+  not fetch a claimed URL now (robots.txt); the lease path
+  (crawlproject/frontier/leases.py ``LeaseBook.failed``) turns it into a
+  requeue, a slot freed unfetched, or a finished URL;
 * :class:`ItemNotSaved`: the contract between item pipelines (ours or a
   user's) and the frontier's acknowledgements (middlewares/frontier_ack.py);
 * the spider close reasons of a failed worker, on which ``scrapy crawl``
@@ -8,6 +12,11 @@
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scrapy.exceptions import IgnoreRequest
 
 # Spider close reasons of a failed worker.
 FRONTIER_UNAVAILABLE = "frontier_unavailable"  # could not open the frontier
@@ -33,3 +42,33 @@ class ItemNotSaved(Exception):
     again and again. The message should name the item and the cause; it is
     logged once per page.
     """
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """Give the claimed URL back to the head of its host queue, unfetched: its
+    slot was used for something else (``contacted_at``: loop time the host
+    last answered, e.g. its robots.txt, which took ``fetch_seconds``;
+    ``throttled``: with a back-off status) or the host must be left alone for
+    ``hold_seconds``."""
+
+    hold_seconds: float = 0.0
+    contacted_at: float | None = None
+    fetch_seconds: float | None = None
+    throttled: bool = False
+
+
+class NotFetched(IgnoreRequest):
+    """Raised by a downloader middleware for a claimed URL it does not fetch.
+
+    ``requeue``: the URL goes back to its queue and is fetched later (if the
+    request still holds its host's slot here; else it is finished).
+    ``unfetched``: no contact with the host was made, so its slot is freed at
+    once (its next URL need not wait a delay); the URL is then finished.
+    Neither: the URL is finished as a failed fetch.
+    """
+
+    def __init__(self, *args: Any, requeue: Requeue | None = None, unfetched: bool = False) -> None:
+        super().__init__(*args)
+        self.requeue = requeue
+        self.unfetched = unfetched

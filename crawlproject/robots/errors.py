@@ -1,21 +1,22 @@
 """How the robots.txt middleware (middlewares/robotstxt.py) says a claimed URL
-is not fetched now: IgnoreRequests, counted by class name by the spider's
-errback (``web/error/<name>``; the status page does not count the first two as
-errors)."""
+is not fetched now: IgnoreRequests carrying what the frontier's lease path does
+with the URL (:class:`~crawlproject.frontier.outcomes.NotFetched`: requeue it,
+or free its slot unfetched), counted by class name by the spider's errback
+(``web/error/<name>``; the status page does not count the first two as errors)."""
 
 from __future__ import annotations
 
-from scrapy.exceptions import IgnoreRequest
+from crawlproject.frontier.outcomes import NotFetched
 
 
-class RobotsForbidden(IgnoreRequest):
+class RobotsForbidden(NotFetched):
     """robots.txt disallows the URL."""
 
 
-class RobotsDeferred(IgnoreRequest):
+class RobotsDeferred(NotFetched):
     """The URL went back to the frontier (its slot fetched robots.txt, or the
     host's robots.txt is unreachable for now); it is fetched later."""
 
 
-class RobotsUnreachable(IgnoreRequest):
+class RobotsUnreachable(NotFetched):
     """The host's robots.txt failed too often: the URL is not fetched."""
