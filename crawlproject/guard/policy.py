@@ -42,8 +42,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
