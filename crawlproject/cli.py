@@ -75,7 +75,7 @@ from crawlproject.store.config import StoreConfig
 from crawlproject.store.factory import open_store
 from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
 from crawlproject.store.objects import INDEX_KEY_DIR
-from crawlproject.store.warc import parse_response_member
+from crawlproject.store.warc_read import parse_response_member
 
 CLI_CLIENT_ID = "cli"
 LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"  # as Scrapy's

@@ -22,7 +22,7 @@ from crawlproject.content import ContentError, ContentProcessor, ProcessedConten
 from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.scheduler import SCOPE_META_KEY
 from crawlproject.store.config import BodyStoreConfig
-from crawlproject.store.warc import read_payload
+from crawlproject.store.warc_read import read_payload
 from pipelines.content.feeds import FeedProcessor
 from pipelines.content.pdf import PdfProcessor
 from spiders.web import WebSpider

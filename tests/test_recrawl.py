@@ -24,7 +24,7 @@ from crawlproject.frontier.connection import cluster_node_url
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, decode_state
-from crawlproject.store.warc import read_payload
+from crawlproject.store.warc_read import read_payload
 from testkit.crawlproc import (
     REPO_ROOT,
     start_worker,

@@ -32,7 +32,8 @@ from crawlproject.store.hops import (
 )
 from crawlproject.store.index import find, index_bytes
 from crawlproject.store.signals import redirect_received
-from crawlproject.store.warc import HttpExchange, RollingWarcWriter, read_payload
+from crawlproject.store.warc import HttpExchange, RollingWarcWriter
+from crawlproject.store.warc_read import read_payload
 from middlewares.redirect_hops import RedirectHopsMiddleware
 
 CODEC = RequestCodec(default_settings.CRAWL_REQUEST_CLASSES)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crawlproject.store.index import url_key
-from crawlproject.store.warc import read_payload
+from crawlproject.store.warc_read import read_payload
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
 from testkit.s3_server import TEST_BUCKET, TEST_REGION, MotoServer

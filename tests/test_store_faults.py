@@ -22,11 +22,8 @@ import pytest
 
 from crawlproject.store.backpressure import measure_spool
 from crawlproject.store.rolling import OPEN_SUFFIX
-from crawlproject.store.warc import (
-    RollingWarcWriter,
-    WarcLocation,
-    read_payload,
-)
+from crawlproject.store.warc import RollingWarcWriter, WarcLocation
+from crawlproject.store.warc_read import read_payload
 from crawlproject.store.warc_recovery import recover_open_files
 from testkit.crawlproc import (
     REPO_ROOT,

@@ -24,7 +24,8 @@ from crawlproject.store.factory import open_store
 from crawlproject.store.local import LocalStore
 from crawlproject.store.rolling import OPEN_SUFFIX
 from crawlproject.store.uploader import SpoolUploader
-from crawlproject.store.warc import RollingWarcWriter, WarcLocation, read_payload
+from crawlproject.store.warc import RollingWarcWriter, WarcLocation
+from crawlproject.store.warc_read import read_payload
 from testkit.s3_server import (
     TEST_ACCESS_KEY_ID,
     TEST_REGION,

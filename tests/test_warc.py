@@ -22,13 +22,8 @@ from pathlib import Path
 import pytest
 
 from crawlproject.store.rolling import OPEN_SUFFIX
-from crawlproject.store.warc import (
-    RollingWarcWriter,
-    WarcLocation,
-    WarcReadError,
-    read_payload,
-    stored_response_headers,
-)
+from crawlproject.store.warc import RollingWarcWriter, WarcLocation, stored_response_headers
+from crawlproject.store.warc_read import WarcReadError, read_payload
 from crawlproject.store.warc_recovery import recover_open_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -5,9 +5,9 @@ writers.py, backpressure.py and writer_thread.py only):
 
 * config.py: the settings (BodyStoreConfig: what is written; StoreConfig: where);
 * writers.py: the two formats behind one BodyWriter interface;
-* warc.py (the rolling WARC writer, reading a record back), warc_recovery.py
-  (a killed writer's files), index.py (CDXJ indexes of WARC files), hops.py
-  (redirects kept for the WARC file), signals.py;
+* warc.py (the rolling WARC writer), warc_read.py (a record read back),
+  warc_recovery.py (a killed writer's files), index.py (CDXJ indexes of WARC
+  files), hops.py (redirects kept for the WARC file), signals.py;
 * objects.py: the object format (one gzip object per distinct body, a CDXJ index);
 * rolling.py: the rolling, append-only, locked file both formats write;
 * writer_thread.py: which writes run inline and which in the writer thread;
