@@ -1,8 +1,8 @@
 """Every trap family contained with default settings, and every crawl ends.
 
 Three real workers crawl (scope ``any``, as on the open web) a loopback web
-of ordinary sites (100, 200 and 2,000 pages), one large site that no one seeds but many hosts link to,
-and one host per trap family
+of ordinary sites (100, 200 and 2,000 pages), one large site that no one
+seeds but many hosts link to, and one host per trap family
 (calendar, session id in a query, repeating folders, tokens minted in links,
 a session id in the path minted on every render with each page distinct, a
 soft-404 space, a link farm of near-identical pages; every trap host has
