@@ -41,8 +41,11 @@ class SeedReader:
             if request is not None:
                 enqueue(request)
         await write()  # stored before they leave the list
-        await frontier.trim_start_urls(raw)
-        self.stats.inc_value("frontier/start_urls", len(raw))
+        # Two workers may read one batch at once (both enqueue it: the seen
+        # test keeps one copy); the one whose trim takes it off counts it.
+        taken = await frontier.trim_start_urls(raw)
+        if taken:
+            self.stats.inc_value("frontier/start_urls", taken)
 
     def request_of(self, item: bytes, spider: Spider | None) -> Request | None:
         text = item.decode("utf-8", "replace").strip()
