@@ -41,8 +41,17 @@ wait (runnable, no CPU free) and the CPU the rest of the machine used meanwhile
     .venv/bin/python bench/crawl_rate.py --part trace --trace-workers 1 2 4
     .venv/bin/python bench/crawl_rate.py --part profile
 
+Two revisions in one run (``--revs BASE,REV``): each round runs every revision's
+export (the order alternating round by round: A B, B A, ...), and the report
+gives each revision's medians and their ratio to the first, for ``--part cpu``
+(frontier and plain Scrapy, both on that revision's code) and ``--part delay``
+(our frontier only; the baselines are not what changed):
+
+    .venv/bin/python bench/crawl_rate.py --part cpu --repeats 3 --revs 1cb6f38,5e394c7
+    .venv/bin/python bench/crawl_rate.py --part delay --delay-repeats 2 --revs 1cb6f38,5e394c7
+
 Writes bench/results/crawl_rate.json (crawl_rate-PART.json for the diagnostics,
--quick for --quick) and keeps logs under bench/results/crawl_rate/.
+-revs for --revs, -quick for --quick) and keeps logs under bench/results/crawl_rate/.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ import sys
 import time
 from collections import defaultdict
 from itertools import pairwise
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -129,20 +139,19 @@ def cpu_config(quick: bool) -> dict[str, Any]:
 # -- running one crawl ---------------------------------------------------------------
 
 
-def snapshot_code(rev: str) -> dict[str, Any]:
-    """Exports the project code of ``rev`` and makes every worker import it from there.
+def export_code(rev: str) -> tuple[Path, dict[str, Any]]:
+    """Exports the project code of ``rev`` (once per commit) and says where it is.
 
     Others commit to this repository while the benchmark runs; each worker is a
     fresh process, so without this one table could mix several versions.
     """
-    global CODE_ROOT
 
     def git(*a: str) -> str:
         return subprocess.run(
             ["git", "-C", str(REPO), *a], check=True, capture_output=True, text=True
         ).stdout.strip()
 
-    commit = git("rev-parse", rev)
+    commit = git("rev-parse", "--verify", f"{rev}^{{commit}}")
     dest = RESULTS / "crawl_rate" / f"code-{commit[:12]}"
     if not dest.exists():
         tmp = dest.with_name(dest.name + ".tmp")
@@ -155,15 +164,27 @@ def snapshot_code(rev: str) -> dict[str, Any]:
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
         tmp.replace(dest)
-    CODE_ROOT = dest
-    # Snapshot first (before the editable install's finder), the repo for bench.*.
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(dest), str(REPO)])
-    return {
+    return dest, {
+        "rev": rev,
         "commit": commit,
         "subject": git("log", "-1", "--format=%s", commit),
         "working_tree_changes_ignored": git("status", "--porcelain", "--", *CODE_DIRS).splitlines(),
         "snapshot": str(dest.relative_to(REPO)),
     }
+
+
+def snapshot_code(rev: str) -> dict[str, Any]:
+    """Makes every worker import the project code of ``rev`` (see export_code)."""
+    global CODE_ROOT
+    CODE_ROOT, info = export_code(rev)
+    worker_pythonpath(CODE_ROOT)  # for scripts that start workers themselves (robots_overhead)
+    return info
+
+
+def worker_pythonpath(code_root: Path) -> None:
+    """The workers import the project from ``code_root`` (before the editable install's
+    finder), ``bench.*`` from the repository; the scrapy-redis baseline's spider too."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(code_root), str(REPO)]))
 
 
 def proc_cpu_seconds(pid: int) -> float | None:
@@ -259,13 +280,17 @@ def run_crawl(
     settings: dict[str, Any],
     timeout: float,
     profile: str | None = None,
+    code_root: Path | None = None,
 ) -> dict[str, Any]:
     """One crawl on a fresh web (and a fresh redis-server unless plain Scrapy).
 
     variant: ``frontier`` (scrapy crawl web), ``scrapy-redis`` (bench/baseline_spiders)
     or ``plain`` (scrapy crawl web on Scrapy's own scheduler, one process).
+    code_root: the project code the workers run (default: CODE_ROOT, see --rev).
     """
     settings = {**settings, **EXTRA_SETTINGS}
+    code_root = code_root or CODE_ROOT
+    worker_pythonpath(code_root)
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -276,7 +301,7 @@ def run_crawl(
         # Plain Scrapy ignores REDIS_URL; a closed port makes sure it never connects.
         url = redis_server.url if redis_server else "redis://127.0.0.1:9/0"
         root, spider = (
-            (BASELINE_PROJECT, "redisweb") if variant == "scrapy-redis" else (CODE_ROOT, "web")
+            (BASELINE_PROJECT, "redisweb") if variant == "scrapy-redis" else (code_root, "web")
         )
         launched = time.time()
         busy0 = system_busy_seconds()
@@ -518,7 +543,12 @@ def delay_plan(cfg: dict[str, Any]) -> list[tuple[str, str, int, dict[str, Any]]
 
 
 def delay_run(
-    cfg: dict[str, Any], name: str, variant: str, workers: int, settings: dict[str, Any]
+    cfg: dict[str, Any],
+    name: str,
+    variant: str,
+    workers: int,
+    settings: dict[str, Any],
+    code_root: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     delay = cfg["delay"]
     t = time.monotonic()
@@ -529,6 +559,7 @@ def delay_run(
         workers,
         settings,
         timeout=120 + 4 * cfg["web"]["pages"] * delay,
+        code_root=code_root,
     )
     res = analyse(run, delay)
     ideal = ideals(run["description"], delay)
@@ -541,13 +572,45 @@ def delay_run(
 
 
 def part_delay(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """Our frontier with 1, 2 and 4 workers, then the baselines. With --revs only our
+    frontier runs, once per revision in each round (the baselines are not what changed)."""
     cfg = delay_config(args.quick)
+    if args.delay_workers:
+        cfg["frontier_workers"] = args.delay_workers
     runs: list[dict[str, Any]] = []
     out["delay_bound"] = {"config": cfg, "runs": runs}
-    for name, variant, workers, settings in delay_plan(cfg):
-        print(f"[delay-bound] {name} ...", flush=True)
-        runs.append(delay_run(cfg, name, variant, workers, settings)[0])
-        save(out, args)
+    several = len(args.code) > 1
+    for i, rev, root in rounds(args.code, args.delay_repeats):
+        for base, variant, workers, settings in delay_plan(cfg):
+            if several and variant != "frontier":
+                continue
+            name = run_name(rev, base, i if args.delay_repeats > 1 else None)
+            print(f"[delay-bound] {name} ...", flush=True)
+            res = delay_run(cfg, name, variant, workers, settings, code_root=root)[0]
+            res.update(rev=rev, round=i + 1)
+            runs.append(res)
+            save(out, args)
+    if several:
+        by_rev = {
+            rev: {
+                f"frontier-{n}w": statistics.median(
+                    r["pages_per_s"]
+                    for r in runs
+                    if (r["rev"], r["variant"], r["workers"]) == (rev, "frontier", n)
+                )
+                for n in cfg["frontier_workers"]
+            }
+            for rev, _ in args.code
+        }
+        out["delay_bound"]["median_pages_per_s_by_rev"] = by_rev
+        out["delay_bound"]["vs_baseline"] = compare_revs(
+            by_rev,
+            {
+                f"frontier-{n}w pages/s": itemgetter(f"frontier-{n}w")
+                for n in cfg["frontier_workers"]
+            },
+        )
+    save(out, args)
     print_delay(out["delay_bound"])
 
 
@@ -561,8 +624,9 @@ def print_delay(section: dict[str, Any]) -> None:
         f"{ideal['nominal']:.1f} pages/s nominal, {ideal['latency_adjusted']:.1f} latency-adjusted "
         f"(mean latency {1000 * ideal['mean_latency_s']:.0f} ms)"
     )
+    width = max(16, *(len(r["name"]) + 2 for r in runs))
     head = (
-        f"{'run':<16}{'pages':>6}{'secs':>6}{'p/s':>7}{'/nom':>6}{'/adj':>6}"
+        f"{'run':<{width}}{'pages':>6}{'secs':>6}{'p/s':>7}{'/nom':>6}{'/adj':>6}"
         f"{'steady':>7}{'/nom':>6}{'/adj':>6}{'inflt':>6}{'gap<d':>6}{'idle<d':>7}"
         f"{'min gap':>8}{'med idle':>9}{'dup':>4}{'miss':>5}{'CPU ms/p':>9}{'runq s':>7}"
         f"{'other cores':>12}"
@@ -572,7 +636,7 @@ def print_delay(section: dict[str, Any]) -> None:
     for r in runs:
         p = r["politeness"]
         print(
-            f"{r['name']:<16}{r['pages']:>6}{r['duration_s']:>6.1f}{r['pages_per_s']:>7.1f}"
+            f"{r['name']:<{width}}{r['pages']:>6}{r['duration_s']:>6.1f}{r['pages_per_s']:>7.1f}"
             f"{r['pages_per_s_vs_nominal']:>6.2f}{r['pages_per_s_vs_latency_adjusted']:>6.2f}"
             f"{r['steady_pages_per_s']:>7.1f}{r['steady_pages_per_s_vs_nominal']:>6.2f}"
             f"{r['steady_pages_per_s_vs_latency_adjusted']:>6.2f}"
@@ -583,6 +647,10 @@ def print_delay(section: dict[str, Any]) -> None:
             f"{sum(q or 0 for q in r['cpu']['worker_runqueue_wait_s']):>7.1f}"
             f"{r['cpu']['foreign_cores']:>12.2f}"
         )
+    for rev, medians in section.get("median_pages_per_s_by_rev", {}).items():
+        parts = ", ".join(f"{name} {rate:.1f}" for name, rate in medians.items())
+        print(f"{rev}: median pages/s {parts}")
+    print_vs_baseline(section)
 
 
 # -- part A, diagnosis: where the time between two fetches of a host goes ----------------
@@ -737,19 +805,55 @@ def cpu_sides(cfg: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     return {"frontier": ("frontier", frontier), "plain": ("plain", {**common, **PLAIN_SCRAPY})}
 
 
+def rounds(code: list[tuple[str, Path]], repeats: int) -> list[tuple[int, str, Path]]:
+    """(round, revision label, code root) in run order: with several revisions A B in
+    the first round, B A in the next, ..., so none always runs first while the
+    machine's load drifts."""
+    return [
+        (i, label, root)
+        for i in range(repeats)
+        for label, root in (code if i % 2 == 0 else code[::-1])
+    ]
+
+
+def run_name(rev: str, base: str, i: int | None) -> str:
+    """``frontier-2`` for one revision, ``1cb6f38/frontier-2`` when comparing several."""
+    return f"{rev + '/' if rev else ''}{base}{'' if i is None else f'-{i + 1}'}"
+
+
+def cpu_summary(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
+    """Each side's medians over its runs, and the frontier ÷ plain ratio of the medians."""
+
+    def median(side: str, get: Any) -> float:
+        return statistics.median(get(r) for r in runs if r["side"] == side)
+
+    med = {side: median(side, lambda r: r["pages_per_s"]) for side in sides}
+    return {
+        "median_pages_per_s": med,
+        "median_worker_cpu_ms_per_page": {
+            side: median(side, lambda r: r["cpu"]["worker_ms_per_page"]) for side in sides
+        },
+        "median_worker_cpu_utilisation": {
+            side: median(side, lambda r: r["cpu"]["workers_s"][0] / r["worker_wall_s"][0])
+            for side in sides
+        },
+        "ratio_frontier_to_plain": med["frontier"] / med["plain"],
+    }
+
+
 def part_cpu(args: argparse.Namespace, out: dict[str, Any]) -> None:
     cfg = cpu_config(args.quick)
     sides = cpu_sides(cfg)
     runs: list[dict[str, Any]] = []
     out["cpu_bound"] = {"config": cfg, "runs": runs}
-    for i in range(args.repeats):
+    for i, rev, root in rounds(args.code, args.repeats):
         for side, (variant, settings) in sides.items():  # A B A B ...
-            name = f"{side}-{i + 1}"
+            name = run_name(rev, side, i)
             print(f"[cpu-bound] {name} ...", flush=True)
             workdir = RESULTS / "crawl_rate" / "cpu" / name
-            run = run_crawl(workdir, cfg["web"], variant, 1, settings, timeout=600)
+            run = run_crawl(workdir, cfg["web"], variant, 1, settings, 600, code_root=root)
             res = analyse(run, 0.0)
-            res.update(name=name, side=side, variant=variant, settings=settings)
+            res.update(name=name, side=side, rev=rev, variant=variant, settings=settings)
             runs.append(res)
             print(
                 f"    {res['pages']} pages, {res['pages_per_s']:.1f} pages/s, worker CPU "
@@ -758,24 +862,34 @@ def part_cpu(args: argparse.Namespace, out: dict[str, Any]) -> None:
                 flush=True,
             )
             save(out, args)
-
-    def median(side: str, get: Any) -> float:
-        return statistics.median(get(r) for r in runs if r["side"] == side)
-
-    med = {side: median(side, lambda r: r["pages_per_s"]) for side in sides}
-    out["cpu_bound"].update(
-        median_pages_per_s=med,
-        median_worker_cpu_ms_per_page={
-            side: median(side, lambda r: r["cpu"]["worker_ms_per_page"]) for side in sides
-        },
-        median_worker_cpu_utilisation={
-            side: median(side, lambda r: r["cpu"]["workers_s"][0] / r["worker_wall_s"][0])
-            for side in sides
-        },
-        ratio_frontier_to_plain=med["frontier"] / med["plain"],
-    )
+    if len(args.code) == 1:
+        out["cpu_bound"].update(cpu_summary(runs, list(sides)))
+    else:
+        by_rev = {
+            rev: cpu_summary([r for r in runs if r["rev"] == rev], list(sides))
+            for rev, _ in args.code
+        }
+        out["cpu_bound"]["by_rev"] = by_rev
+        out["cpu_bound"]["vs_baseline"] = compare_revs(
+            by_rev,
+            {
+                "frontier pages/s": lambda s: s["median_pages_per_s"]["frontier"],
+                "plain pages/s": lambda s: s["median_pages_per_s"]["plain"],
+                "ratio frontier/plain": lambda s: s["ratio_frontier_to_plain"],
+                "frontier CPU ms/page": lambda s: s["median_worker_cpu_ms_per_page"]["frontier"],
+            },
+        )
     save(out, args)
     print_cpu(out["cpu_bound"])
+
+
+def compare_revs(by_rev: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
+    """Each later revision's figure ÷ the first revision's (the baseline), per figure."""
+    (base, base_summary), *others = by_rev.items()
+    return {
+        rev: {name: get(summary) / get(base_summary) for name, get in figures.items()}
+        for rev, summary in others
+    } | {"baseline": base}
 
 
 def print_cpu(section: dict[str, Any]) -> None:
@@ -786,8 +900,9 @@ def print_cpu(section: dict[str, Any]) -> None:
         f"{w['latency_ms'][0]}-{w['latency_ms'][1]} ms, no delay, CONCURRENT_REQUESTS "
         f"{cfg['concurrency']}, 1 process each"
     )
+    width = max(12, *(len(r["name"]) + 2 for r in runs))
     head = (
-        f"{'run':<12}{'pages':>7}{'secs':>7}{'p/s':>8}{'steady':>8}{'CPU s':>7}"
+        f"{'run':<{width}}{'pages':>7}{'secs':>7}{'p/s':>8}{'steady':>8}{'CPU s':>7}"
         f"{'ms/page':>8}{'CPU use':>8}{'runq s':>7}{'idle s':>7}{'web CPU':>8}{'redis CPU':>10}"
         f"{'other cores':>12}{'inflt':>6}{'dup':>4}{'miss':>5}"
     )
@@ -797,7 +912,7 @@ def print_cpu(section: dict[str, Any]) -> None:
         c = r["cpu"]
         redis_cpu = c["redis_s"] if c["redis_s"] is not None else float("nan")
         print(
-            f"{r['name']:<12}{r['pages']:>7}{r['duration_s']:>7.1f}{r['pages_per_s']:>8.1f}"
+            f"{r['name']:<{width}}{r['pages']:>7}{r['duration_s']:>7.1f}{r['pages_per_s']:>8.1f}"
             f"{r['steady_pages_per_s']:>8.1f}{sum(c['workers_s']):>7.1f}"
             f"{c['worker_ms_per_page']:>8.2f}{c['workers_s'][0] / r['worker_wall_s'][0]:>8.0%}"
             f"{c['worker_runqueue_wait_s'][0] or 0:>7.1f}{c['worker_idle_s'][0]:>7.1f}"
@@ -805,13 +920,27 @@ def print_cpu(section: dict[str, Any]) -> None:
             f"{r['politeness']['max_in_flight_per_host']:>6}"
             f"{r['duplicate_fetches']:>4}{r['missing_urls']:>5}"
         )
-    med = section["median_pages_per_s"]
-    cpu = section["median_worker_cpu_ms_per_page"]
-    print(
-        f"median pages/s: frontier {med['frontier']:.1f}, plain Scrapy {med['plain']:.1f}; "
-        f"ratio {section['ratio_frontier_to_plain']:.3f} (target >= 0.90); median worker CPU "
-        f"ms/page: frontier {cpu['frontier']:.2f}, plain {cpu['plain']:.2f}"
-    )
+    for rev, summary in section.get("by_rev", {"": section}).items():
+        med = summary["median_pages_per_s"]
+        cpu = summary["median_worker_cpu_ms_per_page"]
+        print(
+            f"{rev + ': ' if rev else ''}median pages/s: frontier {med['frontier']:.1f}, "
+            f"plain Scrapy {med['plain']:.1f}; ratio {summary['ratio_frontier_to_plain']:.3f} "
+            f"(target >= 0.90); median worker CPU ms/page: frontier {cpu['frontier']:.2f}, "
+            f"plain {cpu['plain']:.2f}"
+        )
+    print_vs_baseline(section)
+
+
+def print_vs_baseline(section: dict[str, Any]) -> None:
+    """With --revs: each revision's medians ÷ the baseline revision's, same run."""
+    if "vs_baseline" not in section:
+        return
+    vs = dict(section["vs_baseline"])
+    base = vs.pop("baseline")
+    for rev, figures in vs.items():
+        parts = ", ".join(f"{name} {ratio:.3f}" for name, ratio in figures.items())
+        print(f"{rev} / {base} (medians, same run): {parts}")
 
 
 # -- part B, diagnosis: py-spy ------------------------------------------------------------
@@ -1030,7 +1159,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--live", action="store_true", help="run the working tree as it is instead of --rev"
     )
+    ap.add_argument(
+        "--revs",
+        metavar="BASE,REV[,REV...]",
+        help="compare revisions in one run (delay, cpu): each round runs every revision, "
+        "order alternating; medians per revision and their ratio to the first",
+    )
     ap.add_argument("--repeats", type=int, default=3, help="CPU-bound runs per side (>= 2)")
+    ap.add_argument(
+        "--delay-repeats", type=int, default=1, help="delay-bound rounds (with --revs: >= 2)"
+    )
+    ap.add_argument(
+        "--delay-workers",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="delay-bound: our frontier's worker counts (default 1 2 4)",
+    )
     ap.add_argument(
         "--trace-workers", type=int, nargs="+", default=[1], help="trace: worker counts to run"
     )
@@ -1043,14 +1188,23 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--out", type=Path, help="default bench/results/crawl_rate[-PART].json")
     args = ap.parse_args(argv)
+    revs = [rev for rev in (args.revs or "").split(",") if rev]
+    if args.revs is not None and len(revs) < 2:
+        ap.error("--revs takes two or more revisions, the first the baseline: --revs A,B")
+    if revs and args.live:
+        ap.error("--revs runs exports of commits; --live runs the working tree: not both")
+    if revs and args.part not in ("all", "delay", "cpu"):
+        ap.error("--revs compares the benchmark parts (all, delay, cpu), not the diagnostics")
     for item in args.set:
         name, _, value = item.partition("=")
         EXTRA_SETTINGS[name] = value
+    shown = args.out  # printed as given: it may lie outside the repository
     if args.out is not None:
         args.out = args.out.resolve()
     if args.out is None:
         suffix = "" if args.part in ("all", "delay", "cpu") else f"-{args.part}"
         suffix += "-set" if args.set else ""  # experiments never overwrite the benchmark
+        suffix += "-revs" if revs else ""
         args.out = RESULTS / f"crawl_rate{suffix}{'-quick' if args.quick else ''}.json"
     out: dict[str, Any] = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -1063,8 +1217,16 @@ def main(argv: list[str] | None = None) -> None:
         },
         "quick": args.quick,
         "extra_settings": EXTRA_SETTINGS,
-        "code": {"live_working_tree": str(REPO)} if args.live else snapshot_code(args.rev),
     }
+    if revs:
+        exports = [export_code(rev) for rev in revs]
+        args.code = [(info["commit"][:7], root) for root, info in exports]
+        if len({label for label, _ in args.code}) < len(args.code):
+            ap.error(f"--revs names one commit twice: {args.revs}")
+        out["code"] = {"revs": [info for _, info in exports], "baseline": args.code[0][0]}
+    else:
+        out["code"] = {"live_working_tree": str(REPO)} if args.live else snapshot_code(args.rev)
+        args.code = [("", CODE_ROOT)]
     with contextlib.suppress(ImportError):
         import redis
         import scrapy
@@ -1091,7 +1253,7 @@ def main(argv: list[str] | None = None) -> None:
     save(out, args)
     if "delay_bound" in out and args.part == "all":
         print_delay(out["delay_bound"])
-    print(f"\nwrote {args.out.relative_to(REPO)} ({out['total_s']:.0f} s)")
+    print(f"\nwrote {shown or args.out.relative_to(REPO)} ({out['total_s']:.0f} s)")
 
 
 if __name__ == "__main__":
