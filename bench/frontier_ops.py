@@ -32,6 +32,14 @@ Baseline, same run and same Redis: scrapy-redis 0.9.1 as its Scheduler drives it
 mode the same Redis commands are sent with the fingerprint/pickle precomputed.
 scrapy-redis has no politeness, no leases and no acks: it does less per page.
 
+``--revs BASE,REV`` compares revisions in one run: every scenario runs on each
+revision's export (bench/crawl_rate.py's export_code; the drivers and the
+seeding import the project from it), ``--repeats`` rounds in alternating order
+(A B, B A, ...), and gives each revision's median and its ratio to the first:
+
+    .venv/bin/python bench/frontier_ops.py --systems ours --modes frontier --procs 1 \
+        --revs 1cb6f38,5e394c7 --repeats 4
+
 ``--redis single,cluster`` runs every scenario on one redis-server and then on a
 real Redis Cluster of 3 masters (Debian's redis-server, ``redis-cli --cluster
 create``; REDIS_URL ``redis+cluster://``, the client the workers use), and gives
@@ -44,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import hashlib
 import json
@@ -52,10 +61,11 @@ import os
 import pickle
 import platform
 import random
+import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
@@ -72,13 +82,20 @@ from scrapy_redis.connection import get_redis_from_settings
 from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
-from crawlproject import default_settings as ds
-from crawlproject.frontier.client import NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.priority import DepthPriority
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+# --revs: a driver (and seeding) process imports the project from its revision's
+# export, which its parent names here, ahead of the repository benchlib put first.
+REV_CODE_ENV = "FRONTIER_OPS_CODE"
+if os.environ.get(REV_CODE_ENV):
+    sys.path.insert(0, os.environ[REV_CODE_ENV])
+
+import crawlproject  # noqa: E402
+from crawlproject import default_settings as ds  # noqa: E402
+from crawlproject.frontier.client import NewEntry, RedisFrontier, Release  # noqa: E402
+from crawlproject.frontier.codec import RequestCodec  # noqa: E402
+from crawlproject.frontier.connection import redis_client  # noqa: E402
+from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
+from crawlproject.frontier.priority import DepthPriority  # noqa: E402
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
@@ -342,31 +359,67 @@ def drive_theirs(cfg: Config, ns: int, real: bool, barrier: Barrier) -> dict[str
 
 def driver(system: str, mode: str, cfg: Config, ns: int, barrier: Barrier, out: Any) -> None:
     real = mode == "worker"
+    if os.environ.get(REV_CODE_ENV) and not real:
+        Links(UrlSpace(cfg.hosts, 1), False).verify()  # templates = this revision's bytes
     if system in POLICY_MODES:
-        out.put(asyncio.run(drive_ours(cfg, ns, real, barrier, system)))
+        res = asyncio.run(drive_ours(cfg, ns, real, barrier, system))
     else:
-        out.put(drive_theirs(cfg, ns, real, barrier))
+        res = drive_theirs(cfg, ns, real, barrier)
+    out.put({**res, "code": str(Path(crawlproject.__file__).parents[1])})
+
+
+@contextlib.contextmanager
+def rev_code(root: Path | None) -> Iterator[None]:
+    """Processes started inside import the project from ``root`` (an export of one
+    commit, see --revs); spawn hands a child this process's environment."""
+    if root is None:
+        yield
+        return
+    os.environ[REV_CODE_ENV] = str(root)
+    try:
+        yield
+    finally:
+        del os.environ[REV_CODE_ENV]
+
+
+def in_child(target: Callable[..., None], *args: Any) -> None:
+    """Runs ``target(*args)`` in a spawned process (one with --revs' code) and waits."""
+    proc = mp.get_context("spawn").Process(target=target, args=args)
+    proc.start()
+    proc.join()
+    if proc.exitcode:
+        raise RuntimeError(f"{target.__name__} failed in its process (exit {proc.exitcode})")
 
 
 # -- scenarios -----------------------------------------------------------------------
 
 
-def seed(server: Server, system: str, cfg: Config) -> None:
+def seed_ours(system: str, cfg: Config) -> None:
+    """Our frontier's seeds, as this process's code (a revision's, with --revs) writes them."""
+    links = Links(UrlSpace(cfg.hosts, 0), False)
+    ids = range(cfg.hosts * cfg.seeds_per_host)
+
+    async def go() -> None:
+        r = redis_client(cfg.url)
+        f = _frontier(r, cfg, system)
+        await f.prepare()
+        seed_score = 1.0 if POLICY_MODES[system] == "credit" else 0.0  # a seed's credit
+        await f.add([replace(links.ours(k), score=seed_score) for k in ids])
+        await r.aclose()
+
+    asyncio.run(go())
+
+
+def seed(server: Server, system: str, cfg: Config, code: Path | None = None) -> None:
     """Empty Redis, then seeds_per_host URLs on each host (namespace 0)."""
     server.flushall()
     links = Links(UrlSpace(cfg.hosts, 0), False)
     ids = range(cfg.hosts * cfg.seeds_per_host)
-    if system in POLICY_MODES:
-
-        async def go() -> None:
-            r = redis_client(cfg.url)
-            f = _frontier(r, cfg, system)
-            await f.prepare()
-            seed_score = 1.0 if POLICY_MODES[system] == "credit" else 0.0  # a seed's credit
-            await f.add([replace(links.ours(k), score=seed_score) for k in ids])
-            await r.aclose()
-
-        asyncio.run(go())
+    if system in POLICY_MODES and code is not None:
+        with rev_code(code):
+            in_child(seed_ours, system, cfg)
+    elif system in POLICY_MODES:
+        seed_ours(system, cfg)
     else:
         pipe = server.client.pipeline(transaction=False)
         for k in ids:
@@ -377,9 +430,16 @@ def seed(server: Server, system: str, cfg: Config) -> None:
 
 
 def scenario(
-    server: Server, kind: str, system: str, mode: str, procs: int, cfg: Config
+    server: Server,
+    kind: str,
+    system: str,
+    mode: str,
+    procs: int,
+    cfg: Config,
+    code: Path | None = None,
 ) -> dict[str, Any]:
-    seed(server, system, cfg)
+    """One scenario; ``code``: the export of the revision the drivers run (--revs)."""
+    seed(server, system, cfg, code)
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
     per_proc = Config(**{**asdict(cfg), "max_pages": cfg.max_pages // procs})
@@ -387,14 +447,17 @@ def scenario(
         ctx.Process(target=driver, args=(system, mode, per_proc, ns, barrier, out))
         for ns in range(1, procs + 1)
     ]
-    for w in workers:
-        w.start()
+    with rev_code(code):
+        for w in workers:
+            w.start()
     barrier.wait(timeout=120)
     cpu0, w0 = server.cpu_seconds(), time.monotonic()
     runs = [out.get(timeout=cfg.duration + 300) for _ in workers]
     cpu1, w1 = server.cpu_seconds(), time.monotonic()
     for w in workers:
         w.join()
+    if code is not None and any(r["code"] != str(code) for r in runs):
+        raise RuntimeError(f"a driver ran {[r['code'] for r in runs]}, not {code}")
     pages, links_n = sum(r["pages"] for r in runs), sum(r["links"] for r in runs)
     elapsed = max(r["t1"] for r in runs) - min(r["t0"] for r in runs)
     ops: dict[str, float] = defaultdict(float)
@@ -456,7 +519,27 @@ def main() -> None:
     p.add_argument("--modes", default="frontier,worker")
     p.add_argument("--systems", default="ours,scrapy-redis")
     p.add_argument("--redis", default="single", help="single, cluster or single,cluster")
+    p.add_argument(
+        "--revs",
+        metavar="BASE,REV[,REV...]",
+        help="run each scenario on every revision's export (drivers and seeding import it),\n"
+        "--repeats rounds in alternating order; medians and their ratio to the first",
+    )
+    p.add_argument("--repeats", type=int, default=1, help="rounds per scenario (with --revs)")
     a = p.parse_args()
+    revs: list[tuple[str | None, Path | None]] = [(None, None)]
+    if a.revs is not None:
+        names = [rev for rev in a.revs.split(",") if rev]
+        if len(names) < 2:
+            p.error("--revs takes two or more revisions, the first the baseline: --revs A,B")
+        if any(system not in POLICY_MODES for system in a.systems.split(",")):
+            p.error(f"--revs compares our frontier: --systems {','.join(POLICY_MODES)}")
+        from crawl_rate import export_code  # the workers' export of one commit, shared
+
+        exports = [export_code(rev) for rev in names]
+        revs = [(info["commit"][:7], root) for root, info in exports]
+        if len({label for label, _ in revs}) < len(revs):
+            p.error(f"--revs names one commit twice: {a.revs}")
     cfg = Config(
         a.hosts,
         a.seeds_per_host,
@@ -485,18 +568,26 @@ def main() -> None:
                         if kind == "cluster" and system not in POLICY_MODES:
                             continue  # scrapy-redis has no cluster keys
                         run = Config(**{**asdict(cfg), "url": server.url})
-                        rows.append(scenario(server, kind, system, mode, procs, run))
-                        r = rows[-1]
-                        print(
-                            f"  {kind:7} {system:12} {mode:8} x{procs}: "
-                            f"{r['pages_per_s']:>8,.0f} pages/s",
-                            flush=True,
-                        )
+                        for i in range(a.repeats):  # with --revs: A B, then B A, ...
+                            for label, code in revs if i % 2 == 0 else revs[::-1]:
+                                r = scenario(server, kind, system, mode, procs, run, code)
+                                rows.append({**r, "rev": label, "round": i + 1})
+                                print(
+                                    f"  {kind:7} {system:12} {mode:8} x{procs}"
+                                    f"{f' {label} #{i + 1}' if label else ''}: "
+                                    f"{r['pages_per_s']:>8,.0f} pages/s",
+                                    flush=True,
+                                )
     finally:
         for server in servers.values():
             server.stop()
     for r in rows:
-        same = [b for b in rows if (b["mode"], b["procs"]) == (r["mode"], r["procs"])]
+        same = [
+            b
+            for b in rows
+            if (b["mode"], b["procs"], b["rev"], b["round"])
+            == (r["mode"], r["procs"], r["rev"], r["round"])
+        ]
         base = next(
             (b for b in same if b["system"] == "scrapy-redis" and b["redis"] == r["redis"]), None
         )
@@ -511,6 +602,7 @@ def main() -> None:
         if r["system"] == "ours-aopic" and depth:
             r["ratio_aopic_vs_depth"] = round(r["pages_per_s"] / depth["pages_per_s"], 3)
     report(rows, cfg, info)
+    by_rev = rev_medians(rows, [label for label, _ in revs]) if a.revs else []
     RESULTS.mkdir(exist_ok=True)
     result = {
         "benchmark": "frontier_ops",
@@ -521,8 +613,45 @@ def main() -> None:
         "target_pages_per_s": TARGET_PAGES_S,
         "results": rows,
     }
-    (RESULTS / "frontier_ops.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / 'frontier_ops.json'}")
+    name = "frontier_ops.json"
+    if a.revs:
+        result["revs"] = [info for _, info in exports]
+        result["rev_medians"] = by_rev
+        name = "frontier_ops-revs.json"  # never overwrites the benchmark's own file
+    (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / name}")
+
+
+def rev_medians(rows: list[dict[str, Any]], labels: list[str | None]) -> list[dict[str, Any]]:
+    """--revs: each scenario's median pages/s per revision, and each ÷ the first's."""
+    groups: dict[tuple[Any, ...], dict[str | None, list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for r in rows:
+        key = (r["redis"], r["system"], r["mode"], r["procs"])
+        groups[key][r["rev"]].append(r["pages_per_s"])
+    out = []
+    for (kind, system, mode, procs), by_rev in groups.items():
+        med = {label: statistics.median(by_rev[label]) for label in labels}
+        base = med[labels[0]]
+        out.append(
+            {
+                "redis": kind,
+                "system": system,
+                "mode": mode,
+                "procs": procs,
+                "runs": {label: by_rev[label] for label in labels},
+                "median_pages_per_s": med,
+                "ratio_to_baseline": {label: round(med[label] / base, 3) for label in labels[1:]},
+            }
+        )
+        print(
+            f"  {kind} {system} {mode} x{procs}: median pages/s "
+            + ", ".join(f"{label} {med[label]:,.0f}" for label in labels)
+            + "; "
+            + ", ".join(f"{label} / {labels[0]} {med[label] / base:.3f}" for label in labels[1:])
+        )
+    return out
 
 
 def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> None:
