@@ -43,6 +43,8 @@ import codecs
 from urllib.parse import urljoin
 
 from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, IgnoreRequest
+
+# Private, no public name: the gzip bomb's cause (checked: tests/test_scrapy_private_api.py)
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from twisted.internet.defer import CancelledError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError

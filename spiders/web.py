@@ -21,8 +21,9 @@ links to follow. Stats: ``content/processed/<name>``, ``content/error/<name>``,
 
 Sitemaps: a downloader middleware schedules each ``Sitemap:`` URL of a host's
 robots.txt with ``callback=parse_sitemap``. Sitemap files (plain or ``.xml.gz``)
-and sitemap indexes are read with the same scope rules as links; page URLs keep
-their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats: ``sitemap/*``.
+and sitemap indexes are read (spiders/sitemaps.py) with the same scope rules as
+links; page URLs keep their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats:
+``sitemap/*``.
 
 Limits and hostile pages (crawlproject/limits.py): a download over a limit
 (size, decompressed size, timeout, redirects, a redirect loop) reaches
@@ -37,22 +38,16 @@ Each is logged once per host (per URL for download limits).
 from __future__ import annotations
 
 import logging
-import struct
-import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import urlsplit
 
-from lxml import etree
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
-from scrapy.utils._compression import _DecompressionMaxSizeExceeded
-from scrapy.utils.gz import gunzip
-from scrapy.utils.sitemap import Sitemap
 from twisted.python.failure import Failure
 
 from crawlproject import limits
@@ -66,6 +61,7 @@ from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
 from spiders.records import RECORD_KEYS, fetch_record
 from spiders.scope import is_http_url, scope_root_of
+from spiders.sitemaps import SITEMAP_MAX_ENTRIES, open_sitemap, sitemap_entries
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -78,9 +74,6 @@ SCOPES = ("hosts", "domains", "any")
 
 MODES = ("once", "continuous")
 NOT_MODIFIED = 304
-SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped
-SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXSIZE is 0
-GZIP_MAGIC = b"\x1f\x8b"
 # (outcome, host) pairs remembered for "logged once per host" (LRU).
 LOGGED_ONCE_KEYS = 100_000
 
@@ -342,27 +335,17 @@ class WebSpider(Spider):
         """Requests for a sitemap's pages (urlset) or child sitemaps (sitemapindex).
 
         Never raises: an oversized, corrupt or unparsable sitemap is logged and
-        counted as ``sitemap/invalid``. If the XML breaks after some entries, the
-        entries read so far are kept. At most SITEMAP_MAX_ENTRIES per file.
+        counted as ``sitemap/invalid`` (spiders/sitemaps.py reads the file). If the
+        XML breaks after some entries, the entries read so far are kept. At most
+        SITEMAP_MAX_ENTRIES per file.
         """
         stats = self.crawler.stats
-        body = self._sitemap_body(response)
-        if body is None:
-            stats.inc_value("sitemap/invalid")
-            return
-        try:
-            sitemap = Sitemap(body)
-        except (etree.LxmlError, StopIteration) as exc:  # StopIteration: no root element
-            logger.warning("Ignoring invalid sitemap %s: %r", response.url, exc)
-            stats.inc_value("sitemap/invalid")
-            return
-        if sitemap.type not in ("urlset", "sitemapindex"):
-            logger.warning("Ignoring sitemap %s: root element <%s>", response.url, sitemap.type)
-            stats.inc_value("sitemap/invalid")
+        sitemap = open_sitemap(response, self._sitemap_size_limits, stats)
+        if sitemap is None:
             return
         is_index = sitemap.type == "sitemapindex"
         scope = response.meta.get(SCOPE_META_KEY)
-        for count, entry in enumerate(self._sitemap_entries(sitemap, response), 1):
+        for count, entry in enumerate(sitemap_entries(sitemap, response, stats), 1):
             if count > SITEMAP_MAX_ENTRIES:
                 stats.inc_value("sitemap/truncated")
                 logger.warning(
@@ -395,13 +378,6 @@ class WebSpider(Spider):
             stats.inc_value("sitemap/urls")
             yield Request(loc, callback=self.parse, errback=self.on_error, meta=meta)
 
-    def _sitemap_entries(self, sitemap: Sitemap, response: Response) -> Iterator[dict[str, Any]]:
-        try:
-            yield from sitemap
-        except etree.LxmlError as exc:
-            logger.warning("Sitemap %s is malformed past some entries: %r", response.url, exc)
-            self.crawler.stats.inc_value("sitemap/invalid")
-
     @cached_property
     def _sitemap_size_limits(self) -> tuple[int, int]:
         """(max, warn) decompressed sizes in bytes, as for downloads (0: no limit)."""
@@ -410,39 +386,3 @@ class WebSpider(Spider):
             getattr(self, "download_maxsize", settings.getint("DOWNLOAD_MAXSIZE")),
             getattr(self, "download_warnsize", settings.getint("DOWNLOAD_WARNSIZE")),
         )
-
-    def _sitemap_body(self, response: Response) -> bytes | None:
-        """The sitemap XML, gunzipped if the body is gzip (None: unusable, logged).
-
-        Content-Encoding: gzip is undone by HttpCompressionMiddleware; this is for
-        ``.xml.gz`` files served as application/x-gzip or octet-stream. Limits as
-        in Scrapy's SitemapSpider, except that no limit means SITEMAP_DEFAULT_MAX_BYTES.
-        """
-        body = response.body
-        if not body.startswith(GZIP_MAGIC):
-            return body
-        default_max, default_warn = self._sitemap_size_limits
-        max_size = response.meta.get("download_maxsize", default_max)
-        if max_size <= 0:
-            max_size = SITEMAP_DEFAULT_MAX_BYTES
-        warn_size = response.meta.get("download_warnsize", default_warn)
-        try:
-            xml = gunzip(body, max_size=max_size)
-        except _DecompressionMaxSizeExceeded:
-            logger.warning(
-                "Ignoring sitemap %s: larger than %d bytes once decompressed",
-                response.url,
-                max_size,
-            )
-            return None
-        except (OSError, EOFError, struct.error, zlib.error) as exc:
-            logger.warning("Ignoring sitemap %s: corrupt gzip: %r", response.url, exc)
-            return None
-        if len(body) < warn_size <= len(xml):
-            logger.warning(
-                "Sitemap %s is %d bytes once decompressed, over the download warning size (%d B)",
-                response.url,
-                len(xml),
-                warn_size,
-            )
-        return xml

@@ -16,7 +16,7 @@ from scrapy.http import Response, XmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
-import spiders.web as web
+import spiders.sitemaps as sitemaps
 from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
 from spiders.web import (
     CHANGEFREQ_META_KEY,
@@ -185,7 +185,7 @@ def test_non_http_loc_counted() -> None:
 )
 def test_corrupt_gzip_is_invalid(body: bytes, caplog: pytest.LogCaptureFixture) -> None:
     spider = make_spider()
-    with caplog.at_level(logging.WARNING, logger="spiders.web"):
+    with caplog.at_level(logging.WARNING, logger="spiders.sitemaps"):
         requests = run(spider, sitemap_response(body, url=SEED + "s.xml.gz", cls=Response))
     assert requests == []
     assert stats(spider) == {"sitemap/invalid": 1}
@@ -205,7 +205,7 @@ def test_corrupt_gzip_is_invalid(body: bytes, caplog: pytest.LogCaptureFixture) 
 )
 def test_malformed_xml_is_invalid(body: bytes, caplog: pytest.LogCaptureFixture) -> None:
     spider = make_spider()
-    with caplog.at_level(logging.WARNING, logger="spiders.web"):
+    with caplog.at_level(logging.WARNING, logger="spiders.sitemaps"):
         requests = run(spider, sitemap_response(body))
     assert requests == []
     assert stats(spider) == {"sitemap/invalid": 1}
@@ -223,7 +223,7 @@ def test_error_while_iterating_keeps_earlier_entries(monkeypatch: pytest.MonkeyP
             yield {"loc": SEED + "a"}
             raise etree.LxmlError("broken")
 
-    monkeypatch.setattr(web, "Sitemap", BreakingSitemap)
+    monkeypatch.setattr(sitemaps, "Sitemap", BreakingSitemap)
     spider = make_spider()
     requests = run(spider, sitemap_response(b"<urlset/>"))
     assert [r.url for r in requests] == [SEED + "a"]
@@ -234,7 +234,7 @@ def test_gzip_over_max_size_is_invalid(caplog: pytest.LogCaptureFixture) -> None
     spider = make_spider(settings={"DOWNLOAD_MAXSIZE": 10_000})
     body = gzip.compress(urlset(*[(f"{SEED}page/{i}", None) for i in range(1000)]))
     assert len(body) < 10_000
-    with caplog.at_level(logging.WARNING, logger="spiders.web"):
+    with caplog.at_level(logging.WARNING, logger="spiders.sitemaps"):
         requests = run(spider, sitemap_response(body, url=SEED + "big.xml.gz", cls=Response))
     assert requests == []
     assert stats(spider) == {"sitemap/invalid": 1}
@@ -244,7 +244,7 @@ def test_gzip_over_max_size_is_invalid(caplog: pytest.LogCaptureFixture) -> None
 
 
 def test_gzip_max_size_zero_falls_back_to_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(web, "SITEMAP_DEFAULT_MAX_BYTES", 5_000)
+    monkeypatch.setattr(sitemaps, "SITEMAP_DEFAULT_MAX_BYTES", 5_000)
     spider = make_spider(settings={"DOWNLOAD_MAXSIZE": 0})
     big = gzip.compress(urlset(*[(f"{SEED}page/{i}", None) for i in range(1000)]))
     assert run(spider, sitemap_response(big, url=SEED + "big.xml.gz", cls=Response)) == []
@@ -257,7 +257,7 @@ def test_gzip_over_warn_size_warns_but_parses(caplog: pytest.LogCaptureFixture) 
     spider = make_spider(settings={"DOWNLOAD_WARNSIZE": 2_000})
     body = gzip.compress(urlset(*[(f"{SEED}page/{i}", None) for i in range(100)]))
     assert len(body) < 2_000
-    with caplog.at_level(logging.WARNING, logger="spiders.web"):
+    with caplog.at_level(logging.WARNING, logger="spiders.sitemaps"):
         requests = run(spider, sitemap_response(body, url=SEED + "s.xml.gz", cls=Response))
     assert len(requests) == 100
     assert any("warning size" in r.getMessage() for r in caplog.records)
