@@ -27,7 +27,7 @@ async def run(url: str) -> None:
     redis = Redis.from_url(url)
     for mode, name in (("credit", "aopic"), ("score", "depth")):
         keys = CrawlKeys(f"order-{name}", 1)
-        f = RedisFrontier(redis, keys, 12, 0, 1, 10_000, priority_mode=mode)
+        f = RedisFrontier(redis, keys, 0, 1, 10_000, priority_mode=mode)
         await f.prepare()
         order = await simulated_crawl(f, claims)
         trap = [i for i, u in enumerate(order) if u.startswith("http://trap.test/")]

@@ -9,7 +9,8 @@ each as the spider would make it: Request(url, callback=parse, errback=on_error,
 meta={"depth": d, "crawl_scope": "127.0.3.7:8080"}) encoded by RequestCodec.
 Then, exactly (``MEMORY USAGE key SAMPLES 0``, summed over a SCAN):
 
-* seen bytes/URL   = the ``seen:*`` strings / N (also with other bucket bits)
+* seen bytes/URL   = the ``seen`` hash and ``seen:*`` strings / N (the exact seen
+  set; its growth to 100M URLs, and the Bloom filter: bench/frontier_growth.py)
 * queued bytes/URL = the ``q:*`` band lists + ``h:*`` hashes + ``ready``/``due``
   zsets (+ the ``b:*`` hashes of the AOPIC run) / N
 * and ``INFO memory used_memory`` after - before, / N (includes the keyspace table)
@@ -162,13 +163,13 @@ def with_priority(e: NewEntry, k: int, policy: str) -> NewEntry:
 
 
 async def load_ours(
-    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool, policy: str
+    srv: RedisServer, urls: Urls, n: int, batch: int, tiny: bool, policy: str
 ) -> float:
     """Adds URLs 0..n-1 through RedisFrontier.add; returns seconds spent in add."""
     r = AsyncRedis.from_url(srv.url)
     mode = "credit" if policy == "aopic" else "score"
     f = RedisFrontier(
-        r, CrawlKeys(CRAWL, ds.CRAWL_FRONTIER_SHARDS), bits, 0, 1, 30_000, priority_mode=mode
+        r, CrawlKeys(CRAWL, ds.CRAWL_FRONTIER_SHARDS), 0, 1, 30_000, priority_mode=mode
     )
     await f.prepare()
     spent = added = 0.0
@@ -202,13 +203,12 @@ def load_theirs(srv: RedisServer, urls: Urls, n: int, batch: int) -> float:
 
 
 def measure_ours(
-    srv: RedisServer, urls: Urls, n: int, bits: int, batch: int, tiny: bool,
-    policy: str = "depth",
-) -> dict[str, Any]:  # fmt: skip
+    srv: RedisServer, urls: Urls, n: int, batch: int, tiny: bool, policy: str = "depth"
+) -> dict[str, Any]:
     srv.client.flushall()
     before = srv.used_memory()
     t = time.perf_counter()
-    add_s = asyncio.run(load_ours(srv, urls, n, bits, batch, tiny, policy))
+    add_s = asyncio.run(load_ours(srv, urls, n, batch, tiny, policy))
     wall = time.perf_counter() - t
     used = srv.used_memory() - before
     kinds = srv.usage_by_kind("cp:*", _shard_kind)
@@ -216,7 +216,7 @@ def measure_ours(
     queued = sum(kinds.get(k, [0, 0])[1] for k in QUEUE_KINDS)
     return {
         "policy": policy,
-        "bucket_bits": bits,
+        "seen_filter": "exact",
         "tiny_payloads": tiny,
         "urls": n,
         "seen_keys": kinds["seen"][0],
@@ -262,9 +262,8 @@ def main() -> None:
     p.add_argument("--urls", type=int, default=1_000_000)
     p.add_argument("--hosts", type=int, default=10_000)
     p.add_argument("--batch", type=int, default=5000, help="entries per RedisFrontier.add call")
-    p.add_argument("--other-bits", default="10,14", help="seen bucket bits also measured")
     a = p.parse_args()
-    n, bits = a.urls, ds.CRAWL_SEEN_BUCKET_BITS
+    n = a.urls
     urls = Urls(a.hosts)
     urls.verify(n)
     sample = [urls.ours(k) for k in range(0, n, max(1, n // 2000))]
@@ -283,19 +282,14 @@ def main() -> None:
     try:
         info = srv.versions(scrapy_redis=scrapy_redis.__version__)
         step = f"{n:,} URLs over {a.hosts:,} hosts"
-        print(f"ours, {bits} bucket bits: {step} ...", flush=True)
-        ours = measure_ours(srv, urls, n, bits, a.batch, tiny=False)
+        print(f"ours: {step} ...", flush=True)
+        ours = measure_ours(srv, urls, n, a.batch, tiny=False)
         print(f"ours, AOPIC policy: {step} ...", flush=True)
-        aopic = measure_ours(srv, urls, n, bits, a.batch, tiny=False, policy="aopic")
+        aopic = measure_ours(srv, urls, n, a.batch, tiny=False, policy="aopic")
         print(f"scrapy-redis: {step} ...", flush=True)
         theirs = measure_theirs(srv, urls, n, a.batch)
-        variants = [ours]
-        for b in (int(x) for x in a.other_bits.split(",") if x):
-            print(f"ours, {b} bucket bits (seen set only, empty payloads) ...", flush=True)
-            variants.append(measure_ours(srv, urls, n, b, a.batch, tiny=True))
     finally:
         srv.stop()
-    variants.sort(key=lambda v: v["bucket_bits"])
     result = {
         "benchmark": "frontier_memory",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -306,17 +300,13 @@ def main() -> None:
             "hosts": a.hosts,
             "batch": a.batch,
             "shards": ds.CRAWL_FRONTIER_SHARDS,
-            "seen_bucket_bits": bits,
+            "seen_filter": "exact",
             **shape,
         },
         "target_seen_bytes_per_url": TARGET_SEEN_BYTES,
         "ours": ours,
         "ours_aopic": aopic,
         "scrapy_redis": theirs,
-        "seen_by_bucket_bits": [
-            {k: v[k] for k in ("bucket_bits", "seen_keys", "seen_bytes", "seen_bytes_per_url")}
-            for v in variants
-        ],
         "ratios_ours_over_scrapy_redis": {
             k: round(ours[k] / theirs[k], 3)
             for k in ("seen_bytes_per_url", "queued_bytes_per_url", "used_memory_per_url")
@@ -341,7 +331,7 @@ def report(res: dict[str, Any]) -> None:
     print(head + "\n" + "-" * len(head))
     rows = [
         (
-            f"seen set ({c['seen_bucket_bits']} bucket bits / RFPDupeFilter SET)",
+            "seen set (exact, growing / RFPDupeFilter SET)",
             "seen_bytes_per_url",
         ),
         ("queued (q:* h:* ready due / PriorityQueue ZSET)", "queued_bytes_per_url"),
@@ -363,14 +353,6 @@ def report(res: dict[str, Any]) -> None:
     print(
         "ours per key kind (bytes/URL): "
         + ", ".join(f"{k} {v}" for k, v in sorted(o["by_kind_bytes_per_url"].items()))
-    )
-    print(
-        "seen set by CRAWL_SEEN_BUCKET_BITS: "
-        + "; ".join(
-            f"{v['bucket_bits']} bits: {v['seen_bytes_per_url']:.2f} B/URL "
-            f"({v['seen_keys']:,} keys)"
-            for v in res["seen_by_bucket_bits"]
-        )
     )
     print(
         f"load: ours {o['add_urls_per_s']:,} URLs/s in RedisFrontier.add "

@@ -55,6 +55,7 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import inspect
 import json
 import multiprocessing as mp
 import os
@@ -114,8 +115,8 @@ class Config:
     duration: float
     max_pages: int
     shards: int
-    bucket_bits: int
     url: str = ""
+    seen_capacity: int = 0  # > 0: a Bloom seen set of that capacity (bench/frontier_growth.py)
 
 
 class UrlSpace:
@@ -226,11 +227,16 @@ POLICY_MODES = {"ours": "score", "ours-aopic": "credit"}  # system -> frontier p
 
 
 def _frontier(r: AsyncRedis, cfg: Config, system: str = "ours") -> RedisFrontier:
-    # CRAWL_HOST_DELAY=0 -> default_delay_ms=0; one slot per host.
-    return RedisFrontier(
-        r, CrawlKeys(CRAWL, cfg.shards), cfg.bucket_bits, 0, 1, 30_000,
-        priority_mode=POLICY_MODES[system],
-    )  # fmt: skip
+    # CRAWL_HOST_DELAY=0 -> default_delay_ms=0; one slot per host. A revision
+    # from before the growing seen set (--revs) takes its seen bucket bits first.
+    old = "seen_bucket_bits" in inspect.signature(RedisFrontier).parameters
+    options: dict[str, Any] = {"priority_mode": POLICY_MODES[system]}
+    if cfg.seen_capacity:
+        from crawlproject.frontier.seen import SeenFilter
+
+        options["seen"] = SeenFilter("bloom", cfg.seen_capacity)
+    args: list[Any] = [r, CrawlKeys(CRAWL, cfg.shards), *([12] if old else []), 0, 1, 30_000]
+    return RedisFrontier(*args, **options)
 
 
 async def drive_ours(
@@ -549,7 +555,6 @@ def main() -> None:
         a.duration,
         a.max_pages,
         ds.CRAWL_FRONTIER_SHARDS,
-        ds.CRAWL_SEEN_BUCKET_BITS,
     )
     Links(UrlSpace(cfg.hosts, 1), False).verify()
     kinds = a.redis.split(",")

@@ -113,7 +113,7 @@ async def add_all(srv: RedisServer, n: int, hosts: int, batch: int) -> float:
     """The baseline: the same URLs as new URLs through the frontier's add script."""
     redis = AsyncRedis.from_url(srv.url)
     keys = CrawlKeys(CRAWL, SHARDS)
-    frontier = RedisFrontier(redis, keys, ds.CRAWL_SEEN_BUCKET_BITS, 1000, 1, 60_000)
+    frontier = RedisFrontier(redis, keys, 1000, 1, 60_000)
     await frontier.prepare()
     canon = UrlCanonicalizer(ds.CRAWL_SESSION_PARAMS)
     codec = RequestCodec(ds.CRAWL_REQUEST_CLASSES)

@@ -169,8 +169,8 @@ async def _with_redis(
             print(f"queued {len(urls)} seed(s) on {keys.start_urls}")
         else:
             frontier = RedisFrontier(
-                redis, keys, config.seen_bucket_bits, config.host_delay_ms,
-                config.host_concurrency, config.lease_ms,
+                redis, keys, config.host_delay_ms, config.host_concurrency, config.lease_ms,
+                seen=config.seen,
             )  # fmt: skip
             if action == "counts":
                 counts = await frontier.counters()

@@ -57,9 +57,16 @@ CRAWL_IDLE_CLOSE_SECONDS = 10.0
 # Frontier partitions. Each host lives in one shard; all keys of a shard share
 # one Redis Cluster hash tag. Fixed for the life of a crawl.
 CRAWL_FRONTIER_SHARDS = 4
-# Seen-URL fingerprints are packed into 2**bits strings per shard. Raise it as
-# the crawl grows: about log2(expected URLs / shards / 500).
-CRAWL_SEEN_BUCKET_BITS = 12
+# The crawl's seen-URL set, fixed when the crawl is created
+# (crawlproject/frontier/seen.py): "exact" (grows by itself, ~10 bytes per URL,
+# never wrong) or "bloom" (a Bloom filter sized for CRAWL_SEEN_CAPACITY URLs of
+# the whole crawl at CRAWL_SEEN_ERROR_RATE false positives: ~1.8 bytes per URL,
+# but a URL it wrongly calls seen is never crawled; the capacity is required).
+CRAWL_SEEN_FILTER = "exact"
+CRAWL_SEEN_CAPACITY = 0
+CRAWL_SEEN_ERROR_RATE = 0.001
+# Retired: the seen set's bucket count is no longer fixed; setting it is refused.
+CRAWL_SEEN_BUCKET_BITS = None
 
 # Each worker remembers this many (up to twice as many) fingerprints of URLs it
 # already sent to the frontier and drops repeats locally; 0 turns it off.

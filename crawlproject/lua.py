@@ -6,15 +6,22 @@ from __future__ import annotations
 
 from importlib import resources
 
+Prelude = tuple[str, str]  # (package, name): <package>/lua/<name>.lua
+
 # Helpers every script on a frontier shard may call (host queues, bands):
 # crawlproject/frontier/lua/_prelude.lua.
-SHARD_PRELUDE = ("crawlproject.frontier", "_prelude")
+SHARD_PRELUDE: Prelude = ("crawlproject.frontier", "_prelude")
+# The shard's seen set (seen_test_and_add), after SHARD_PRELUDE, whose shard
+# prefix P it uses: crawlproject/frontier/lua/_seen.lua, for add.lua.
+SEEN_PRELUDE: Prelude = ("crawlproject.frontier", "_seen")
 
 
-def load_script(package: str, name: str, prelude: tuple[str, str] | None = None) -> str:
-    """``<package>/lua/<name>.lua``, after ``prelude`` ((package, name)) if given."""
-    body = (resources.files(package) / "lua" / f"{name}.lua").read_text()
-    if prelude is None:
-        return body
-    pre_package, pre_name = prelude
-    return (resources.files(pre_package) / "lua" / f"{pre_name}.lua").read_text() + "\n" + body
+def _read(package: str, name: str) -> str:
+    return (resources.files(package) / "lua" / f"{name}.lua").read_text()
+
+
+def load_script(package: str, name: str, prelude: Prelude | None = None, *more: Prelude) -> str:
+    """``<package>/lua/<name>.lua``, after ``prelude`` ((package, name)) if
+    given, and after it the ``more`` preludes, in order."""
+    preludes = ([prelude] if prelude is not None else []) + list(more)
+    return "".join(_read(p, n) + "\n" for p, n in preludes) + _read(package, name)

@@ -75,12 +75,12 @@ async def make_frontier(redis_url: str) -> AsyncIterator[MakeFrontier]:
 
     async def make(
         crawl: str = "t", shards: int = 2, delay_ms: int = 200, conc: int = 1,
-        lease_ms: int = 1000, bits: int = 12, **options: Any,
+        lease_ms: int = 1000, **options: Any,
     ) -> RedisFrontier:  # fmt: skip
         redis = Redis.from_url(redis_url)
         clients.append(redis)
         keys = CrawlKeys(crawl, shards)
-        frontier = RedisFrontier(redis, keys, bits, delay_ms, conc, lease_ms, **options)
+        frontier = RedisFrontier(redis, keys, delay_ms, conc, lease_ms, **options)
         await frontier.prepare()
         return frontier
 

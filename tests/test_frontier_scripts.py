@@ -88,19 +88,6 @@ async def test_seen_urls_are_dropped_unless_dont_filter(make_frontier: MakeFront
     assert counts["queued"] == 2 and counts["seen_hits"] == 1
 
 
-async def test_seen_test_matches_only_on_boundaries(make_frontier: MakeFrontier) -> None:
-    # Zero bucket bits put every URL in one string: a match straddling two
-    # stored fingerprints must not count as seen.
-    f = await make_frontier(shards=1, bits=0)
-    await f.add([entry(f"http://a.test/{i}") for i in range(2000)])
-    prefix = f.keys.shard_prefixes[0]
-    packed = await f.redis.get(prefix + "seen:0")
-    assert packed is not None and len(packed) == 2000 * 6
-    straddle = packed[3:9]  # bytes of two neighbours
-    fake = NewEntry("http://a.test", b"\x00\x00" + straddle, False, b'{"url":"http://a.test/z"}')
-    assert (await f.add([fake])).added == 1
-
-
 async def test_expired_lease_returns_url_to_head(make_frontier: MakeFrontier) -> None:
     f = await make_frontier(shards=1, delay_ms=0, lease_ms=200)
     await f.add([entry("http://a.test/1"), entry("http://a.test/2")])

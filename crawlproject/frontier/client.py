@@ -39,9 +39,9 @@ from crawlproject.frontier.replies import (
     reply_lines,
     reply_text,
 )
-from crawlproject.lua import SHARD_PRELUDE, load_script
+from crawlproject.frontier.seen import SeenFilter, prepare_seen, refuse_old_layout
+from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, load_script
 
-SEEN_FP_BYTES = 6  # stored per URL; the bucket number carries the other bits
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
 PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
@@ -67,6 +67,8 @@ __all__ = [
 
 def load_lua(name: str, prelude: bool = True) -> str:
     """A frontier script (crawlproject/frontier/lua/), after the shared prelude."""
+    if name == "add":  # the seen test: crawlproject/frontier/lua/_seen.lua
+        return load_script("crawlproject.frontier", name, SHARD_PRELUDE, SEEN_PRELUDE)
     return load_script("crawlproject.frontier", name, SHARD_PRELUDE if prelude else None)
 
 
@@ -77,7 +79,6 @@ class RedisFrontier:
         self,
         redis: Redis,
         keys: CrawlKeys,
-        seen_bucket_bits: int,
         default_delay_ms: int,
         default_concurrency: int,
         lease_ms: int,
@@ -88,6 +89,7 @@ class RedisFrontier:
         pattern_url_cap: int = 0,
         max_reclaims: int = 0,
         budget: HostBudget | None = None,
+        seen: SeenFilter | None = None,
     ) -> None:
         if priority_mode not in PRIORITY_MODES:
             raise ValueError(
@@ -95,7 +97,6 @@ class RedisFrontier:
             )
         self.redis = redis
         self.keys = keys
-        self.seen_bucket_bits = seen_bucket_bits
         self.default_delay_ms = default_delay_ms
         self.default_concurrency = default_concurrency
         self.lease_ms = lease_ms
@@ -105,6 +106,8 @@ class RedisFrontier:
         self.host_url_cap = host_url_cap
         self.pattern_url_cap = pattern_url_cap
         self.budget = budget or HostBudget()
+        self.seen = seen or SeenFilter()  # CRAWL_SEEN_FILTER (crawlproject/frontier/seen.py)
+        self._seen_arg = self.seen.script_arg(keys.shards)
         # Reclaims of one URL before it is set aside as poison (0: no limit).
         self.max_reclaims = max_reclaims
         # Shard -> its ``done`` counter as of this client's last ack there.
@@ -135,11 +138,11 @@ class RedisFrontier:
             # seen with "shards" but no layout yet (one HSETNX after another).
             "queue_layout": QUEUE_LAYOUT,
             "shards": str(self.keys.shards),
-            "seen_bucket_bits": str(self.seen_bucket_bits),
             # Scores of the two modes mean different things: never mixed in a crawl.
             "priority_mode": self.priority_mode,
         }
         before = await self.redis.hgetall(self.keys.meta)
+        refuse_old_layout(self.keys.crawl, before)
         if b"shards" in before and b"queue_layout" not in before:
             raise FrontierMismatch(
                 f"crawl {self.keys.crawl!r} was created by an older version (one list per "
@@ -156,14 +159,10 @@ class RedisFrontier:
                     f"crawl {self.keys.crawl!r} was created with {name}={have}; this worker "
                     f"has {value}. Use the same settings, or another crawl name."
                 )
+        await prepare_seen(self.redis, self.keys, self.seen)
         # The scripts read the mode from each shard (it is in their hash slot).
         for shard in range(self.keys.shards):
             await self.redis.set(self.keys.priority_mode(shard), self.priority_mode)
-
-    def seen_slot(self, fingerprint: bytes) -> tuple[str, bytes]:
-        """(bucket, stored bytes) of a URL fingerprint."""
-        top = int.from_bytes(fingerprint[:3], "big") >> (24 - self.seen_bucket_bits)
-        return str(top), fingerprint[-SEEN_FP_BYTES:]
 
     def _args(self, shard: int, *rest: Any) -> list[Any]:
         return [self.keys.shard_prefixes[shard], *rest]
@@ -203,7 +202,7 @@ class RedisFrontier:
         head = [
             self.default_delay_ms,
             self.default_concurrency,
-            self.seen_bucket_bits,
+            self._seen_arg,
             self.host_url_cap,
             self.pattern_url_cap,
             self.budget.base,

@@ -10,6 +10,7 @@ from crawlproject.frontier.client import AdaptiveDelay, HostBudget
 from crawlproject.frontier.host_overrides import HostOverride, read_host_overrides
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.redis_settings import redis_target, refuse_scrapy_redis, start_urls_key
+from crawlproject.frontier.seen import SeenFilter
 from crawlproject.setting_values import ConfigError, crawl_setting
 
 __all__ = ["ConfigError", "FrontierConfig", "HostOverride"]
@@ -32,7 +33,7 @@ class FrontierConfig:
     lease_seconds: float
     idle_close_seconds: float
     shards: int
-    seen_bucket_bits: int
+    seen: SeenFilter  # CRAWL_SEEN_FILTER, _CAPACITY, _ERROR_RATE (checked there)
     session_params: tuple[str, ...]
     request_classes: tuple[str, ...]
     idle_poll_seconds: float
@@ -111,7 +112,7 @@ class FrontierConfig:
             lease_seconds=crawl_setting(settings, "CRAWL_LEASE_SECONDS"),
             idle_close_seconds=crawl_setting(settings, "CRAWL_IDLE_CLOSE_SECONDS"),
             shards=crawl_setting(settings, "CRAWL_FRONTIER_SHARDS"),
-            seen_bucket_bits=crawl_setting(settings, "CRAWL_SEEN_BUCKET_BITS"),
+            seen=SeenFilter.from_settings(settings),
             session_params=tuple(crawl_setting(settings, "CRAWL_SESSION_PARAMS")),
             request_classes=tuple(crawl_setting(settings, "CRAWL_REQUEST_CLASSES")),
             idle_poll_seconds=crawl_setting(settings, "CRAWL_IDLE_POLL_SECONDS"),
@@ -148,8 +149,6 @@ class FrontierConfig:
             raise ConfigError("CRAWL_POLITENESS_KEY must be 'host' or 'domain'")
         if self.lease_seconds < 1:
             raise ConfigError("CRAWL_LEASE_SECONDS must be >= 1 (leases are renewed at 1/3)")
-        if not 0 <= self.seen_bucket_bits <= 24:
-            raise ConfigError("CRAWL_SEEN_BUCKET_BITS must be within 0..24")
         if self.adaptive_delay_factor < 0 or self.adaptive_delay_max_seconds < 0:
             raise ConfigError("CRAWL_ADAPTIVE_DELAY_FACTOR and _MAX_SECONDS must be >= 0")
         if self.backoff_max_seconds < 1:

@@ -75,7 +75,6 @@ async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: st
     frontier = RedisFrontier(
         shared.redis,
         shared.keys,
-        seen_bucket_bits=c.seen_bucket_bits,
         default_delay_ms=c.host_delay_ms,
         default_concurrency=c.host_concurrency,
         lease_ms=c.lease_ms,
@@ -86,6 +85,7 @@ async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: st
         pattern_url_cap=c.max_urls_per_pattern,
         max_reclaims=c.max_reclaims,
         budget=c.budget,
+        seen=c.seen,
     )
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:

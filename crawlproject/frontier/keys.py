@@ -66,8 +66,22 @@ Per shard, prefix ``cp:{C/s}:``
 ``leases``         ZSET  lease id -> expiry (ms, Redis clock): reclaim.lua takes back
                          the expired ones (their worker died or hung).
 ``seq``            STRING lease id counter.
-``seen:<bucket>``  STRING seen-URL fingerprints, 6 bytes each, packed back to
-                         back; bucket = top ``CRAWL_SEEN_BUCKET_BITS`` bits.
+``seen``           HASH  the shard's seen set (CRAWL_SEEN_FILTER; add.lua tests and
+                         adds each URL: crawlproject/frontier/lua/_seen.lua, seen.py):
+                         ``n`` URLs added; exact: ``L`` (level) and ``s`` (split
+                         pointer) of its linear hashing, 2^L + s buckets.
+``seen:<n>``       STRING exact seen set, bucket n: entries packed back to back.
+                         x = the fingerprint's first 6 bytes, little-endian; a
+                         URL's bucket is x mod 2^L, or x mod 2^(L+1) (its depth
+                         d = L + 1) when that is below s; its entry is the
+                         fingerprint without its first floor(d/8) bytes (the
+                         bucket number holds them): 8 bytes below 2^8 buckets, 6
+                         from 2^16 to 2^24. Exact: two URLs are the same iff their
+                         64-bit fingerprints are. A bucket splits (s and s + 2^L)
+                         once the shard holds more than 32 entries per bucket.
+``bloom:<i>``      STRING Bloom seen set (CRAWL_SEEN_FILTER = bloom), segment i: a
+                         bit array made at full size when the crawl is created,
+                         its shape in meta ``seen_layout``; k bits per URL.
 ``reclaims``       HASH  URL (first 8 bytes of its request's SHA-1, 16 hex chars) ->
                          times its lease was reclaimed (its worker died or hung);
                          written only by reclaim.lua, the field dropped when the
@@ -109,7 +123,10 @@ Per shard, prefix ``cp:{C/s}:``
 
 Per crawl, prefix ``cp:{C}:``
 
-``meta``           HASH  ``shards``, ``seen_bucket_bits``, ``priority_mode`` (score |
+``meta``           HASH  ``shards``, ``seen_layout`` (``exact1``, or ``bloom1:capacity:
+                         error rate:segments:segment bytes:bits:k``; a crawl with
+                         ``seen_bucket_bits`` instead was made by a version with
+                         fixed buckets, and is refused), ``priority_mode`` (score |
                          credit), ``queue_layout`` (fixed at creation), ``created``.
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
@@ -245,6 +262,15 @@ class CrawlKeys:
 
     def host(self, shard: int, pkey: str) -> str:
         return self.shard_prefixes[shard] + "h:" + pkey
+
+    def seen_state(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "seen"
+
+    def seen_bucket(self, shard: int, bucket: int) -> str:
+        return self.shard_prefixes[shard] + f"seen:{bucket}"
+
+    def bloom_segment(self, shard: int, segment: int) -> str:
+        return self.shard_prefixes[shard] + f"bloom:{segment}"
 
     def recrawl_due(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "rdue"

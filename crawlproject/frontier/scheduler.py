@@ -58,6 +58,7 @@ from crawlproject.frontier.persist import end_crawl
 from crawlproject.frontier.priority import CREDIT_MODE, PriorityPolicy, build_policy
 from crawlproject.frontier.redis_settings import sources_line
 from crawlproject.frontier.seeds import SeedReader
+from crawlproject.frontier.seen import SeenWatch
 from crawlproject.frontier.urls import UrlCanonicalizer
 from crawlproject.frontier.wake import wake_engine
 from crawlproject.recrawl.store import StateWrite
@@ -97,6 +98,7 @@ class FrontierScheduler(BaseScheduler):
         self.leases = LeaseBook(config, stats, self.outbox, self.clock)
         self.claims = ClaimBuffer(config, stats, codec, self.clock, self.leases, self.outbox)
         self.seeds = SeedReader(stats)
+        self.seen = SeenWatch(stats)  # the seen set's fill: stats, Bloom capacity warning
         self.end = CrawlEnd(config.idle_close_seconds)
         self.crawl_redis: CrawlRedis | None = None  # the crawl's Redis, once open
         self.frontier: RedisFrontier | None = None
@@ -233,6 +235,7 @@ class FrontierScheduler(BaseScheduler):
         self.claims.clear()
         await self.leases.send_releases(self.frontier)
         await self._write_once()
+        await self.seen.check(self.frontier.redis, self.frontier.keys, force=True)  # final stats
         if unfinished:
             acked, _ = await self.frontier.ack(unfinished, mode="return")
             self.stats.inc_value("frontier/returned", acked)
@@ -390,6 +393,7 @@ class FrontierScheduler(BaseScheduler):
         await self.claims.reclaim(frontier)
         await self.seeds.take(frontier, self._spider, self.enqueue_request, self._write_once)
         self.outbox.see_scope(await frontier.scope())
+        await self.seen.check(frontier.redis, frontier.keys)
         busy_here = bool(len(self.claims) or len(self.leases) or self.outbox)
         if self.end.check(await frontier.counters(), busy_here):
             wake_engine(self.crawler)

@@ -106,6 +106,7 @@ SUMS = frozenset({
 GAUGE_STATS = frozenset({
     "store/spool_bytes", "store/backpressure_paused", "store/files_pending",
     "store/files_spooled_at_close", "elapsed_time_seconds",
+    "frontier/seen_urls", "frontier/seen_capacity_used", "frontier/seen_fp_rate_expected",
 })  # fmt: skip
 GAUGE_PREFIXES = ("memusage/", "memdebug/")
 GAUGE_SUFFIXES = ("_max", "_min", "_per_minute", "_per_second")

@@ -3,6 +3,8 @@
 What it shows (all from Redis; times on Redis' clock):
 
 * frontier: URLs queued, leased (in flight), done, enqueued, seen hits;
+  the seen set (URLs in it; a Bloom filter's capacity used and expected
+  false-positive rate);
   hosts ready now (their delay has passed: ``due``, and ``ready`` entries
   whose time has come) and hosts waiting on their politeness delay; leases in
   flight and leases expired (their worker died or hung: reclaimed soon);
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from crawlproject.frontier.seen import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.status.hosts import merge_reports
 from crawlproject.status.reporter import (
@@ -105,6 +108,7 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
 
     fleet_stats = {_text(k): int(v) for k, v in fleet.items()}
     backlog = await RecrawlStore(redis, keys).backlog(now_s)
+    seen = await seen_figures(redis, keys)
     return {
         "crawl": keys.crawl,
         "time": round(now_s, 3),
@@ -127,6 +131,9 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             "hosts_waiting_on_delay": hosts_waiting,
             "leases_in_flight": leases,
             "leases_expired": leases_expired,
+            # The seen set: URLs in it; a Bloom filter's capacity used and
+            # false-positive rate expected at that fill (crawlproject/frontier/seen.py).
+            "seen": seen.as_dict(),
         },
         "throughput": {
             "pages_per_second_last_minute": round(pages_per_second, 3),
@@ -199,6 +206,13 @@ def render(status: dict[str, Any]) -> Any:
     ]  # fmt: skip
     for a, av, b, bv in rows:
         head.add_row(a, _fmt(av), b, _fmt(bv))
+    seen = f["seen"]
+    if "capacity" in seen:
+        kind = "Bloom: capacity used, FP rate"
+        shown = f"{seen['capacity_used']:.1%}, {seen['expected_fp_rate']:.2g}"
+    else:
+        kind, shown = "seen set", seen["filter"]
+    head.add_row("URLs seen", _fmt(seen["urls"]), kind, shown)
     parts: list[Any] = [head]
     if w["gauges"]:
         workers = Table(title="workers")

@@ -1,4 +1,4 @@
--- add(P, default_delay_ms, default_conc, bucket_bits, host_cap, pattern_cap,
+-- add(P, default_delay_ms, default_conc, seen_spec, host_cap, pattern_cap,
 --     budget_base, budget_seed_votes, token_urls, token_repeat_permille, entry...)
 -- entry = fingerprint (8 bytes) .. kind (1 byte) .. pattern (8 bytes)
 --         .. token shape (8 bytes) .. vote (4 bytes) .. pkey
@@ -13,7 +13,7 @@
 -- token shape: the shape key of a URL with a token part (all zero: none).
 -- vote: the linking page's registered domain (4 bytes of its hash) when it is
 -- not the URL's own; all zero: none; FF FF FF FF: a seed (the operator's vote).
--- Seen test on the packed fingerprint bucket; then, for a new URL:
+-- Seen test (seen_spec: the shard's seen set, _seen.lua); then, for a new URL:
 -- a parked host's URLs go to `parked`; a token shape contained on the host
 -- (`ts`) too; host_cap URLs per host per crawl (h:<host> `urls`); the host's
 -- budget (budget_base x (1 + linking domains [+ seed votes])): over it, to the
@@ -33,7 +33,7 @@
 -- a host is reported once per crawl per cap (flags `capped`, `pcapped`, `budgeted`).
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
-local bucket_div = 2 ^ (24 - tonumber(ARGV[4]))
+seen_open(ARGV[4])
 local host_cap = tonumber(ARGV[5]) or 0
 local pattern_cap = tonumber(ARGV[6]) or 0
 local budget_base = tonumber(ARGV[7]) or 0
@@ -48,7 +48,6 @@ local NO_VOTE = string.rep('\0', 4)
 local SEED_VOTE = string.rep('\255', 4)
 local budgeted, tparked, released = 0, 0, 0
 local new_budgeted, new_shapes = {}, {}
-local FP_BYTES = 6
 local NO_PATTERN = string.rep('\0', 8)
 local added, hits, parked, capped, pcapped, credited = 0, 0, 0, 0, 0, 0
 local cash = 0
@@ -216,12 +215,7 @@ for i = FIRST, #ARGV do
   local kind = string.sub(e, 9, 9)
   local seen = false
   if kind == '0' or kind == '1' then
-    local b1, b2, b3 = string.byte(e, 1, 3)
-    local sk = P .. 'seen:' .. math.floor((b1 * 65536 + b2 * 256 + b3) / bucket_div)
-    local short = string.sub(e, 3, 8)
-    local s = redis.call('GET', sk)
-    seen = s and contains(s, short, FP_BYTES)
-    if not seen then redis.call('APPEND', sk, short) end
+    seen = seen_test_and_add(e)  -- its first 8 bytes: the fingerprint
   end
   local tshape = string.sub(e, 18, 25)
   local v = string.sub(e, 26, 29)
@@ -313,6 +307,7 @@ if budgeted > 0 then redis.call('HINCRBY', P .. 'n', 'over_budget', budgeted) en
 if released > 0 then redis.call('HINCRBY', P .. 'n', 'budget_released', released) end
 if tparked > 0 then redis.call('HINCRBY', P .. 'n', 'token_parked', tparked) end
 if cash > 0 then redis.call('HINCRBYFLOAT', P .. 'aopic', 'cash', cash) end
+seen_close()
 return {added, hits, capped, pcapped, credited, table.concat(new_capped, '\n'),
   table.concat(new_pcapped, '\n'), budgeted, tparked, table.concat(new_budgeted, '\n'),
   table.concat(new_shapes, '\n'), released}

@@ -1,0 +1,524 @@
+"""The frontier as the crawl grows: Redis CPU per add and per page, and Redis
+bytes per URL, at 1M, 10M and 100M seen URLs (the exact seen set and the Bloom
+filter side by side), and Redis CPU per page at 1k, 100k and 1M hosts.
+
+    .venv/bin/python bench/frontier_growth.py
+    .venv/bin/python bench/frontier_growth.py --sizes 100000,1000000 --hosts 1000,10000 \\
+        --duration 4 --rounds 2                                  # quick: a few minutes
+
+**URLs seen.** For each size N and each filter (``exact``; ``bloom`` with
+CRAWL_SEEN_CAPACITY = N, so the filter is full), a private redis-server holds
+a crawl of 4 shards (RedisFrontier.prepare, which also makes the Bloom
+filter) whose seen set holds N random 8-byte fingerprints, a quarter per
+shard. Filling 100M through Lua would take hours here, so the sets are
+*bulk-loaded*: testkit/seen_table.py writes, with pipelined SETs, the bytes the
+script would have built from the same fingerprints in the same order (same
+split rule; the Bloom filter's same bits). tests/test_seen_set.py checks that
+the loader and the script build identical bytes; here a sample of loaded
+fingerprints is checked seen through the real script, fresh ones new, and at
+the smallest size the same set is also filled through the real script and its
+memory compared. All servers stay up, and the measurements go round-robin over
+them (``--rounds``), so every size is measured under the same load; medians.
+
+* bytes per URL: ``INFO used_memory`` after the load minus before the crawl
+  was prepared, / N (the Bloom filter: its full size / its capacity);
+* Redis CPU per seen test: INFO's used_cpu_sys + used_cpu_user delta over
+  20,000 fingerprints through the seen set alone (testkit's driver around the
+  real _seen.lua), 500 per call, half loaded (seen), half new;
+* Redis CPU per add: the same delta over 20,000 links through the real
+  ``add`` (RedisFrontier.add, 2,000 entries per call over 1,000 hosts, a
+  templated request each), half seen, half new (these are queued);
+* Redis CPU per page: bench/frontier_ops.py's frontier-mode driver (claim,
+  release, 20 link adds of which half seen, ack; one process, 1,000 hosts x 4
+  seeds) on top of the loaded set (queues cleared first), ``--duration`` s.
+
+Each round adds 10,000 new URLs per server; a page run adds its own: N is the
+size at the start.
+
+**Hosts.** bench/frontier_ops.py's ``scenario`` as it is (a fresh Redis seeded
+with 4 URLs per host, the exact seen set), at each ``--hosts``: Redis CPU per
+page, and the seeded Redis's bytes per URL (queued, with its seen entry).
+
+Writes bench/results/frontier_growth.json and bench/frontier_growth.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import frontier_ops
+import numpy as np
+import redis
+from benchlib import RedisServer
+from redis.asyncio import Redis as AsyncRedis
+
+from crawlproject import default_settings as ds
+from crawlproject.frontier.client import NewEntry, RedisFrontier
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.seen import SeenFilter
+from testkit.seen_table import SEEN_DRIVER, load_bloom, load_exact
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+PICTURE = ROOT / "bench" / "frontier_growth.png"
+CRAWL = frontier_ops.CRAWL  # the page driver's crawl
+SHARDS = ds.CRAWL_FRONTIER_SHARDS
+SAMPLE = 100_000  # loaded fingerprints kept per shard, for seen links
+CALL = 500  # fingerprints per seen-test call (add.lua's ADD_CHUNK)
+ADD_BATCH = 2000  # entries per RedisFrontier.add call: ~500 per shard
+PER_ROUND = 20_000  # seen tests, and links added, per server per round
+ADD_HOSTS = 1000
+TARGET_RATIO = 1.3  # the issue: CPU per add at 100M within 1.3x of 1M
+PAYLOAD = b'{"url":"http://h.test/archive/section-07/article-000123456.html","meta":{"depth":2}}'
+
+
+@dataclass
+class Grown:
+    """One loaded seen set on its own redis-server."""
+
+    kind: str
+    urls: int
+    server: RedisServer
+    samples: list[np.ndarray]
+    row: dict[str, Any] = field(default_factory=dict)
+    seen_us: list[float] = field(default_factory=list)
+    add_us: list[float] = field(default_factory=list)
+
+    @property
+    def seen(self) -> SeenFilter:
+        return SeenFilter() if self.kind == "exact" else SeenFilter("bloom", self.urls)
+
+
+def frontier(url: str, seen: SeenFilter) -> tuple[AsyncRedis, RedisFrontier]:
+    r = AsyncRedis.from_url(url)
+    return r, RedisFrontier(r, CrawlKeys(CRAWL, SHARDS), 0, 1, 30_000, seen=seen)
+
+
+async def prepare(url: str, seen: SeenFilter) -> None:
+    r, f = frontier(url, seen)
+    await f.prepare()
+    await r.aclose()
+
+
+def grow(kind: str, n: int, seed: int) -> Grown:
+    """A fresh server holding a crawl whose seen set has n URLs (loaded)."""
+    srv = RedisServer()
+    g = Grown(kind, n, srv, [])
+    before = srv.used_memory()
+    asyncio.run(prepare(srv.url, g.seen))
+    keys = CrawlKeys(CRAWL, SHARDS)
+    rng = np.random.default_rng(seed)
+    t = time.perf_counter()
+    # Its own connection, closed before measuring: Redis counts a client's
+    # query buffer (a Bloom segment is sent whole) in used_memory.
+    loader = redis.Redis.from_url(srv.url)
+    for shard in range(SHARDS):
+        m = n // SHARDS + (1 if shard < n % SHARDS else 0)
+        fps = rng.integers(0, 256, size=(m, 8), dtype=np.uint8)
+        prefix = keys.shard_prefixes[shard]
+        if kind == "exact":
+            load_exact(loader, prefix, fps)
+        else:
+            load_bloom(loader, prefix, fps, g.seen.bloom(SHARDS))
+        g.samples.append(fps[:SAMPLE].copy())
+        del fps
+    loader.close()
+    time.sleep(0.2)  # the server frees the closed connection's buffers
+    g.row = {
+        "filter": kind,
+        "urls": n,
+        "load_s": round(time.perf_counter() - t, 1),
+        "used_memory_bytes": srv.used_memory() - before,
+        "bytes_per_url": round((srv.used_memory() - before) / n, 3),
+        "keys": int(srv.client.dbsize()),
+        "sample_check": check_sample(g, rng),
+    }
+    return g
+
+
+def driver(srv: RedisServer) -> Callable[..., Any]:
+    return srv.client.register_script(SEEN_DRIVER)
+
+
+def check_sample(g: Grown, rng: np.random.Generator) -> dict[str, int]:
+    """Through the real script: loaded fingerprints are seen, fresh ones new."""
+    script, keys = driver(g.server), CrawlKeys(CRAWL, SHARDS)
+    arg = g.seen.script_arg(SHARDS)
+    missed = fresh_seen = 0
+    for shard in range(SHARDS):
+        prefix = keys.shard_prefixes[shard]
+        loaded = [bytes(r) for r in g.samples[shard][:2000]]
+        fresh = [rng.bytes(8) for _ in range(2000)]
+        out = script(keys=[prefix + "ready"], args=[prefix, arg, *loaded, *fresh])
+        missed += out[:2000].count(b"0")
+        fresh_seen += out[2000:].count(b"1")
+    if missed or (g.kind == "exact" and fresh_seen):
+        raise SystemExit(
+            f"{g.kind} {g.urls:,}: the loaded set answers wrong ({missed}, {fresh_seen})"
+        )
+    return {
+        "loaded_checked": 2000 * SHARDS,
+        "fresh_checked": 2000 * SHARDS,
+        "fresh_seen": fresh_seen,
+    }
+
+
+def lua_filled(n: int, seed: int) -> dict[str, float]:
+    """The same set as grow('exact', n, seed), filled through the real script:
+    its used_memory per URL, and its keys' exact bytes (MEMORY USAGE) per URL."""
+    srv = RedisServer()
+    try:
+        before = srv.used_memory()
+        asyncio.run(prepare(srv.url, SeenFilter()))
+        filler = redis.Redis.from_url(srv.url)
+        script, keys = filler.register_script(SEEN_DRIVER), CrawlKeys(CRAWL, SHARDS)
+        arg = SeenFilter().script_arg(SHARDS)
+        rng = np.random.default_rng(seed)
+        for shard in range(SHARDS):
+            m = n // SHARDS + (1 if shard < n % SHARDS else 0)
+            fps = rng.integers(0, 256, size=(m, 8), dtype=np.uint8)
+            prefix = keys.shard_prefixes[shard]
+            for start in range(0, m, 5000):
+                batch = [bytes(r) for r in fps[start : start + 5000]]
+                script(keys=[prefix + "ready"], args=[prefix, arg, *batch])
+        # What the loader leaves out: the script and the slow log of its long calls.
+        filler.script_flush()
+        filler.slowlog_reset()
+        filler.close()
+        time.sleep(0.2)
+        return {
+            "used_memory_per_url": round((srv.used_memory() - before) / n, 3),
+            "key_bytes_per_url": round(key_bytes(srv) / n, 3),
+        }
+    finally:
+        srv.stop()
+
+
+def key_bytes(srv: RedisServer) -> int:
+    """MEMORY USAGE (exact) of every key of the crawl's seen sets."""
+    total = 0
+    keys = list(srv.client.scan_iter(match="cp:*:seen*", count=10_000))
+    for start in range(0, len(keys), 5000):
+        pipe = srv.client.pipeline(transaction=False)
+        for k in keys[start : start + 5000]:
+            pipe.memory_usage(k, samples=0)
+        total += sum(int(x or 0) for x in pipe.execute())
+    return total
+
+
+def measure_seen_tests(g: Grown, rng: random.Random) -> float:
+    """Redis CPU µs per seen test, half seen, half new."""
+    script, keys = driver(g.server), CrawlKeys(CRAWL, SHARDS)
+    arg = g.seen.script_arg(SHARDS)
+    calls = []
+    for i in range(PER_ROUND // CALL):
+        shard = i % SHARDS
+        sample = g.samples[shard]
+        fps = [bytes(sample[rng.randrange(len(sample))]) for _ in range(CALL // 2)]
+        fps += [rng.randbytes(8) for _ in range(CALL // 2)]
+        rng.shuffle(fps)
+        calls.append((keys.shard_prefixes[shard], fps))
+    cpu0 = g.server.cpu_seconds()
+    for prefix, fps in calls:
+        script(keys=[prefix + "ready"], args=[prefix, arg, *fps])
+    return (g.server.cpu_seconds() - cpu0) / PER_ROUND * 1e6
+
+
+def measure_adds(g: Grown, rng: random.Random) -> float:
+    """Redis CPU µs per link through add.lua, half seen, half new."""
+    keys = CrawlKeys(CRAWL, SHARDS)
+    hosts = [f"127.{i // 250}.{i % 250}.9:8080" for i in range(ADD_HOSTS)]
+    shard_of = [keys.shard_of(h) for h in hosts]
+    batches = []
+    for _ in range(PER_ROUND // ADD_BATCH):
+        batch = []
+        for j in range(ADD_BATCH):
+            h = rng.randrange(ADD_HOSTS)
+            if j % 2:
+                sample = g.samples[shard_of[h]]
+                fp = bytes(sample[rng.randrange(len(sample))])
+            else:
+                fp = rng.randbytes(8)
+            batch.append(NewEntry(pkey=hosts[h], fingerprint=fp, dont_filter=False, data=PAYLOAD))
+        batches.append(batch)
+
+    async def run() -> float:
+        r, f = frontier(g.server.url, g.seen)
+        await f.prepare()
+        cpu0 = g.server.cpu_seconds()
+        for batch in batches:
+            await f.add(batch)
+        spent = g.server.cpu_seconds() - cpu0
+        await r.aclose()
+        return spent
+
+    return asyncio.run(run()) / PER_ROUND * 1e6
+
+
+def clear_queues(srv: RedisServer) -> int:
+    """Deletes every key but the seen set and the crawl's meta (queues, hosts,
+    counters the per-add rounds left), so a page run starts from seeds."""
+    doomed = []
+    for key in srv.client.scan_iter(match="cp:*", count=10_000):
+        kind = key.decode().split("}:", 1)[1].split(":", 1)[0]
+        if kind not in ("seen", "bloom", "meta"):
+            doomed.append(key)
+    for start in range(0, len(doomed), 1000):
+        srv.client.unlink(*doomed[start : start + 1000])
+    return len(doomed)
+
+
+def page_config(hosts: int, url: str, duration: float, max_pages: int, capacity: int) -> Any:
+    return frontier_ops.Config(
+        hosts=hosts,
+        seeds_per_host=4,
+        claim_n=64,
+        links=20,
+        seen_fraction=0.5,
+        duration=duration,
+        max_pages=max_pages,
+        shards=SHARDS,
+        url=url,
+        seen_capacity=capacity,
+    )
+
+
+def page_run(g: Grown, duration: float, max_pages: int) -> dict[str, Any]:
+    """frontier_ops' driver on top of the loaded set: the scenario's seeding
+    without its FLUSHALL."""
+    clear_queues(g.server)
+    cfg = page_config(1000, g.server.url, duration, max_pages, g.urls if g.kind == "bloom" else 0)
+    original = frontier_ops.seed
+    frontier_ops.seed = lambda server, system, cfg, code=None: frontier_ops.seed_ours(system, cfg)
+    try:
+        return frontier_ops.scenario(g.server, "single", "ours", "frontier", 1, cfg)
+    finally:
+        frontier_ops.seed = original
+
+
+def hosts_run(hosts: int, duration: float, max_pages: int) -> dict[str, Any]:
+    srv = RedisServer()
+    seeded: dict[str, int] = {}
+    original = frontier_ops.seed
+
+    def seed(server: Any, system: str, cfg: Any, code: Any = None) -> None:
+        server.flushall()
+        empty = server.used_memory()
+        original(server, system, cfg, code)
+        seeded["bytes"] = server.used_memory() - empty
+        seeded["urls"] = cfg.hosts * cfg.seeds_per_host
+
+    frontier_ops.seed = seed
+    try:
+        cfg = page_config(hosts, srv.url, duration, max_pages, 0)
+        t = time.perf_counter()
+        r = frontier_ops.scenario(srv, "single", "ours", "frontier", 1, cfg)
+        r["wall_s"] = round(time.perf_counter() - t, 1)
+    finally:
+        frontier_ops.seed = original
+        srv.stop()
+    r["hosts"] = hosts
+    r["seeded_urls"] = seeded["urls"]
+    r["seeded_bytes_per_url"] = round(seeded["bytes"] / seeded["urls"], 1)
+    return r
+
+
+PAGE_KEYS = ("pages", "pages_per_s", "redis_cpu_us_per_page", "seen_hit_fraction", "seconds")
+
+
+def draw(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.6))
+    for kind, style in (("exact", "o-"), ("bloom", "s--")):
+        rows = [r for r in result["seen"] if r["filter"] == kind]
+        xs = [r["urls"] for r in rows]
+        a.plot(xs, [r["redis_cpu_us_per_page"] for r in rows], style, label=f"per page ({kind})")
+        a.plot(xs, [r["add_us_per_link"] for r in rows], style, label=f"per add ({kind})")
+        a.plot(xs, [r["seen_test_us"] for r in rows], style, label=f"per seen test ({kind})")
+        b.plot(xs, [r["bytes_per_url"] for r in rows], style, label=kind)
+    a.set(xscale="log", xlabel="URLs seen", ylabel="Redis CPU, µs", title="Redis CPU vs URLs seen")
+    a.set_ylim(bottom=0)
+    a.legend(fontsize=7)
+    b.set(xscale="log", xlabel="URLs seen", ylabel="bytes / URL (used_memory)")
+    b.set_title("Redis memory per seen URL")
+    b.set_ylim(bottom=0)
+    b.legend()
+    hosts = result["hosts"]
+    c.plot([h["hosts"] for h in hosts], [h["redis_cpu_us_per_page"] for h in hosts], "o-")
+    c.set(xscale="log", xlabel="hosts", ylabel="Redis CPU per page, µs")
+    c.set_title("Redis CPU per page vs hosts (depth order)")
+    c.set_ylim(bottom=0)
+    for h in hosts:
+        c.annotate(
+            f"{h['seeded_bytes_per_url']:.0f} B/URL",
+            (h["hosts"], h["redis_cpu_us_per_page"]),
+            textcoords="offset points",
+            xytext=(0, 8),
+            ha="center",
+            fontsize=8,
+        )
+    fig.suptitle(
+        f"bench/frontier_growth.py at {result['commit'][:7]} ({result['date']})", fontsize=9
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def commit() -> str:
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip() or "unknown"
+
+
+def ratio(rows: list[dict[str, Any]], kind: str, key: str) -> float | None:
+    mine = sorted((r for r in rows if r["filter"] == kind), key=lambda r: r["urls"])
+    if len(mine) < 2 or not mine[0][key]:
+        return None
+    return round(mine[-1][key] / mine[0][key], 3)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--sizes", default="1000000,10000000,100000000", help="URLs seen")
+    p.add_argument("--hosts", default="1000,100000,1000000", help="hosts, per page runs")
+    p.add_argument("--rounds", type=int, default=5, help="per-add rounds over all sets")
+    p.add_argument("--duration", type=float, default=15.0, help="seconds per page run")
+    p.add_argument("--max-pages", type=int, default=40_000, help="per page run")
+    p.add_argument("--filters", default="exact,bloom")
+    p.add_argument("--seed", type=int, default=18)
+    p.add_argument("--no-picture", action="store_true")
+    a = p.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",") if x]
+    kinds = [k for k in a.filters.split(",") if k]
+    started = time.perf_counter()
+    load = os.getloadavg()
+    grown: list[Grown] = []
+    try:
+        for n in sizes:
+            for kind in kinds:
+                print(f"loading {kind} {n:,} ...", flush=True)
+                grown.append(grow(kind, n, a.seed + n))
+                r = grown[-1].row
+                print(
+                    f"  {r['bytes_per_url']} B/URL, {r['keys']:,} keys, {r['load_s']} s", flush=True
+                )
+        smallest = min(sizes)
+        lua = lua_filled(smallest, a.seed + smallest) if "exact" in kinds else None
+        rng = random.Random(a.seed)
+        for rnd in range(a.rounds):
+            for g in grown:
+                g.seen_us.append(measure_seen_tests(g, rng))
+                g.add_us.append(measure_adds(g, rng))
+            print(f"round {rnd + 1}/{a.rounds} done", flush=True)
+        for g in grown:
+            print(f"pages on {g.kind} {g.urls:,} ...", flush=True)
+            page = page_run(g, a.duration, a.max_pages)
+            g.row["seen_test_us"] = round(statistics.median(g.seen_us), 3)
+            g.row["seen_test_us_rounds"] = [round(x, 3) for x in g.seen_us]
+            g.row["add_us_per_link"] = round(statistics.median(g.add_us), 3)
+            g.row["add_us_rounds"] = [round(x, 3) for x in g.add_us]
+            g.row.update({k: page[k] for k in PAGE_KEYS})
+            if g.kind == "exact" and g.urls == smallest and lua:
+                g.row["key_bytes_per_url"] = round(key_bytes(g.server) / g.urls, 3)
+                g.row["lua_filled"] = lua
+    finally:
+        for g in grown:
+            g.server.stop()
+    hosts = []
+    for h in (int(x) for x in a.hosts.split(",") if x):
+        print(f"pages with {h:,} hosts ...", flush=True)
+        r = hosts_run(h, a.duration, a.max_pages)
+        hosts.append(
+            {
+                k: r[k]
+                for k in ("hosts", "seeded_urls", "seeded_bytes_per_url", "wall_s", *PAGE_KEYS)
+            }
+        )
+    seen_rows = [g.row for g in grown]
+    result: dict[str, Any] = {
+        "benchmark": "frontier_growth",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit(),
+        "command": " ".join(["bench/frontier_growth.py", *sys.argv[1:]]),
+        "load_average_at_start": [round(x, 2) for x in load],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "wall_s": round(time.perf_counter() - started),
+        "config": {
+            "shards": SHARDS,
+            "rounds": a.rounds,
+            "per_round": PER_ROUND,
+            "add_batch": ADD_BATCH,
+            "add_hosts": ADD_HOSTS,
+            "page_duration_s": a.duration,
+            "page_max_pages": a.max_pages,
+        },
+        "seen": seen_rows,
+        "hosts": hosts,
+        "ratios": {
+            f"{kind}_{key}_largest_over_smallest": ratio(seen_rows, kind, key)
+            for kind in kinds
+            for key in ("add_us_per_link", "seen_test_us", "redis_cpu_us_per_page")
+        },
+    }
+    if len(hosts) > 1:
+        result["ratios"]["page_us_most_hosts_over_fewest"] = round(
+            hosts[-1]["redis_cpu_us_per_page"] / hosts[0]["redis_cpu_us_per_page"], 3
+        )
+    report(result)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "frontier_growth.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / 'frontier_growth.json'}")
+    if not a.no_picture:
+        draw(result, PICTURE)
+        print(f"wrote {PICTURE}")
+
+
+def report(res: dict[str, Any]) -> None:
+    print(
+        f"\nfrontier growth, {res['config']['shards']} shards, load {res['load_average_at_start']}"
+    )
+    head = (
+        f"{'filter':7} {'URLs':>12} {'B/URL':>7} {'seen test us':>13} {'add us/link':>12} "
+        f"{'page us':>8} {'pages/s':>8}"
+    )
+    print(head + "\n" + "-" * len(head))
+    for r in res["seen"]:
+        print(
+            f"{r['filter']:7} {r['urls']:>12,} {r['bytes_per_url']:>7.2f} "
+            f"{r['seen_test_us']:>13.2f} "
+            f"{r['add_us_per_link']:>12.2f} {r['redis_cpu_us_per_page']:>8.1f} "
+            f"{r['pages_per_s']:>8,.0f}"
+        )
+    for h in res["hosts"]:
+        print(
+            f"hosts {h['hosts']:>9,}: {h['redis_cpu_us_per_page']:.1f} us/page, "
+            f"{h['pages_per_s']:,.0f} pages/s, {h['seeded_bytes_per_url']} B per seeded URL"
+        )
+    for k, v in res["ratios"].items():
+        verdict = ""
+        if "add_us_per_link" in k and v is not None:
+            verdict = f"  (target <= {TARGET_RATIO}: {'met' if v <= TARGET_RATIO else 'NOT met'})"
+        print(f"{k}: {v}{verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+-- The shard's seen set (keys.py: `seen`, `seen:<n>`, `bloom:<i>`; the Python
+-- side, sizes and layout check: crawlproject/frontier/seen.py). Prepended to
+-- add.lua after _prelude.lua: seen_open(spec) once per call,
+-- seen_test_and_add(fp) per URL (true: seen before; false: it was not, and is
+-- now; fp's first 8 bytes are the fingerprint, the rest is not read),
+-- seen_close() before the call returns.
+-- spec: "x <load>" exact; "b <segments> <bits> <k>" Bloom.
+--
+-- Exact: linear hashing (Litwin 1980), so the set grows by itself and a link
+-- costs the same at any size. Buckets `seen:<n>`, n < 2^L + s, are strings of
+-- entries packed back to back. A fingerprint's x is its first 6 bytes read
+-- little-endian (byte 1 lowest); its bucket is x mod 2^L, or x mod 2^(L+1)
+-- where that is below the split pointer s; that exponent (L or L+1) is the
+-- bucket's depth d. The bucket number is x's low d bits, so it implies the
+-- fingerprint's first floor(d/8) bytes: an entry is the other 8 - floor(d/8)
+-- bytes, and the set is exact over all 64 bits. Once the shard holds more than
+-- `load` entries per bucket, bucket s splits by bit L of x into s and s + 2^L
+-- (its entries one byte shorter when d + 1 completes a byte) and s advances
+-- (at 2^L: L + 1 and s = 0). One split per `load` adds; a link reads one
+-- bucket of `load` to 2 x `load` entries, whatever the crawl's size.
+-- Buckets are written whole with SET: APPEND grows a string's allocation
+-- greedily (doubling below 1 MB), which cost a third of the memory.
+--
+-- Bloom: `segments` strings `bloom:<i>` of `bits` bits (a prime; seen_init.lua
+-- created them at full size). Bytes 1-5 of the fingerprint (A, 40 bits) pick
+-- the segment, A mod segments, and the first position, h1 = floor(A /
+-- segments) mod bits; bytes 6-8 (B) the step, h2 = 1 + B mod (bits - 1). The
+-- k positions h1 + i h2 mod bits (double hashing, Kirsch and Mitzenmacher
+-- 2006) are distinct because bits is prime. Every operand stays below 2^53, so
+-- the arithmetic on Lua's doubles is exact (bench/frontier_growth.py's loader
+-- computes the same positions).
+local SEEN_MAX_LEVEL = 40  -- 2^41 buckets at most: their numbers stay exact in key names
+local seen_bloom, seen_load, seen_segments, seen_bits, seen_k
+local seen_L, seen_s, seen_n  -- exact: read at the first test of the call
+local seen_added = 0
+
+local function seen_open(spec)
+  local f = {}
+  for w in string.gmatch(spec, '%S+') do f[#f + 1] = w end
+  seen_bloom = f[1] == 'b'
+  if seen_bloom then
+    seen_segments, seen_bits, seen_k = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
+  else
+    seen_load = tonumber(f[2])
+  end
+end
+
+-- Entries are packed back to back: a match only counts on a boundary.
+local function seen_contains(s, e, width)
+  local init = 1
+  while true do
+    local i = string.find(s, e, init, true)
+    if not i then return false end
+    if (i - 1) % width == 0 then return true end
+    init = i + 1
+  end
+end
+
+-- Splits bucket s (depth L) into s and s + 2^L (depth L + 1), by bit L of x:
+-- bit L % 8 of the entries' first byte (fingerprint byte floor(L/8) + 1).
+local function seen_split()
+  local L, s = seen_L, seen_s
+  local width = 8 - math.floor(L / 8)
+  local drop = (L % 8 == 7) and 1 or 0
+  local bit = 2 ^ (L % 8)
+  local src = P .. 'seen:' .. s
+  local old = redis.call('GET', src)
+  local lo, hi = {}, {}
+  if old then
+    for i = 1, #old, width do
+      local half = (math.floor(string.byte(old, i) / bit) % 2 == 1) and hi or lo
+      half[#half + 1] = string.sub(old, i + drop, i + width - 1)
+    end
+  end
+  if #lo > 0 then
+    redis.call('SET', src, table.concat(lo))
+  elseif old then
+    redis.call('DEL', src)
+  end
+  if #hi > 0 then redis.call('SET', P .. 'seen:' .. (s + 2 ^ L), table.concat(hi)) end
+  s = s + 1
+  if s == 2 ^ L then
+    seen_L, seen_s = L + 1, 0
+  else
+    seen_s = s
+  end
+end
+
+local function seen_exact(fp)
+  if not seen_n then
+    local st = redis.call('HMGET', P .. 'seen', 'L', 's', 'n')
+    seen_L, seen_s, seen_n = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  end
+  local b1, b2, b3, b4, b5, b6 = string.byte(fp, 1, 6)
+  local x = ((((b6 * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1
+  local span = 2 ^ seen_L
+  local a, d = x % span, seen_L
+  if a < seen_s then a, d = x % (2 * span), seen_L + 1 end
+  local cut = math.floor(d / 8)
+  local e = string.sub(fp, cut + 1, 8)
+  local key = P .. 'seen:' .. a
+  local s = redis.call('GET', key)
+  if s and seen_contains(s, e, 8 - cut) then return true end
+  redis.call('SET', key, s and s .. e or e)
+  seen_n = seen_n + 1
+  seen_added = seen_added + 1
+  if seen_n > seen_load * (span + seen_s) and seen_L < SEEN_MAX_LEVEL then seen_split() end
+  return false
+end
+
+local function seen_bloom_test(fp)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fp, 1, 8)
+  local A = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
+  local seg = A % seen_segments
+  local h1 = ((A - seg) / seen_segments) % seen_bits
+  local h2 = 1 + ((b6 * 256 + b7) * 256 + b8) % (seen_bits - 1)
+  local key = P .. 'bloom:' .. seg
+  local get, pos = {'BITFIELD', key}, {}
+  for i = 1, seen_k do
+    pos[i] = (h1 + (i - 1) * h2) % seen_bits
+    get[#get + 1] = 'GET'
+    get[#get + 1] = 'u1'
+    get[#get + 1] = pos[i]
+  end
+  local got = redis.call(unpack(get))
+  local set = {'BITFIELD', key}
+  for i = 1, seen_k do
+    if got[i] == 0 then
+      set[#set + 1] = 'SET'
+      set[#set + 1] = 'u1'
+      set[#set + 1] = pos[i]
+      set[#set + 1] = 1
+    end
+  end
+  if #set == 2 then return true end
+  redis.call(unpack(set))
+  seen_added = seen_added + 1
+  return false
+end
+
+local function seen_test_and_add(fp)
+  if seen_bloom then return seen_bloom_test(fp) end
+  return seen_exact(fp)
+end
+
+-- `seen` n counts the URLs added (both kinds; Bloom: its fill); exact keeps L and s there.
+local function seen_close()
+  if seen_added == 0 then return end
+  if seen_bloom then
+    redis.call('HINCRBY', P .. 'seen', 'n', seen_added)
+  else
+    redis.call('HSET', P .. 'seen', 'L', seen_L, 's', seen_s, 'n', seen_n)
+  end
+end
