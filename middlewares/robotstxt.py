@@ -9,11 +9,11 @@ For a request whose origin (``scheme://host:port``) has no fresh robots.txt:
 1. Redis (``r:<origin>``, see crawlproject/frontier/keys.py) may have it;
    a bounded per-process cache sits in front.
 2. Otherwise one worker of the fleet takes the fetch lock (``rl:<origin>``)
-   and fetches robots.txt *with the slot the request holds* (the host's one
-   politeness slot: no other request to that host is under way, and its
-   delay has passed). The request itself then goes back to the head of its
-   queue (``scheduler.defer``): the host's delay runs again from the
-   robots.txt answer before any worker fetches it.
+   and fetches robots.txt (crawlproject/robots/fetch.py) *with the slot the
+   request holds* (the host's one politeness slot: no other request to that
+   host is under way, and its delay has passed). The request itself then
+   goes back to the head of its queue (``scheduler.defer``): the host's delay
+   runs again from the robots.txt answer before any worker fetches it.
 3. Requests of that origin elsewhere (in this worker or any other) wait for
    the stored result, polling Redis on the event loop, never blocking it.
 
@@ -39,36 +39,24 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 from scrapy import Request, Spider
-from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.http import Response
-from scrapy.http.request import NO_CALLBACK
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY
 from crawlproject.frontier.outcomes import Requeue
-from crawlproject.frontier.politeness import retry_after_seconds
 from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import DEFAULT_PORTS, origin_of
-from crawlproject.guard.errors import BlockedAddress, refusal_of
 from crawlproject.limits import REDIRECT_STATUSES, SITEMAP_META_KEY
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.errors import RobotsDeferred, RobotsForbidden, RobotsUnreachable
-from crawlproject.robots.policy import (
-    FetchOutcome,
-    RobotsKind,
-    RobotsRecord,
-    RobotsRules,
-    Verdict,
-    next_record,
-    truncate,
-)
+from crawlproject.robots.fetch import ROBOTS_META_KEY, Fetched, RobotsFetcher
+from crawlproject.robots.policy import RobotsKind, RobotsRecord, RobotsRules, Verdict, next_record
 from crawlproject.robots.store import RobotsStore
 
 if TYPE_CHECKING:
@@ -77,20 +65,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ROBOTS_META_KEY = "crawl_robots"  # marks the robots.txt request itself
 WAIT_POLL_MIN_SECONDS = 0.05
 WAIT_POLL_MAX_SECONDS = 1.0
 REDIS_ERROR_HOLD_SECONDS = 5.0
 SITEMAPS_PER_ROBOTS_MAX = 50
-
-
-@dataclass(frozen=True, slots=True)
-class _Fetched:
-    """This request's slot served a robots.txt fetch (``at``: loop time of the answer)."""
-
-    at: float
-    outcome: FetchOutcome
-    latency: float | None
 
 
 class RobotsTxtMiddleware:
@@ -99,6 +77,7 @@ class RobotsTxtMiddleware:
         self.config = config
         self.stats = stats
         self.owner = uuid.uuid4().hex[:12]
+        self.fetcher = RobotsFetcher(crawler, config, stats, REDIRECT_STATUSES)
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
         self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
         self._store: RobotsStore | None = None
@@ -129,7 +108,7 @@ class RobotsTxtMiddleware:
             return None  # always allowed (RFC 9309 2.2.2)
         origin = origin_of(parts.scheme, parts.hostname, port)
         scheduler = self._scheduler()
-        fetched: _Fetched | None = None
+        fetched: Fetched | None = None
         rules = self._cached(origin)
         if rules is None:
             try:
@@ -160,7 +139,7 @@ class RobotsTxtMiddleware:
         scheduler: FrontierScheduler,
         request: Request,
         rules: RobotsRules,
-        fetched: _Fetched | None,
+        fetched: Fetched | None,
     ) -> None:
         record = rules.record
         if record.fails < self.config.defer_retries:
@@ -179,7 +158,7 @@ class RobotsTxtMiddleware:
 
     @staticmethod
     def _requeue(
-        scheduler: FrontierScheduler, fetched: _Fetched | None, hold: float = 0.0
+        scheduler: FrontierScheduler, fetched: Fetched | None, hold: float = 0.0
     ) -> Requeue:
         """How the URL goes back (the lease path, LeaseBook.failed, defers it):
         after ``hold``, its host's delay running from the robots.txt answer."""
@@ -219,7 +198,7 @@ class RobotsTxtMiddleware:
 
     async def _resolve(
         self, origin: str, request: Request, scheduler: FrontierScheduler
-    ) -> tuple[RobotsRules, _Fetched | None]:
+    ) -> tuple[RobotsRules, Fetched | None]:
         """One lookup (or fetch) per origin in this process at a time."""
         pending = self._pending.get(origin)
         if pending is not None:
@@ -240,7 +219,7 @@ class RobotsTxtMiddleware:
 
     async def _load_or_fetch(
         self, origin: str, request: Request, scheduler: FrontierScheduler
-    ) -> tuple[RobotsRules, _Fetched | None]:
+    ) -> tuple[RobotsRules, Fetched | None]:
         store = self._store_of(scheduler)
         pkey = scheduler.politeness_key(request.url)
         shard = store.keys.shard_of(pkey)
@@ -260,7 +239,7 @@ class RobotsTxtMiddleware:
                     latest = await store.get(shard, origin)
                     if latest is not None and _now_ms() < latest.expires_ms:
                         return self._remember(origin, latest), None
-                    fetched = await self._fetch(origin, scheduler.config.host_delay_seconds)
+                    fetched = await self.fetcher.fetch(origin, scheduler.config.host_delay_seconds)
                     record = next_record(latest, fetched.outcome, _now_ms(), self.config)
                     await store.put(shard, origin, record)
                 finally:
@@ -300,81 +279,6 @@ class RobotsTxtMiddleware:
                 shared.redis, shared.keys, round(self.config.outage_seconds * 1000)
             )
         return self._store
-
-    async def _fetch(self, origin: str, delay_seconds: float) -> _Fetched:
-        """GET robots.txt, following up to CRAWL_ROBOTS_MAX_REDIRECTS redirects
-        (RFC 9309 2.3.1.2), the host's delay apart: the slot is still ours."""
-        url = origin + "/robots.txt"
-        loop = asyncio.get_running_loop()
-        for hop in range(self.config.max_redirects + 1):
-            if hop:
-                await asyncio.sleep(delay_seconds)
-            response, outcome = await self._get(url, first=not hop)
-            at = loop.time()
-            location = response.headers.get(b"Location") if response is not None else None
-            if response is None or response.status not in REDIRECT_STATUSES or not location:
-                break
-            url = response.urljoin(location.decode("latin-1"))
-            self.stats.inc_value("robotstxt/redirects")
-        else:
-            # More redirects than allowed: "unavailable" (RFC 9309 2.3.1.2).
-            self.stats.inc_value("robotstxt/redirects_exhausted")
-            outcome = FetchOutcome(status=0, redirects_exhausted=True, error="too many redirects")
-        latency: float | None = None
-        if response is not None:
-            raw = response.meta.get("download_latency")
-            latency = float(raw) if isinstance(raw, int | float) else None
-            if 200 <= response.status < 300 and truncate(response.body, self.config.max_bytes)[1]:
-                self.stats.inc_value("robotstxt/truncated")
-                logger.info(
-                    "robots.txt of %s is %d bytes: only the first %d are parsed",
-                    origin,
-                    len(response.body),
-                    self.config.max_bytes,
-                )
-        if outcome.error is not None:
-            logger.info("robots.txt of %s: no answer (%s)", origin, outcome.error)
-        return _Fetched(at, outcome, latency)
-
-    async def _get(self, url: str, first: bool = True) -> tuple[Response | None, FetchOutcome]:
-        engine = self.crawler.engine
-        assert engine is not None
-        robots_request = Request(
-            url,
-            callback=NO_CALLBACK,
-            dont_filter=True,
-            meta={
-                ROBOTS_META_KEY: True,
-                "dont_obey_robotstxt": True,
-                # One request per attempt: retries and redirects would skip
-                # the host's delay; redirects are followed by _fetch.
-                "dont_retry": True,
-                "dont_redirect": True,
-                "handle_httpstatus_all": True,
-            },
-        )
-        self.stats.inc_value("robotstxt/request_count")
-        try:
-            response: Response = await engine.download_async(robots_request)
-        except Exception as exc:
-            host = urlparse_cached(robots_request).hostname or "?"
-            refused = refusal_of(exc, host)
-            if refused is not None and first:
-                # The host's own address is refused: so is every URL of it.
-                raise BlockedAddress(host, refused) from exc
-            if refused is None and not isinstance(exc, IgnoreRequest):
-                # Any failure to get an answer means "unreachable".
-                self.stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
-                return None, FetchOutcome(status=0, error=f"{type(exc).__name__}: {exc}")
-            # Another middleware refused it (or the guard a redirect): nothing to obey.
-            self.stats.inc_value("robotstxt/ignored")
-            return None, FetchOutcome(status=0, redirects_exhausted=True, error=str(exc))
-        self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-        return response, FetchOutcome(
-            status=response.status,
-            body=response.body,
-            retry_after_seconds=retry_after_seconds(response.headers.get(b"Retry-After")),
-        )
 
     async def _after_fetch(
         self,
