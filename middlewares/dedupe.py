@@ -40,6 +40,7 @@ links yielded before the item are followed whatever the verdict.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import AsyncIterator
@@ -48,24 +49,24 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
 from redis.exceptions import RedisError
-from scrapy import Request
+from scrapy import Request, Spider, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response, TextResponse
 
 from crawlproject.body_digest import body_sha1
 from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
 from crawlproject.dedupe.fingerprint import text_fingerprint, visible_text, visible_text_of_tree
-from crawlproject.dedupe.index import DedupeBatcher, DedupeIndex, DedupeKind, DedupeVerdict
-from crawlproject.dedupe.soft404 import (
-    PROBE_META_KEY,
-    NotFoundPage,
-    Soft404Registry,
-    echoes_path,
-    probe_url,
-    strip_echo,
+from crawlproject.dedupe.index import (
+    DedupeBatcher,
+    DedupeIndex,
+    DedupeKind,
+    DedupeMismatch,
+    DedupeVerdict,
 )
+from crawlproject.dedupe.probes import Soft404Probes
+from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path, strip_echo
 from crawlproject.frontier.access import crawl_redis_of, frontier_of, require_frontier
-from crawlproject.frontier.meta import SCOPE_META_KEY
+from crawlproject.frontier.outcomes import FRONTIER_UNAVAILABLE
 from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
 from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import InvalidURL
@@ -83,9 +84,6 @@ SIMHASH_HEX_CHARS = 16
 # credit share (AOPIC), so that the originals' own links go first.
 LINK_BAND_PENALTY = 4
 LINK_CREDIT_WEIGHT = 0.25
-# A probe goes to its host's best band: the sooner the verdict, the fewer trap
-# pages fetched before it (depth - priority, clamped to band 0).
-PROBE_PRIORITY = 64
 
 
 class Links(enum.Enum):
@@ -108,6 +106,12 @@ class Text:
     chars: int
     text: str
 
+    def echoless(self, url: str) -> int | None:
+        """The SimHash of the text without the page's own URL and path (soft404.py)."""
+        if self.simhash is None:
+            return None
+        return text_fingerprint(strip_echo(self.text, url))[0]
+
 
 NO_TEXT = Text(None, 0, "")
 
@@ -124,12 +128,12 @@ class DedupeSpiderMiddleware:
         self.crawler = crawler
         self.config = config
         self.stats = stats
-        self.probe = probe  # CRAWL_SOFT404_PROBE
+        self.probes = Soft404Probes(crawler, stats, enabled=probe)  # CRAWL_SOFT404_PROBE
         self.credit_mode = credit_mode  # AOPIC: lower a link's credit, not its band
         self._index: DedupeBatcher | None = None
-        self._soft404_registry: Soft404Registry | None = None
         self._parked_hosts: set[str] = set()
         self._unannotatable_logged = False
+        self._closing: asyncio.Future[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupeSpiderMiddleware:
@@ -141,7 +145,30 @@ class DedupeSpiderMiddleware:
         probe = bool(crawl_setting(crawler.settings, "CRAWL_SOFT404_PROBE"))
         policy = policy_class(crawl_setting(crawler.settings, "CRAWL_PRIORITY_POLICY"))
         credit_mode = getattr(policy, "mode", None) == CREDIT_MODE
-        return cls(crawler, config, crawler.stats, probe, credit_mode)
+        middleware = cls(crawler, config, crawler.stats, probe, credit_mode)
+        crawler.signals.connect(middleware.spider_opened, signals.spider_opened)
+        return middleware
+
+    async def spider_opened(self, spider: Spider) -> None:
+        """Refuses the worker at its start, in one line, when the crawl's index was
+        created with another k or SimHash features version: its every check would
+        be refused (each page kept unjudged), never misread. The spider closes as
+        when the frontier cannot be opened (``frontier_unavailable``, exit 1)."""
+        if crawl_redis_of(self.crawler) is None:
+            return  # the frontier did not open: it says why and closes the spider
+        try:
+            await self._index_of().index.verify()
+        except DedupeMismatch as exc:
+            logger.error("Not crawling: %s", exc)
+            self._closing = asyncio.ensure_future(self._close(FRONTIER_UNAVAILABLE))
+        except RedisError as exc:  # each page's check still refuses a mismatch
+            logger.warning("Dedupe index not checked at start (%s)", exc)
+
+    async def _close(self, reason: str) -> None:
+        # Not inside spider_opened: the engine finishes opening first.
+        engine = self.crawler.engine
+        if engine is not None:
+            await engine.close_spider_async(reason=reason)
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
@@ -181,12 +208,9 @@ class DedupeSpiderMiddleware:
         text = self._text(response)
         host = self._host(response.url)
         echo = text.simhash is not None and echoes_path(response.url, text.text)
-        state = await self._soft404_state(host, fresh=echo)
+        state = await self.probes.state(host, fresh=echo)
         if isinstance(state, NotFoundPage):
-            echoless = None
-            if text.simhash is not None:
-                echoless = text_fingerprint(strip_echo(text.text, response.url))[0]
-            distance = state.distance(digest.hex(), echoless)
+            distance = state.distance(digest.hex(), text.echoless(response.url))
             if distance is not None and distance <= self.config.k:
                 return self._soft404(response, adapter, digest, text, state, distance)
         simhash = text.simhash
@@ -228,7 +252,7 @@ class DedupeSpiderMiddleware:
         # Not an exact copy: URL aliases (?a=1&b=2, index.html) are common and
         # harmless (their links are not followed); a soft 404 is near or echoes.
         suspect = echo or (verdict.kind is DedupeKind.NEAR and not mirror)
-        probe = await self._probe_for(response, host) if suspect and state is None else None
+        probe = await self.probes.probe_for(response, host) if suspect and state is None else None
         return Outcome(links, probe)
 
     def _links_of_duplicate(self, mirror: bool) -> Links:
@@ -294,65 +318,9 @@ class DedupeSpiderMiddleware:
         logger.debug("Soft 404 (distance %d to %s): %s", distance, page.url, response.url)
         return Outcome(Links.DROP)
 
-    async def _soft404_state(self, host: str, fresh: bool) -> NotFoundPage | str | None:
-        if not self.probe or not host:
-            return None
-        try:
-            return await self._registry().state(host, fresh)
-        except RedisError as exc:
-            self.stats.inc_value("dedupe/redis_error")
-            logger.warning("Soft-404 state of %s unknown (%s)", host, exc)
-            return None
-
-    async def _probe_for(self, response: Response, host: str) -> Request | None:
-        """The host's probe, if this worker is the fleet's first to suspect it."""
-        try:
-            if not await self._registry().claim(host):
-                return None
-        except RedisError as exc:
-            self.stats.inc_value("dedupe/redis_error")
-            logger.warning("Soft-404 probe of %s not claimed (%s)", host, exc)
-            return None
-        self.stats.inc_value("trap/soft404_probes")
-        source = response.request
-        url = probe_url(response.url)
-        logger.debug("%s: a suspect page (%s): probing %s", host, response.url, url)
-        return Request(
-            url,
-            callback=source.callback if source is not None else None,
-            errback=source.errback if source is not None else None,
-            priority=PROBE_PRIORITY,
-            meta={
-                PROBE_META_KEY: True,
-                # Its status is the answer: no HttpError, no redirect followed.
-                "handle_httpstatus_all": True,
-                "depth": int(response.meta.get("depth", 0)) + 1,
-                SCOPE_META_KEY: response.meta.get(SCOPE_META_KEY),
-            },
-        )
-
     async def _probe_answered(self, response: Response) -> None:
-        host = self._host(response.url)
-        page = None
-        if 200 <= response.status < 300:
-            text = self._text(response)
-            echoless = None
-            if text.simhash is not None:
-                echoless = text_fingerprint(strip_echo(text.text, response.url))[0]
-            page = NotFoundPage(echoless, body_sha1(response).hex(), response.url)
-            self.stats.inc_value("trap/soft404_hosts")
-            logger.info(
-                "%s answers a path that cannot exist with %d (a soft-404 space): its pages "
-                "like %s are not kept and their links not followed",
-                host,
-                response.status,
-                response.url,
-            )
-        try:
-            await self._registry().answer(host, page)
-        except RedisError as exc:
-            self.stats.inc_value("dedupe/redis_error")
-            logger.warning("Soft-404 verdict of %s not stored (%s)", host, exc)
+        text = self._text(response) if 200 <= response.status < 300 else NO_TEXT
+        await self.probes.answered(response, self._host(response.url), text.echoless(response.url))
 
     async def _check_streak(self, url: str, verdict: DedupeVerdict) -> None:
         if not self.config.streak or verdict.host_streak < self.config.streak:
@@ -387,13 +355,6 @@ class DedupeSpiderMiddleware:
             return self._scheduler().politeness_key(url)
         except InvalidURL:
             return ""
-
-    def _registry(self) -> Soft404Registry:
-        if self._soft404_registry is None:
-            shared = crawl_redis_of(self.crawler)
-            assert shared is not None, "the frontier opens before any response"
-            self._soft404_registry = Soft404Registry(shared.redis, shared.keys.soft404)
-        return self._soft404_registry
 
     def _index_of(self) -> DedupeBatcher:
         if self._index is None:

@@ -2,10 +2,12 @@
 real workers, a real redis-server, the loopback test web.
 
 An index the previous release created has ``k`` in its ``cfg`` and no ``fv``
-(features version 1); a version-2 worker's every duplicate check is refused by
-dedupe.lua with one line naming both versions, so it keeps every page (as with
-Redis down) and adds nothing to the index, rather than judging its pages
-against fingerprints of other text.
+(features version 1). A version-2 worker checks it when its spider opens
+(DedupeIndex.verify, middlewares/dedupe.py) and refuses to crawl in one line
+naming both versions: it closes as when its frontier cannot be opened
+(``frontier_unavailable``, exit status 1), fetches no page and adds nothing to
+the index, rather than judging pages against fingerprints of other text (or
+keeping every page unjudged, one refusal logged per page).
 """
 
 from __future__ import annotations
@@ -37,18 +39,19 @@ REFUSAL = (
 
 
 def crawl(
-    redis_url: str, name: str, web: TestWeb, tmp_path: Path
-) -> tuple[list[str], Counter[str], str]:
+    redis_url: str, name: str, web: TestWeb, tmp_path: Path, check: bool = True
+) -> tuple[int, list[str], Counter[str], str]:
     out, log = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.log"
     proc = start_worker(
         REPO_ROOT, redis_url, name, web.seeds, SETTINGS, log, extra_args=["-O", str(out)]
     )
-    wait_all([proc], timeout=180)
-    urls = [canonical_url(str(json.loads(line)["url"])) for line in out.read_text().splitlines()]
-    return urls, Counter(stats_of(proc.log_path)), log.read_text()
+    (code,) = wait_all([proc], timeout=180, check=check)
+    lines = out.read_text().splitlines() if out.exists() else []
+    urls = [canonical_url(str(json.loads(line)["url"])) for line in lines]
+    return code, urls, Counter(stats_of(proc.log_path)), log.read_text()
 
 
-def test_a_worker_of_other_features_keeps_every_page_and_says_why(
+def test_a_worker_of_other_features_is_refused_at_start_in_one_line(
     redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(
@@ -58,18 +61,20 @@ def test_a_worker_of_other_features_keeps_every_page_and_says_why(
     keys = CrawlKeys("before", 4)
     with redis.Redis.from_url(redis_url) as client:
         client.hset(keys.dedupe_config, "k", "3")  # as the previous release left it
-        urls, stats, log = crawl(redis_url, "before", web, tmp_path)
-        # Every page kept, none judged: nothing read from or added to the old index.
-        assert sorted(urls) == sorted(web.expected_urls)
-        assert stats["dedupe/redis_error"] == len(web.expected_urls)
-        assert stats["dedupe/near"] == stats["dedupe/exact"] == 0
+        code, urls, stats, log = crawl(redis_url, "before", web, tmp_path, check=False)
+        # Refused before its first page, in one line: nothing judged, nothing added.
+        assert code == 1
         refusals = [line for line in log.splitlines() if REFUSAL in line]
-        assert len(refusals) == len(web.expected_urls)
+        assert len(refusals) == 1 and "ERROR" in refusals[0], refusals
+        assert "Not crawling: " + REFUSAL in refusals[0]
+        assert "'finish_reason': 'frontier_unavailable'" in log
+        assert urls == []
+        assert stats["dedupe/redis_error"] == stats["dedupe/near"] == stats["dedupe/exact"] == 0
         assert client.hgetall(keys.dedupe_config) == {b"k": b"3"}
         assert client.keys(keys.dedupe_prefix + "s:*") == []
         # The same web in a new crawl: the index is version 2 and the mirror's
         # copies are judged near-duplicates of the source's pages.
-        urls, stats, _ = crawl(redis_url, "after", web, tmp_path)
+        _, urls, stats, _ = crawl(redis_url, "after", web, tmp_path)
         after = CrawlKeys("after", 4)
         assert client.hgetall(after.dedupe_config) == {
             b"k": b"3",
