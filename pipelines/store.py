@@ -61,11 +61,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
+from scrapy.utils.misc import load_object
 
 from crawlproject.body_digest import body_sha1, payload_digest_of
 from crawlproject.content import content_type_of
+from crawlproject.frontier.access import crawl_redis_of, is_frontier
 from crawlproject.frontier.outcomes import ItemNotSaved
-from crawlproject.frontier.scheduler import frontier_of, is_frontier
 from crawlproject.frontier.wake import wake_engine
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
@@ -125,8 +126,10 @@ class BodyStorePipeline:
     async def open_spider(self) -> None:
         spider = self.crawler.spider
         crawl = str(getattr(spider, "crawl_name", None) or self.crawler.settings["CRAWL_NAME"])
-        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
-        worker = frontier_of(self.crawler).worker_id if is_frontier(scheduler) else "local"
+        # The worker id names its files; the crawl's Redis has it once the frontier is open.
+        on_frontier = is_frontier(load_object(self.crawler.settings["SCHEDULER"]))
+        shared = crawl_redis_of(self.crawler) if on_frontier else None
+        worker = shared.worker_id if shared is not None else "local"
         writer = body_writer(self.config, crawl, worker)
         store = open_store(self.store_config)
         self._uploader = writer.uploader(store, self._on_uploaded)
