@@ -4,22 +4,62 @@ The default's type says how Scrapy's settings parse the value (``getint`` for
 an int default, ``getlist`` for a list, …), so each component's config reads a
 setting by name alone and the default lives in one place.
 
+A config dataclass names its settings where it declares its fields
+(``ttl_seconds: Annotated[float, Setting("CRAWL_ROBOTS_TTL_SECONDS")]``) and is
+read by :func:`read_config`, which also runs its ``validate()``: a wrong value
+refuses the start with one ConfigError line.
+
 :class:`ConfigError` lives here (``crawlproject.frontier.config`` re-exports
 it) so that this module can refuse settings too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_type_hints
 
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawlproject import default_settings
 
+C = TypeVar("C")
+
 
 class ConfigError(ValueError):
     """Settings that contradict each other or are out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Field metadata of a config dataclass: the field is this ``CRAWL_*`` setting."""
+
+    name: str
+
+
+def read_config(cls: type[C], settings: BaseSettings, **values: Any) -> C:
+    """``cls`` (a config dataclass) read once from ``settings``: every field
+    annotated with a :class:`Setting` takes that setting (:func:`crawl_setting`),
+    ``values`` give the others (computed, or Scrapy's own settings); then the
+    config's ``validate()``, if it has one, refuses wrong values (ConfigError)."""
+    read = {name: crawl_setting(settings, setting) for name, setting in _settings_of(cls)}
+    config: C = cls(**read, **values)
+    validate = getattr(config, "validate", None)
+    if callable(validate):
+        validate()
+    return config
+
+
+def _settings_of(cls: type) -> tuple[tuple[str, str], ...]:
+    """(field name, setting name) of each field of ``cls`` annotated with a Setting."""
+    hints = get_type_hints(cls, include_extras=True)
+    return tuple(
+        (f.name, meta.name)
+        for f in dataclasses.fields(cls)
+        for meta in getattr(hints[f.name], "__metadata__", ())
+        if isinstance(meta, Setting)
+    )
 
 
 def crawl_setting(settings: BaseSettings, name: str) -> Any:

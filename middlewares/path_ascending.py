@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from scrapy import Request
@@ -36,10 +36,9 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.config import ConfigError
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.once import OncePerKey
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, read_config
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -54,14 +53,12 @@ ASCENDED_MEMORY = 50_000
 
 @dataclass(frozen=True)
 class PathAscendingConfig:
-    enabled: bool
+    enabled: Annotated[bool, Setting("CRAWL_PATH_ASCENDING")]
     memory: int = ASCENDED_MEMORY
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> PathAscendingConfig:
-        config = cls(enabled=crawl_setting(settings, "CRAWL_PATH_ASCENDING"))
-        config.validate()
-        return config
+        return read_config(cls, settings)
 
     def validate(self) -> None:
         if self.memory < 1:

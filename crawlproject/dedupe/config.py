@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 STREAK_ACTIONS = ("park", "off")
 # CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS: follow the links of a duplicate page whose
@@ -34,33 +34,25 @@ def follow_links_value(value: object) -> str:
 
 @dataclass(frozen=True)
 class DedupeConfig:
-    enabled: bool
-    k: int
-    content_types: tuple[str, ...]
-    min_text_chars: int
-    follow_duplicate_links: str  # one of FOLLOW_LINKS
-    record_originals: bool
-    streak: int
-    streak_action: str
+    enabled: Annotated[bool, Setting("CRAWL_DEDUPE_ENABLED")]
+    k: Annotated[int, Setting("CRAWL_SIMHASH_K")]
+    content_types: tuple[str, ...]  # CRAWL_DEDUPE_CONTENT_TYPES, lower case
+    min_text_chars: Annotated[int, Setting("CRAWL_DEDUPE_MIN_TEXT_CHARS")]
+    follow_duplicate_links: str  # CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS: one of FOLLOW_LINKS
+    record_originals: Annotated[bool, Setting("CRAWL_DEDUPE_RECORD_ORIGINALS")]
+    streak: Annotated[int, Setting("CRAWL_DEDUPE_STREAK")]
+    streak_action: Annotated[str, Setting("CRAWL_DEDUPE_STREAK_ACTION")]
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DedupeConfig:
-        config = cls(
-            enabled=crawl_setting(settings, "CRAWL_DEDUPE_ENABLED"),
-            k=crawl_setting(settings, "CRAWL_SIMHASH_K"),
-            content_types=tuple(
-                t.strip().lower() for t in crawl_setting(settings, "CRAWL_DEDUPE_CONTENT_TYPES")
-            ),
-            min_text_chars=crawl_setting(settings, "CRAWL_DEDUPE_MIN_TEXT_CHARS"),
-            follow_duplicate_links=follow_links_value(
-                crawl_setting(settings, "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS")
-            ),
-            record_originals=crawl_setting(settings, "CRAWL_DEDUPE_RECORD_ORIGINALS"),
-            streak=crawl_setting(settings, "CRAWL_DEDUPE_STREAK"),
-            streak_action=crawl_setting(settings, "CRAWL_DEDUPE_STREAK_ACTION"),
+        types = crawl_setting(settings, "CRAWL_DEDUPE_CONTENT_TYPES")
+        follow = crawl_setting(settings, "CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS")
+        return read_config(
+            cls,
+            settings,
+            content_types=tuple(t.strip().lower() for t in types),
+            follow_duplicate_links=follow_links_value(follow),
         )
-        config.validate()
-        return config
 
     def validate(self) -> None:
         # k+1 blocks of the 64 bits must stay wide enough to index (pigeonhole).

@@ -57,7 +57,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Generic, Protocol, Self, TypeVar, cast
 
 from twisted.internet import defer
 from twisted.internet.base import ThreadedResolver
@@ -67,10 +67,14 @@ from twisted.internet.interfaces import IResolverSimple
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from crawlproject.frontier.config import ConfigError
 from crawlproject.guard.errors import BlockedAddressError
 from crawlproject.guard.policy import GuardPolicy
-from crawlproject.setting_values import crawl_setting, crawl_setting_or_scrapy
+from crawlproject.setting_values import (
+    ConfigError,
+    Setting,
+    crawl_setting_or_scrapy,
+    read_config,
+)
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -98,30 +102,26 @@ class DnsConfig:
     """The DNS settings (``CRAWL_DNS_*`` and Scrapy's ``DNSCACHE_ENABLED``,
     ``DNS_TIMEOUT``), read once and checked together."""
 
-    cache_enabled: bool
-    cache_size: int
-    cache_ttl_seconds: float
-    negative_cache_size: int
-    negative_ttl_seconds: float
-    timeout_seconds: float
-    park_after: int
+    cache_enabled: bool  # DNSCACHE_ENABLED
+    cache_size: int  # CRAWL_DNS_CACHE_SIZE, or DNSCACHE_SIZE
+    cache_ttl_seconds: Annotated[float, Setting("CRAWL_DNS_CACHE_TTL_SECONDS")]
+    negative_cache_size: Annotated[int, Setting("CRAWL_DNS_NEGATIVE_CACHE_SIZE")]
+    negative_ttl_seconds: Annotated[float, Setting("CRAWL_DNS_NEGATIVE_TTL_SECONDS")]
+    timeout_seconds: float  # DNS_TIMEOUT
+    park_after: Annotated[int, Setting("CRAWL_DNS_PARK_AFTER")]
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DnsConfig:
-        config = cls(
+        return read_config(
+            cls,
+            settings,
             cache_enabled=settings.getbool("DNSCACHE_ENABLED", True),
             # Scrapy's DNSCACHE_SIZE is honoured when CRAWL_DNS_CACHE_SIZE is not set.
             cache_size=crawl_setting_or_scrapy(
                 settings, "CRAWL_DNS_CACHE_SIZE", "DNSCACHE_SIZE", int
             ),
-            cache_ttl_seconds=crawl_setting(settings, "CRAWL_DNS_CACHE_TTL_SECONDS"),
-            negative_cache_size=crawl_setting(settings, "CRAWL_DNS_NEGATIVE_CACHE_SIZE"),
-            negative_ttl_seconds=crawl_setting(settings, "CRAWL_DNS_NEGATIVE_TTL_SECONDS"),
             timeout_seconds=settings.getfloat("DNS_TIMEOUT", 60.0),
-            park_after=crawl_setting(settings, "CRAWL_DNS_PARK_AFTER"),
         )
-        config.validate()
-        return config
 
     def validate(self) -> None:
         if self.cache_size < 0 or self.negative_cache_size < 0:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from scrapy.settings import BaseSettings
 
-from crawlproject.setting_values import ConfigError, crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, read_config
 
 # Request meta keys: the URL's fetch state text (recrawl_promote.lua puts it
 # on a refetch), and a sitemap entry's <lastmod> and <changefreq> (spiders/web.py).
@@ -23,35 +24,21 @@ MAX_SIMHASH_K = 15
 
 @dataclass(frozen=True, slots=True)
 class RecrawlConfig:
-    track: bool
-    default_interval_s: int
-    min_interval_s: int
-    max_interval_s: int
-    inc_rate: float
-    dec_rate: float
-    gone_after: int
-    batch: int
-    max_queued: int
-    poll_seconds: float
-    simhash_k: int
+    track: Annotated[bool, Setting("CRAWL_RECRAWL_TRACK")]
+    default_interval_s: Annotated[int, Setting("CRAWL_RECRAWL_DEFAULT_INTERVAL_SECONDS")]
+    min_interval_s: Annotated[int, Setting("CRAWL_RECRAWL_MIN_INTERVAL_SECONDS")]
+    max_interval_s: Annotated[int, Setting("CRAWL_RECRAWL_MAX_INTERVAL_SECONDS")]
+    inc_rate: Annotated[float, Setting("CRAWL_RECRAWL_INC_RATE")]
+    dec_rate: Annotated[float, Setting("CRAWL_RECRAWL_DEC_RATE")]
+    gone_after: Annotated[int, Setting("CRAWL_RECRAWL_GONE_AFTER")]
+    batch: Annotated[int, Setting("CRAWL_RECRAWL_BATCH")]
+    max_queued: Annotated[int, Setting("CRAWL_RECRAWL_MAX_QUEUED")]
+    poll_seconds: Annotated[float, Setting("CRAWL_RECRAWL_POLL_SECONDS")]
+    simhash_k: Annotated[int, Setting("CRAWL_SIMHASH_K")]
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RecrawlConfig:
-        config = cls(
-            track=crawl_setting(settings, "CRAWL_RECRAWL_TRACK"),
-            default_interval_s=crawl_setting(settings, "CRAWL_RECRAWL_DEFAULT_INTERVAL_SECONDS"),
-            min_interval_s=crawl_setting(settings, "CRAWL_RECRAWL_MIN_INTERVAL_SECONDS"),
-            max_interval_s=crawl_setting(settings, "CRAWL_RECRAWL_MAX_INTERVAL_SECONDS"),
-            inc_rate=crawl_setting(settings, "CRAWL_RECRAWL_INC_RATE"),
-            dec_rate=crawl_setting(settings, "CRAWL_RECRAWL_DEC_RATE"),
-            gone_after=crawl_setting(settings, "CRAWL_RECRAWL_GONE_AFTER"),
-            batch=crawl_setting(settings, "CRAWL_RECRAWL_BATCH"),
-            max_queued=crawl_setting(settings, "CRAWL_RECRAWL_MAX_QUEUED"),
-            poll_seconds=crawl_setting(settings, "CRAWL_RECRAWL_POLL_SECONDS"),
-            simhash_k=crawl_setting(settings, "CRAWL_SIMHASH_K"),
-        )
-        config.validate()
-        return config
+        return read_config(cls, settings)
 
     def validate(self) -> None:
         # Comparisons are written as `not (in range)` so that NaN is refused too.

@@ -5,11 +5,17 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Annotated
 
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting, crawl_setting_or_scrapy
+from crawlproject.setting_values import (
+    ConfigError,
+    Setting,
+    crawl_setting,
+    crawl_setting_or_scrapy,
+    read_config,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -31,50 +37,37 @@ def product_token(user_agent: str) -> str:
 
 @dataclass(frozen=True)
 class RobotsConfig:
-    obey: bool
-    user_agent_token: str
-    ttl_seconds: float
-    max_bytes: int
-    max_redirects: int
-    crawl_delay_max_seconds: float
-    retry_seconds: float
-    retry_max_seconds: float
-    defer_retries: int
-    outage_seconds: float
-    local_cache_size: int
-    sitemaps: bool
-    sitemap_xml: bool
+    obey: Annotated[bool, Setting("CRAWL_ROBOTS_OBEY")]
+    user_agent_token: str  # CRAWL_ROBOTS_USER_AGENT, or ROBOTSTXT_USER_AGENT's token
+    ttl_seconds: Annotated[float, Setting("CRAWL_ROBOTS_TTL_SECONDS")]
+    max_bytes: Annotated[int, Setting("CRAWL_ROBOTS_MAX_BYTES")]
+    max_redirects: Annotated[int, Setting("CRAWL_ROBOTS_MAX_REDIRECTS")]
+    crawl_delay_max_seconds: Annotated[float, Setting("CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS")]
+    retry_seconds: Annotated[float, Setting("CRAWL_ROBOTS_RETRY_SECONDS")]
+    retry_max_seconds: Annotated[float, Setting("CRAWL_ROBOTS_RETRY_MAX_SECONDS")]
+    defer_retries: Annotated[int, Setting("CRAWL_ROBOTS_DEFER_RETRIES")]
+    outage_seconds: Annotated[float, Setting("CRAWL_ROBOTS_OUTAGE_SECONDS")]
+    local_cache_size: Annotated[int, Setting("CRAWL_ROBOTS_LOCAL_CACHE")]
+    sitemaps: Annotated[bool, Setting("CRAWL_ROBOTS_SITEMAPS")]
+    sitemap_xml: Annotated[bool, Setting("CRAWL_ROBOTS_SITEMAP_XML")]
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
-        config = cls(
-            obey=crawl_setting(settings, "CRAWL_ROBOTS_OBEY"),
-            # Scrapy's ROBOTSTXT_USER_AGENT is honoured: its product token.
-            user_agent_token=crawl_setting_or_scrapy(
-                settings, "CRAWL_ROBOTS_USER_AGENT", "ROBOTSTXT_USER_AGENT", product_token
-            ),
-            ttl_seconds=crawl_setting(settings, "CRAWL_ROBOTS_TTL_SECONDS"),
-            max_bytes=crawl_setting(settings, "CRAWL_ROBOTS_MAX_BYTES"),
-            max_redirects=crawl_setting(settings, "CRAWL_ROBOTS_MAX_REDIRECTS"),
-            crawl_delay_max_seconds=crawl_setting(settings, "CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS"),
-            retry_seconds=crawl_setting(settings, "CRAWL_ROBOTS_RETRY_SECONDS"),
-            retry_max_seconds=crawl_setting(settings, "CRAWL_ROBOTS_RETRY_MAX_SECONDS"),
-            defer_retries=crawl_setting(settings, "CRAWL_ROBOTS_DEFER_RETRIES"),
-            outage_seconds=crawl_setting(settings, "CRAWL_ROBOTS_OUTAGE_SECONDS"),
-            local_cache_size=crawl_setting(settings, "CRAWL_ROBOTS_LOCAL_CACHE"),
-            sitemaps=crawl_setting(settings, "CRAWL_ROBOTS_SITEMAPS"),
-            sitemap_xml=crawl_setting(settings, "CRAWL_ROBOTS_SITEMAP_XML"),
+        # Scrapy's ROBOTSTXT_USER_AGENT is honoured: its product token.
+        token = crawl_setting_or_scrapy(
+            settings, "CRAWL_ROBOTS_USER_AGENT", "ROBOTSTXT_USER_AGENT", product_token
         )
-        config.validate(settings)
-        return config
-
-    def validate(self, settings: BaseSettings) -> None:
-        if self.obey and settings.getbool("ROBOTSTXT_OBEY"):
+        if crawl_setting(settings, "CRAWL_ROBOTS_OBEY") and settings.getbool("ROBOTSTXT_OBEY"):
             raise ConfigError(
                 "ROBOTSTXT_OBEY turns on Scrapy's per-process robots.txt middleware, which "
                 "fetches outside the fleet's politeness; crawlproject obeys robots.txt "
                 "through CRAWL_ROBOTS_OBEY. Leave ROBOTSTXT_OBEY off."
             )
+        config = read_config(cls, settings, user_agent_token=token)
+        config.warn_unless_in(settings.get("USER_AGENT") or "")
+        return config
+
+    def validate(self) -> None:
         if not PRODUCT_TOKEN_RE.fullmatch(self.user_agent_token):
             raise ConfigError(
                 f"CRAWL_ROBOTS_USER_AGENT {self.user_agent_token!r} must be a product token: "
@@ -97,7 +90,9 @@ class RobotsConfig:
                 "CRAWL_ROBOTS_DEFER_RETRIES must be >= 0, CRAWL_ROBOTS_OUTAGE_SECONDS > 0 "
                 "and CRAWL_ROBOTS_LOCAL_CACHE >= 1"
             )
-        user_agent = settings.get("USER_AGENT") or ""
+
+    def warn_unless_in(self, user_agent: str) -> None:
+        """Warns when the User-Agent header will not carry the product token."""
         if self.obey and self.user_agent_token.lower() not in user_agent.lower():
             # RFC 9309 2.2.1: the token SHOULD be part of the User-Agent header.
             logger.warning(

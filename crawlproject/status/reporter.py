@@ -34,16 +34,16 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.frontier.access import crawl_redis_of, frontier_closing, frontier_of, is_frontier
-from crawlproject.frontier.config import ConfigError
-from crawlproject.setting_values import crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 from crawlproject.status.hosts import HostTally
 from crawlproject.status.metrics import MetricsServer, StatsExporter
 
@@ -103,30 +103,26 @@ PROGRESS_MODES = ("auto", "on", "off")
 
 @dataclass(frozen=True, slots=True)
 class StatusReporterConfig:
-    report_seconds: float
-    progress: str
-    metrics_port: int
-    metrics_address: str
-    metrics_linger_seconds: float
+    report_seconds: Annotated[float, Setting("CRAWL_STATUS_REPORT_SECONDS")]
+    progress: str  # CRAWL_PROGRESS, lower case
+    metrics_port: Annotated[int, Setting("CRAWL_METRICS_PORT")]
+    metrics_address: Annotated[str, Setting("CRAWL_METRICS_ADDRESS")]
+    metrics_linger_seconds: Annotated[float, Setting("CRAWL_METRICS_LINGER_SECONDS")]
 
     @classmethod
-    def from_settings(cls, settings: Any) -> StatusReporterConfig:
-        config = cls(
-            report_seconds=crawl_setting(settings, "CRAWL_STATUS_REPORT_SECONDS"),
-            progress=str(crawl_setting(settings, "CRAWL_PROGRESS")).lower(),
-            metrics_port=crawl_setting(settings, "CRAWL_METRICS_PORT"),
-            metrics_address=crawl_setting(settings, "CRAWL_METRICS_ADDRESS"),
-            metrics_linger_seconds=crawl_setting(settings, "CRAWL_METRICS_LINGER_SECONDS"),
-        )
-        if config.report_seconds <= 0:
+    def from_settings(cls, settings: BaseSettings) -> StatusReporterConfig:
+        progress = str(crawl_setting(settings, "CRAWL_PROGRESS")).lower()
+        return read_config(cls, settings, progress=progress)
+
+    def validate(self) -> None:
+        if self.report_seconds <= 0:
             raise ConfigError("CRAWL_STATUS_REPORT_SECONDS must be > 0")
-        if config.progress not in PROGRESS_MODES:
+        if self.progress not in PROGRESS_MODES:
             raise ConfigError(f"CRAWL_PROGRESS must be one of {PROGRESS_MODES}")
-        if not 0 <= config.metrics_port <= 65535:
+        if not 0 <= self.metrics_port <= 65535:
             raise ConfigError("CRAWL_METRICS_PORT must be 0 (off) or a TCP port")
-        if config.metrics_linger_seconds < 0:
+        if self.metrics_linger_seconds < 0:
             raise ConfigError("CRAWL_METRICS_LINGER_SECONDS must be >= 0")
-        return config
 
 
 def is_counter(name: str) -> bool:

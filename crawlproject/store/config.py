@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 from scrapy.settings import BaseSettings
 
 from crawlproject.content.registry import processor_paths
-from crawlproject.setting_values import ConfigError, crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 from crawlproject.store.uri import parse_store_uri
 
 # Item key under which the spider hands the page's Response to the storage
@@ -34,47 +35,43 @@ S3_MAX_PART_BYTES = 5 * 1024 * MIB
 
 @dataclass(frozen=True)
 class BodyStoreConfig:
-    enabled: bool
-    content_types: frozenset[str]
-    rotate_bytes: int
-    rotate_seconds: float
-    close_timeout_seconds: float
-    data_dir: Path
-    store_format: str = STORE_FORMAT_WARC
-    spool_max_bytes: int = 0  # 0: no cap
-    spool_min_free_bytes: int = 0  # 0: no floor
-    spool_check_seconds: float = 1.0
+    enabled: Annotated[bool, Setting("CRAWL_STORE_ENABLED")]
+    content_types: frozenset[str]  # CRAWL_STORE_CONTENT_TYPES, or the processors' types
+    rotate_bytes: Annotated[int, Setting("CRAWL_STORE_ROTATE_BYTES")]
+    rotate_seconds: Annotated[float, Setting("CRAWL_STORE_ROTATE_SECONDS")]
+    close_timeout_seconds: Annotated[float, Setting("CRAWL_STORE_CLOSE_TIMEOUT_SECONDS")]
+    data_dir: Path  # CRAWL_DATA_DIR
+    store_format: str = STORE_FORMAT_WARC  # CRAWL_STORE_FORMAT, lower case
+    spool_max_bytes: Annotated[int, Setting("CRAWL_STORE_SPOOL_MAX_BYTES")] = 0  # 0: no cap
+    spool_min_free_bytes: Annotated[int, Setting("CRAWL_STORE_SPOOL_MIN_FREE_BYTES")] = 0
+    spool_check_seconds: Annotated[float, Setting("CRAWL_STORE_SPOOL_CHECK_SECONDS")] = 1.0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BodyStoreConfig:
-        config = cls(
-            enabled=crawl_setting(settings, "CRAWL_STORE_ENABLED"),
+        return read_config(
+            cls,
+            settings,
             content_types=_content_types(settings),
-            rotate_bytes=crawl_setting(settings, "CRAWL_STORE_ROTATE_BYTES"),
-            rotate_seconds=crawl_setting(settings, "CRAWL_STORE_ROTATE_SECONDS"),
-            close_timeout_seconds=crawl_setting(settings, "CRAWL_STORE_CLOSE_TIMEOUT_SECONDS"),
             data_dir=Path(crawl_setting(settings, "CRAWL_DATA_DIR")),
             store_format=str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower(),
-            spool_max_bytes=crawl_setting(settings, "CRAWL_STORE_SPOOL_MAX_BYTES"),
-            spool_min_free_bytes=crawl_setting(settings, "CRAWL_STORE_SPOOL_MIN_FREE_BYTES"),
-            spool_check_seconds=crawl_setting(settings, "CRAWL_STORE_SPOOL_CHECK_SECONDS"),
         )
-        if config.store_format not in STORE_FORMATS:
+
+    def validate(self) -> None:
+        if self.store_format not in STORE_FORMATS:
             raise ConfigError(
                 f"CRAWL_STORE_FORMAT must be one of {', '.join(map(repr, STORE_FORMATS))}, "
-                f"got {crawl_setting(settings, 'CRAWL_STORE_FORMAT')!r}"
+                f"got {self.store_format!r}"
             )
-        if config.rotate_bytes < 1 or config.rotate_seconds <= 0:
+        if self.rotate_bytes < 1 or self.rotate_seconds <= 0:
             raise ConfigError("CRAWL_STORE_ROTATE_BYTES and _SECONDS must be > 0")
-        if config.close_timeout_seconds < 0:
+        if self.close_timeout_seconds < 0:
             raise ConfigError("CRAWL_STORE_CLOSE_TIMEOUT_SECONDS must be >= 0")
-        if config.spool_max_bytes < 0 or config.spool_min_free_bytes < 0:
+        if self.spool_max_bytes < 0 or self.spool_min_free_bytes < 0:
             raise ConfigError(
                 "CRAWL_STORE_SPOOL_MAX_BYTES and _MIN_FREE_BYTES must be >= 0 (0: no limit)"
             )
-        if config.spool_check_seconds <= 0:
+        if self.spool_check_seconds <= 0:
             raise ConfigError("CRAWL_STORE_SPOOL_CHECK_SECONDS must be > 0")
-        return config
 
     def spool_dir(self, crawl: str) -> Path:
         return self.data_dir / "spool" / crawl
@@ -102,10 +99,10 @@ class StoreConfig:
     local_root: Path | None
     bucket: str
     prefix: str
-    multipart_threshold_bytes: int
-    multipart_chunk_bytes: int
-    retry_attempts: int
-    retry_base_seconds: float
+    multipart_threshold_bytes: Annotated[int, Setting("CRAWL_STORE_MULTIPART_THRESHOLD_BYTES")]
+    multipart_chunk_bytes: Annotated[int, Setting("CRAWL_STORE_MULTIPART_CHUNK_BYTES")]
+    retry_attempts: Annotated[int, Setting("CRAWL_STORE_RETRY_ATTEMPTS")]
+    retry_base_seconds: Annotated[float, Setting("CRAWL_STORE_RETRY_BASE_SECONDS")]
     endpoint_url: str | None = None
     region_name: str | None = None
     use_ssl: bool | None = None
@@ -126,17 +123,13 @@ class StoreConfig:
             root = Path(crawl_setting(settings, "CRAWL_DATA_DIR"), "bodies").absolute()
             uri = root.as_uri()
         local_root, bucket, prefix = parse_store_uri(str(uri))
-        config = cls(
+        return read_config(
+            cls,
+            settings,
             uri=str(uri),
             local_root=local_root,
             bucket=bucket,
             prefix=prefix,
-            multipart_threshold_bytes=crawl_setting(
-                settings, "CRAWL_STORE_MULTIPART_THRESHOLD_BYTES"
-            ),
-            multipart_chunk_bytes=crawl_setting(settings, "CRAWL_STORE_MULTIPART_CHUNK_BYTES"),
-            retry_attempts=crawl_setting(settings, "CRAWL_STORE_RETRY_ATTEMPTS"),
-            retry_base_seconds=crawl_setting(settings, "CRAWL_STORE_RETRY_BASE_SECONDS"),
             endpoint_url=settings.get("AWS_ENDPOINT_URL") or None,
             region_name=settings.get("AWS_REGION_NAME") or None,
             use_ssl=_optional_bool(settings, "AWS_USE_SSL"),
@@ -149,8 +142,6 @@ class StoreConfig:
             secret_access_key=settings.get("AWS_SECRET_ACCESS_KEY") or None,
             session_token=settings.get("AWS_SESSION_TOKEN") or None,
         )
-        config.validate()
-        return config
 
     def validate(self) -> None:
         if self.multipart_threshold_bytes < 1:
