@@ -50,12 +50,12 @@ from scrapy.exceptions import CannotResolveHostError
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
-from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, is_temporary
 from crawlproject.frontier.access import frontier_of, is_frontier
 from crawlproject.frontier.urls import InvalidURL
+from crawlproject.guard.errors import installed_resolver as _installed_resolver  # tests swap it
 from crawlproject.guard.errors import refusal_of
 
 if TYPE_CHECKING:
@@ -203,14 +203,6 @@ class DnsFailureMiddleware:
         if self._resolver is not None:
             self._resolver.detach_stats(self.stats)
             self._resolver = None
-
-
-def _installed_resolver() -> object:
-    if not is_reactor_installed():  # never install one as a side effect
-        return None
-    from twisted.internet import reactor
-
-    return getattr(reactor, "resolver", None)
 
 
 def _remember(table: OrderedDict[str, T], key: str, value: T) -> None:

@@ -52,10 +52,14 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver
-from crawlproject.guard.errors import BlockedAddress, BlockedAddressError, refusal_of
+from crawlproject.guard.errors import (
+    BlockedAddress,
+    BlockedAddressError,
+    installed_resolver,
+    refusal_of,
+)
 from crawlproject.guard.policy import GuardPolicy, parse_address
 from crawlproject.once import OncePerKey
-from middlewares.dns import _installed_resolver
 from middlewares.robotstxt import ROBOTS_META_KEY
 
 if TYPE_CHECKING:
@@ -91,7 +95,7 @@ class AddressGuardMiddleware:
         return middleware
 
     def _find_resolver(self) -> None:
-        resolver = _installed_resolver()
+        resolver = installed_resolver()
         if isinstance(resolver, CachingResolver) and resolver.guard is not None:
             self._resolver = resolver
         else:
@@ -168,7 +172,7 @@ class ProxiedHostGuardMiddleware:
         host = urlparse_cached(request).hostname
         if not host or parse_address(host) is not None or self.policy.allows_name(host):
             return None  # IP literals: AddressGuardMiddleware checked them
-        resolver = _installed_resolver()
+        resolver = installed_resolver()
         if not isinstance(resolver, CachingResolver) or resolver.guard is None:
             return None  # AddressGuardMiddleware warned at start
         try:

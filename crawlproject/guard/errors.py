@@ -50,14 +50,16 @@ def refusal_of(exc: BaseException | None, host: str | None = None) -> str | None
         exc = exc.__cause__
         seen += 1
     if host and isinstance(first, CannotResolveHostError | DNSLookupError):
-        refusal = getattr(_installed_resolver(), "refusal", None)
+        refusal = getattr(installed_resolver(), "refusal", None)
         blocked = refusal(host) if callable(refusal) else None
         if isinstance(blocked, BlockedAddressError):
             return blocked.reason
     return None
 
 
-def _installed_resolver() -> object:
+def installed_resolver() -> object:
+    """The resolver the running reactor uses (``reactor.resolver``, which Scrapy's
+    TWISTED_DNS_RESOLVER installs), or None before a reactor is installed."""
     if not is_reactor_installed():  # never install one as a side effect
         return None
     from twisted.internet import reactor
