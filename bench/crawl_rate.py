@@ -173,6 +173,25 @@ def export_code(rev: str) -> tuple[Path, dict[str, Any]]:
     }
 
 
+def export_revs(value: str) -> list[tuple[str, Path, dict[str, Any]]]:
+    """``--revs BASE,REV[,...]``: each revision's label (its short commit), export and
+    description (bench/frontier_ops.py takes them too); ValueError, for the command
+    line, unless they are two or more distinct commits."""
+    names = [rev for rev in value.split(",") if rev]
+    if len(names) < 2:
+        raise ValueError("--revs takes two or more revisions, the first the baseline: --revs A,B")
+    exports = []
+    for rev in names:
+        try:
+            root, info = export_code(rev)
+        except subprocess.CalledProcessError:
+            raise ValueError(f"--revs: {rev!r} names no commit of this repository") from None
+        exports.append((info["commit"][:7], root, info))
+    if len({label for label, _, _ in exports}) < len(exports):
+        raise ValueError(f"--revs names one commit twice: {value}")
+    return exports
+
+
 def snapshot_code(rev: str) -> dict[str, Any]:
     """Makes every worker import the project code of ``rev`` (see export_code)."""
     global CODE_ROOT
@@ -1188,9 +1207,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--out", type=Path, help="default bench/results/crawl_rate[-PART].json")
     args = ap.parse_args(argv)
-    revs = [rev for rev in (args.revs or "").split(",") if rev]
-    if args.revs is not None and len(revs) < 2:
-        ap.error("--revs takes two or more revisions, the first the baseline: --revs A,B")
+    revs = args.revs is not None
     if revs and args.live:
         ap.error("--revs runs exports of commits; --live runs the working tree: not both")
     if revs and args.part not in ("all", "delay", "cpu"):
@@ -1219,11 +1236,12 @@ def main(argv: list[str] | None = None) -> None:
         "extra_settings": EXTRA_SETTINGS,
     }
     if revs:
-        exports = [export_code(rev) for rev in revs]
-        args.code = [(info["commit"][:7], root) for root, info in exports]
-        if len({label for label, _ in args.code}) < len(args.code):
-            ap.error(f"--revs names one commit twice: {args.revs}")
-        out["code"] = {"revs": [info for _, info in exports], "baseline": args.code[0][0]}
+        try:
+            exports = export_revs(args.revs)
+        except ValueError as exc:
+            ap.error(str(exc))
+        args.code = [(label, root) for label, root, _ in exports]
+        out["code"] = {"revs": [info for _, _, info in exports], "baseline": args.code[0][0]}
     else:
         out["code"] = {"live_working_tree": str(REPO)} if args.live else snapshot_code(args.rev)
         args.code = [("", CODE_ROOT)]

@@ -535,17 +535,15 @@ def main() -> None:
     a = p.parse_args()
     revs: list[tuple[str | None, Path | None]] = [(None, None)]
     if a.revs is not None:
-        names = [rev for rev in a.revs.split(",") if rev]
-        if len(names) < 2:
-            p.error("--revs takes two or more revisions, the first the baseline: --revs A,B")
         if any(system not in POLICY_MODES for system in a.systems.split(",")):
             p.error(f"--revs compares our frontier: --systems {','.join(POLICY_MODES)}")
-        from crawl_rate import export_code  # the workers' export of one commit, shared
+        from crawl_rate import export_revs  # the workers' exports of commits, shared
 
-        exports = [export_code(rev) for rev in names]
-        revs = [(info["commit"][:7], root) for root, info in exports]
-        if len({label for label, _ in revs}) < len(revs):
-            p.error(f"--revs names one commit twice: {a.revs}")
+        try:
+            exports = export_revs(a.revs)
+        except ValueError as exc:
+            p.error(str(exc))
+        revs = [(label, root) for label, root, _ in exports]
     cfg = Config(
         a.hosts,
         a.seeds_per_host,
@@ -620,7 +618,7 @@ def main() -> None:
     }
     name = "frontier_ops.json"
     if a.revs:
-        result["revs"] = [info for _, info in exports]
+        result["revs"] = [info for _, _, info in exports]
         result["rev_medians"] = by_rev
         name = "frontier_ops-revs.json"  # never overwrites the benchmark's own file
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
