@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -67,6 +68,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier
+from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import SeenFilter
 from testkit.seen_table import SEEN_DRIVER, load_bloom, load_exact
@@ -296,13 +298,33 @@ def page_config(hosts: int, url: str, duration: float, max_pages: int, capacity:
     )
 
 
+SEED_CHUNK = 20_000  # seeds per RedisFrontier.add call
+
+
+def seed_in_chunks(system: str, cfg: Any) -> None:
+    """frontier_ops.seed_ours (4 seeds per host through the real add), in chunks:
+    one call of 400,000 seeds timed out writing to the socket."""
+    links = frontier_ops.Links(frontier_ops.UrlSpace(cfg.hosts, 0), False)
+    total = cfg.hosts * cfg.seeds_per_host
+
+    async def go() -> None:
+        r = redis_client(cfg.url)
+        f = frontier_ops._frontier(r, cfg, system)
+        await f.prepare()
+        for start in range(0, total, SEED_CHUNK):
+            await f.add([links.ours(k) for k in range(start, min(start + SEED_CHUNK, total))])
+        await r.aclose()
+
+    asyncio.run(go())
+
+
 def page_run(g: Grown, duration: float, max_pages: int) -> dict[str, Any]:
     """frontier_ops' driver on top of the loaded set: the scenario's seeding
     without its FLUSHALL."""
     clear_queues(g.server)
     cfg = page_config(1000, g.server.url, duration, max_pages, g.urls if g.kind == "bloom" else 0)
     original = frontier_ops.seed
-    frontier_ops.seed = lambda server, system, cfg, code=None: frontier_ops.seed_ours(system, cfg)
+    frontier_ops.seed = lambda server, system, cfg, code=None: seed_in_chunks(system, cfg)
     try:
         return frontier_ops.scenario(g.server, "single", "ours", "frontier", 1, cfg)
     finally:
@@ -311,27 +333,27 @@ def page_run(g: Grown, duration: float, max_pages: int) -> dict[str, Any]:
 
 def hosts_run(hosts: int, duration: float, max_pages: int) -> dict[str, Any]:
     srv = RedisServer()
-    seeded: dict[str, int] = {}
+    seeded: dict[str, float] = {}
     original = frontier_ops.seed
 
     def seed(server: Any, system: str, cfg: Any, code: Any = None) -> None:
         server.flushall()
-        empty = server.used_memory()
-        original(server, system, cfg, code)
+        empty, t = server.used_memory(), time.perf_counter()
+        seed_in_chunks(system, cfg)
+        seeded["seconds"] = round(time.perf_counter() - t, 1)
         seeded["bytes"] = server.used_memory() - empty
         seeded["urls"] = cfg.hosts * cfg.seeds_per_host
 
     frontier_ops.seed = seed
     try:
         cfg = page_config(hosts, srv.url, duration, max_pages, 0)
-        t = time.perf_counter()
         r = frontier_ops.scenario(srv, "single", "ours", "frontier", 1, cfg)
-        r["wall_s"] = round(time.perf_counter() - t, 1)
     finally:
         frontier_ops.seed = original
         srv.stop()
     r["hosts"] = hosts
     r["seeded_urls"] = seeded["urls"]
+    r["seed_s"] = seeded["seconds"]
     r["seeded_bytes_per_url"] = round(seeded["bytes"] / seeded["urls"], 1)
     return r
 
@@ -360,7 +382,7 @@ def draw(result: dict[str, Any], path: Path) -> None:
     b.set_title("Redis memory per seen URL")
     b.set_ylim(bottom=0)
     b.legend()
-    hosts = result["hosts"]
+    hosts = [h for h in result["hosts"] if "error" not in h]
     c.plot([h["hosts"] for h in hosts], [h["redis_cpu_us_per_page"] for h in hosts], "o-")
     c.set(xscale="log", xlabel="hosts", ylabel="Redis CPU per page, µs")
     c.set_title("Redis CPU per page vs hosts (depth order)")
@@ -443,17 +465,34 @@ def main() -> None:
     finally:
         for g in grown:
             g.server.stop()
-    hosts = []
+    result = summary(a, kinds, [g.row for g in grown], [], load, started)
+    write(result)  # the seen axis is kept if a hosts run fails
     for h in (int(x) for x in a.hosts.split(",") if x):
         print(f"pages with {h:,} hosts ...", flush=True)
-        r = hosts_run(h, a.duration, a.max_pages)
-        hosts.append(
-            {
-                k: r[k]
-                for k in ("hosts", "seeded_urls", "seeded_bytes_per_url", "wall_s", *PAGE_KEYS)
-            }
-        )
-    seen_rows = [g.row for g in grown]
+        try:
+            r = hosts_run(h, a.duration, a.max_pages)
+        except Exception as exc:  # recorded, and the other runs go on
+            print(f"  failed: {exc!r}", flush=True)
+            result["hosts"].append({"hosts": h, "error": repr(exc)})
+            continue
+        keys = ("hosts", "seeded_urls", "seeded_bytes_per_url", "seed_s", *PAGE_KEYS)
+        result["hosts"].append({k: r[k] for k in keys})
+    result = summary(a, kinds, result["seen"], result["hosts"], load, started)
+    report(result)
+    write(result)
+    if not a.no_picture:
+        draw(result, PICTURE)
+        print(f"wrote {PICTURE}")
+
+
+def summary(
+    a: argparse.Namespace,
+    kinds: list[str],
+    seen_rows: list[dict[str, Any]],
+    hosts: list[dict[str, Any]],
+    load: tuple[float, float, float],
+    started: float,
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "benchmark": "frontier_growth",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -478,18 +517,31 @@ def main() -> None:
             for kind in kinds
             for key in ("add_us_per_link", "seen_test_us", "redis_cpu_us_per_page")
         },
+        # Bytes per URL added between two sizes: no constant (scripts' state, meta) in it.
+        "marginal_bytes_per_url": marginal(seen_rows),
     }
-    if len(hosts) > 1:
+    done = [h for h in hosts if "error" not in h]
+    if len(done) > 1:
         result["ratios"]["page_us_most_hosts_over_fewest"] = round(
-            hosts[-1]["redis_cpu_us_per_page"] / hosts[0]["redis_cpu_us_per_page"], 3
+            done[-1]["redis_cpu_us_per_page"] / done[0]["redis_cpu_us_per_page"], 3
         )
-    report(result)
+    return result
+
+
+def marginal(rows: list[dict[str, Any]]) -> dict[str, float]:
+    out = {}
+    for kind in {r["filter"] for r in rows}:
+        mine = sorted((r for r in rows if r["filter"] == kind), key=lambda r: r["urls"])
+        for lo, hi in itertools.pairwise(mine):
+            step = (hi["used_memory_bytes"] - lo["used_memory_bytes"]) / (hi["urls"] - lo["urls"])
+            out[f"{kind}_{lo['urls']}_to_{hi['urls']}"] = round(step, 3)
+    return out
+
+
+def write(result: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "frontier_growth.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / 'frontier_growth.json'}")
-    if not a.no_picture:
-        draw(result, PICTURE)
-        print(f"wrote {PICTURE}")
+    print(f"wrote {RESULTS / 'frontier_growth.json'}", flush=True)
 
 
 def report(res: dict[str, Any]) -> None:
@@ -509,6 +561,9 @@ def report(res: dict[str, Any]) -> None:
             f"{r['pages_per_s']:>8,.0f}"
         )
     for h in res["hosts"]:
+        if "error" in h:
+            print(f"hosts {h['hosts']:>9,}: failed: {h['error']}")
+            continue
         print(
             f"hosts {h['hosts']:>9,}: {h['redis_cpu_us_per_page']:.1f} us/page, "
             f"{h['pages_per_s']:,.0f} pages/s, {h['seeded_bytes_per_url']} B per seeded URL"

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 import redis
 
-from crawlproject.frontier.seen import SPLIT_LOAD, BloomShape
+from crawlproject.frontier.seen import BLOCK_BITS, SPLIT_LOAD, BloomShape
 from crawlproject.lua import SHARD_PRELUDE, load_script
 
 SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
@@ -102,16 +102,18 @@ def load_exact(
 
 
 def bloom_positions(fps: np.ndarray, shape: BloomShape) -> tuple[np.ndarray, np.ndarray]:
-    """(segment, k positions) per fingerprint, as _seen.lua computes them."""
+    """(segment, k bit offsets in it) per fingerprint, as _seen.lua computes them."""
     f = fps.astype(np.uint64)
     a = (f[:, 0] << 32) | (f[:, 1] << 24) | (f[:, 2] << 16) | (f[:, 3] << 8) | f[:, 4]
-    b = (f[:, 5] << 16) | (f[:, 6] << 8) | f[:, 7]
-    segs, bits = np.uint64(shape.segments), np.uint64(shape.bits)
-    seg = a % segs
-    h1 = (a // segs) % bits
-    h2 = np.uint64(1) + b % (bits - np.uint64(1))
+    block = a % np.uint64(shape.blocks)
+    per = np.uint64(shape.per_segment)
+    seg, at = block // per, (block % per) * np.uint64(BLOCK_BITS)
+    h = (f[:, 5] << 16) | (f[:, 6] << 8) | f[:, 7]
+    bits = np.uint64(BLOCK_BITS)
+    first = h % bits
+    step = np.uint64(2) * ((h // bits) % (bits // np.uint64(2))) + np.uint64(1)
     steps = np.arange(shape.k, dtype=np.uint64)
-    return seg, (h1[:, None] + steps[None, :] * h2[:, None]) % bits
+    return seg, at[:, None] + (first[:, None] + steps[None, :] * step[:, None]) % bits
 
 
 def load_bloom(

@@ -20,12 +20,13 @@ from crawlproject.frontier.client import FrontierMismatch, NewEntry
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import (
+    BLOCK_BYTES,
     MAX_SEGMENT_BYTES,
     SPLIT_LOAD,
     BloomShape,
     SeenFilter,
     SeenWatch,
-    largest_prime_at_most,
+    blocked_fp_rate,
     seen_figures,
     size_class,
 )
@@ -196,11 +197,15 @@ def test_bloom_shape_stays_within_two_bytes_per_url() -> None:
         b = BloomShape.of(capacity, 0.001, shards)
         allocated = b.segments * size_class(b.segment_bytes + 16) * shards
         assert allocated / capacity <= 2.0, (capacity, allocated / capacity)
-        assert b.segment_bytes <= MAX_SEGMENT_BYTES and largest_prime_at_most(b.bits) == b.bits
-        assert b.bits > b.segment_bytes * 8 - 1000
-        # at least the bits the formula asks for, so at most the configured rate
-        assert b.shard_bits >= -b.per_shard * math.log(0.001) / math.log(2) ** 2
+        assert b.segment_bytes <= MAX_SEGMENT_BYTES
+        assert b.segment_bytes == b.per_segment * BLOCK_BYTES
+        # sized for the configured rate at capacity (a blocked filter: a few % more bits)
         assert b.expected_fp_rate(b.per_shard) <= 0.001
+        assert b.blocks * BLOCK_BYTES * 8 / b.per_shard < 1.03 * -math.log(0.001) / math.log(2) ** 2
+    # Blocks of 4,096 bits cost little: at the same bits per URL, the rate of a
+    # standard filter (1 - e^(-kn/m))^k is within 10 %.
+    standard = (1 - math.exp(-10 / 14.4)) ** 10
+    assert standard < blocked_fp_rate(4096 / 14.4, 10) < 1.1 * standard
 
 
 async def test_bloom_false_positives_within_the_configured_rate(

@@ -81,7 +81,8 @@ Per shard, prefix ``cp:{C/s}:``
                          once the shard holds more than 32 entries per bucket.
 ``bloom:<i>``      STRING Bloom seen set (CRAWL_SEEN_FILTER = bloom), segment i: a
                          bit array made at full size when the crawl is created,
-                         its shape in meta ``seen_layout``; k bits per URL.
+                         blocks of 512 bytes (its shape in meta ``seen_layout``);
+                         a URL's k bits all lie in one block.
 ``reclaims``       HASH  URL (first 8 bytes of its request's SHA-1, 16 hex chars) ->
                          times its lease was reclaimed (its worker died or hung);
                          written only by reclaim.lua, the field dropped when the
@@ -123,8 +124,8 @@ Per shard, prefix ``cp:{C/s}:``
 
 Per crawl, prefix ``cp:{C}:``
 
-``meta``           HASH  ``shards``, ``seen_layout`` (``exact1``, or ``bloom1:capacity:
-                         error rate:segments:segment bytes:bits:k``; a crawl with
+``meta``           HASH  ``shards``, ``seen_layout`` (``exact1``, or ``bloom2:capacity:
+                         error rate:segments:blocks per segment:block bytes:k``; a crawl with
                          ``seen_bucket_bits`` instead was made by a version with
                          fixed buckets, and is refused), ``priority_mode`` (score |
                          credit), ``queue_layout`` (fixed at creation), ``created``.

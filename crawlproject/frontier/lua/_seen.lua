@@ -4,7 +4,7 @@
 -- seen_test_and_add(fp) per URL (true: seen before; false: it was not, and is
 -- now; fp's first 8 bytes are the fingerprint, the rest is not read),
 -- seen_close() before the call returns.
--- spec: "x <load>" exact; "b <segments> <bits> <k>" Bloom.
+-- spec: "x <load>" exact; "b <segments> <blocks per segment> <block bytes> <k>" Bloom.
 --
 -- Exact: linear hashing (Litwin 1980), so the set grows by itself and a link
 -- costs the same at any size. Buckets `seen:<n>`, n < 2^L + s, are strings of
@@ -21,16 +21,19 @@
 -- Buckets are written whole with SET: APPEND grows a string's allocation
 -- greedily (doubling below 1 MB), which cost a third of the memory.
 --
--- Bloom: `segments` strings `bloom:<i>` of `bits` bits (a prime; seen_init.lua
--- created them at full size). Bytes 1-5 of the fingerprint (A, 40 bits) pick
--- the segment, A mod segments, and the first position, h1 = floor(A /
--- segments) mod bits; bytes 6-8 (B) the step, h2 = 1 + B mod (bits - 1). The
--- k positions h1 + i h2 mod bits (double hashing, Kirsch and Mitzenmacher
--- 2006) are distinct because bits is prime. Every operand stays below 2^53, so
--- the arithmetic on Lua's doubles is exact (bench/frontier_growth.py's loader
--- computes the same positions).
+-- Bloom (blocked: Putze, Sanders and Singler 2007): `segments` strings
+-- `bloom:<i>` of `per_segment` blocks of `block` bytes (seen_init.lua made them
+-- at full size). A URL's k bits all lie in one block, so a link reads one
+-- GETRANGE of a block instead of k bits across the segment, and a new URL
+-- sets its missing bits with one BITFIELD. Bytes 1-5 of the fingerprint (40
+-- bits) pick the block (mod the shard's blocks); bytes 6-8 (h, 24 bits) the
+-- bits in it: h mod B, then steps of 2 (floor(h / B) mod B/2) + 1 (odd, so
+-- the k positions mod B = 8 x block are distinct). Bits are numbered as
+-- BITFIELD and GETBIT number them, the first byte's high bit first. Every
+-- operand stays below 2^53: the arithmetic on Lua's doubles is exact
+-- (testkit/seen_table.py computes the same positions).
 local SEEN_MAX_LEVEL = 40  -- 2^41 buckets at most: their numbers stay exact in key names
-local seen_bloom, seen_load, seen_segments, seen_bits, seen_k
+local seen_bloom, seen_load, seen_blocks, seen_per_segment, seen_block, seen_k
 local seen_L, seen_s, seen_n  -- exact: read at the first test of the call
 local seen_added = 0
 
@@ -39,7 +42,8 @@ local function seen_open(spec)
   for w in string.gmatch(spec, '%S+') do f[#f + 1] = w end
   seen_bloom = f[1] == 'b'
   if seen_bloom then
-    seen_segments, seen_bits, seen_k = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
+    seen_per_segment, seen_block, seen_k = tonumber(f[3]), tonumber(f[4]), tonumber(f[5])
+    seen_blocks = tonumber(f[2]) * seen_per_segment
   else
     seen_load = tonumber(f[2])
   end
@@ -110,29 +114,28 @@ end
 
 local function seen_bloom_test(fp)
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fp, 1, 8)
-  local A = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5
-  local seg = A % seen_segments
-  local h1 = ((A - seg) / seen_segments) % seen_bits
-  local h2 = 1 + ((b6 * 256 + b7) * 256 + b8) % (seen_bits - 1)
+  local block = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) % seen_blocks
+  local seg = math.floor(block / seen_per_segment)
+  local at = (block - seg * seen_per_segment) * seen_block
+  local bits = seen_block * 8
+  local h = (b6 * 256 + b7) * 256 + b8
+  local p = h % bits
+  local step = 2 * (math.floor(h / bits) % (bits / 2)) + 1
   local key = P .. 'bloom:' .. seg
-  local get, pos = {'BITFIELD', key}, {}
-  for i = 1, seen_k do
-    pos[i] = (h1 + (i - 1) * h2) % seen_bits
-    get[#get + 1] = 'GET'
-    get[#get + 1] = 'u1'
-    get[#get + 1] = pos[i]
-  end
-  local got = redis.call(unpack(get))
-  local set = {'BITFIELD', key}
-  for i = 1, seen_k do
-    if got[i] == 0 then
+  local s = redis.call('GETRANGE', key, at, at + seen_block - 1)
+  local set
+  for _ = 1, seen_k do
+    local byte = string.byte(s, math.floor(p / 8) + 1) or 0
+    if math.floor(byte / 2 ^ (7 - p % 8)) % 2 == 0 then
+      set = set or {'BITFIELD', key}
       set[#set + 1] = 'SET'
       set[#set + 1] = 'u1'
-      set[#set + 1] = pos[i]
+      set[#set + 1] = at * 8 + p
       set[#set + 1] = 1
     end
+    p = (p + step) % bits
   end
-  if #set == 2 then return true end
+  if not set then return true end
   redis.call(unpack(set))
   seen_added = seen_added + 1
   return false
