@@ -38,8 +38,10 @@ CRAWL_ADAPTIVE_DELAY_MAX_SECONDS = 30.0
 CRAWL_BACKOFF_HTTP_CODES: list[int] = [429, 503]
 # Longest penalty, Retry-After or robots.txt retry hold a host gets (seconds).
 CRAWL_BACKOFF_MAX_SECONDS = 3600.0
-# "host": scheme + host + port (default); "domain": the registered domain,
-# so a.example.com and b.example.com share one slot.
+# "host": the server, host + port (default; http and https of one host, on
+# their default ports 80 and 443, share one slot; another port is another
+# server); "domain": the registered domain, so a.example.com and b.example.com
+# share one slot.
 CRAWL_POLITENESS_KEY = "host"
 
 # A claimed URL is leased to one worker for this long; live workers renew their

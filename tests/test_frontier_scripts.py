@@ -69,12 +69,12 @@ async def test_claim_reports_when_the_next_host_is_due(make_frontier: MakeFronti
 
 async def test_per_host_concurrency_and_delay(make_frontier: MakeFrontier) -> None:
     f = await make_frontier(shards=1, delay_ms=0, conc=1)
-    await f.set_host_config("http://c.test", None, 2)
+    await f.set_host_config("c.test", None, 2)
     await f.add([entry(f"http://c.test/{i}") for i in range(4)])
     assert len(await claim_all(f)) == 1  # one per host per call
     assert len(await claim_all(f)) == 1  # second slot
     assert await claim_all(f) == []  # both slots taken
-    await f.set_host_config("http://c.test", 10_000, None)  # back to 1 slot, 10 s delay
+    await f.set_host_config("c.test", 10_000, None)  # back to 1 slot, 10 s delay
     assert (await f.counters())["leased"] == 2
 
 
@@ -199,7 +199,7 @@ async def test_more_slots_make_a_waiting_host_ready(make_frontier: MakeFrontier)
     await f.add([entry("http://c.test/1"), entry("http://c.test/2")])
     assert len(await claim_all(f)) == 1
     assert await claim_all(f) == []  # its one slot is taken
-    await f.set_host_config("http://c.test", None, 2)
+    await f.set_host_config("c.test", None, 2)
     assert urls_of(await claim_all(f)) == ["http://c.test/2"]
 
 
@@ -243,17 +243,17 @@ async def test_robots_crawl_delay_raises_the_host_delay_never_lowers_it(
 ) -> None:
     f = await make_frontier(shards=1, delay_ms=300)
     await f.add([entry(f"http://a.test/{i}") for i in range(4)])
-    await f.set_robots_delay("http://a.test", 2000)
+    await f.set_robots_delay("a.test", 2000)
     (lease, _), = await claim_all(f)  # fmt: skip
     await f.release([Release(lease, 0)])
     assert 1900 <= await due_in_ms(f) <= 2000
-    await f.set_robots_delay("http://a.test", 100)  # below CRAWL_HOST_DELAY: the default wins
-    await f.set_host_config("http://a.test", None, None)
+    await f.set_robots_delay("a.test", 100)  # below CRAWL_HOST_DELAY: the default wins
+    await f.set_host_config("a.test", None, None)
     await asyncio.sleep(2.05)
     (lease, _), = await claim_all(f)  # fmt: skip
     await f.release([Release(lease, 0)])
     assert 250 <= await due_in_ms(f) <= 300
-    assert (await f.host_state("http://a.test"))["rdelay"] == 100
+    assert (await f.host_state("a.test"))["rdelay"] == 100
 
 
 async def test_adaptive_delay_follows_response_time_and_429_backoff(
@@ -264,7 +264,7 @@ async def test_adaptive_delay_follows_response_time_and_429_backoff(
     f = await make_frontier(shards=1, delay_ms=100)
     f.adaptive = AdaptiveDelay(factor=5, max_ms=1500, backoff_max_ms=4000)
     await f.add([entry(f"http://a.test/{i}") for i in range(10)])
-    host = "http://a.test"
+    host = "a.test"
 
     async def fetch(fetch_ms: int, **kw: object) -> int:
         # Skip the wait: the host is due now.
@@ -320,22 +320,22 @@ async def test_park_host_sets_its_queue_aside(
     f = await make_frontier(shards=1, delay_ms=0)
     await f.add([entry(f"http://trap.test/{i}") for i in range(5)] + [entry("http://ok.test/1")])
     monkeypatch.setattr(client, "PARK_BATCH", 2)  # several calls
-    assert await f.park_host("http://trap.test") == 5
+    assert await f.park_host("trap.test") == 5
     items = await claim_all(f)
     assert urls_of(items) == ["http://ok.test/1"]
     await f.ack([lease for lease, _ in items])
     counters = await f.counters()
     assert (counters["queued"], counters["parked"]) == (0, 5)
     parked = await f.redis.lrange(f.keys.shard_prefixes[0] + "parked", 0, -1)
-    assert [p.split(b"\t", 1)[0] for p in parked] == [b"http://trap.test"] * 5
-    assert await f.park_host("http://trap.test") == 0
+    assert [p.split(b"\t", 1)[0] for p in parked] == [b"trap.test"] * 5
+    assert await f.park_host("trap.test") == 0
     # Set aside for good: URLs found later go straight to the parked list.
     await f.add([entry("http://trap.test/later"), entry("http://ok.test/2")])
     items = await claim_all(f)
     assert urls_of(items) == ["http://ok.test/2"]
     await f.ack([lease for lease, _ in items])
     assert (await f.counters())["parked"] == 6
-    assert await f.parked_by_host() == {"http://trap.test": 6}
+    assert await f.parked_by_host() == {"trap.test": 6}
     # An operator undoes it: everything back in its queue, in order, flag cleared.
     assert await f.unpark_all() == 6
     assert await f.parked_by_host() == {}

@@ -81,7 +81,7 @@ async def test_the_nth_reclaim_sets_the_url_aside(make_frontier: MakeFrontier, m
     # The host's slot is free: its other URL is claimable at once.
     _, url = await claim_one(f)
     assert url == "http://a.test/2"
-    assert (await f.host_state("http://a.test"))["inflight"] == 1
+    assert (await f.host_state("a.test"))["inflight"] == 1
     counts = await f.counters()
     assert (counts["poisoned"], counts["reclaimed"]) == (1, 3)
     assert (counts["queued"], counts["leased"]) == (0, 1)

@@ -177,20 +177,16 @@ def test_harmless_scrapy_redis_values_pass() -> None:
 
 
 def test_host_override_keys() -> None:
-    both = ["http://example.com", "https://example.com"]
-    assert politeness_keys("example.com", "host") == both
-    assert politeness_keys("Example.COM.", "host") == [
-        "http://example.com.",
-        "https://example.com.",
-    ]
-    assert politeness_keys("example.com:8080", "host") == [
-        "http://example.com:8080",
-        "https://example.com:8080",
-    ]
-    assert politeness_keys("https://example.com", "host") == ["https://example.com"]
-    assert politeness_keys("https://Example.com:443/", "host") == ["https://example.com"]
-    assert politeness_keys("http://[::1]:8080", "host") == ["http://[::1]:8080"]
-    assert politeness_keys("http://bücher.de", "host") == ["http://xn--bcher-kva.de"]
+    # The server: one key for http and https of a host (ports 80 and 443 are
+    # the host itself), another port another server.
+    assert politeness_keys("example.com", "host") == ["example.com"]
+    assert politeness_keys("Example.COM.", "host") == ["example.com."]
+    assert politeness_keys("example.com:8080", "host") == ["example.com:8080"]
+    assert politeness_keys("https://example.com", "host") == ["example.com"]
+    assert politeness_keys("https://Example.com:443/", "host") == ["example.com"]
+    assert politeness_keys("http://example.com:443", "address") == ["example.com"]
+    assert politeness_keys("http://[::1]:8080", "host") == ["[::1]:8080"]
+    assert politeness_keys("http://bücher.de", "host") == ["xn--bcher-kva.de"]
     assert politeness_keys("example.co.uk", "domain") == ["example.co.uk"]
     for bad, politeness in [
         ("https://example.com/path", "host"),
@@ -214,9 +210,15 @@ def test_host_overrides_in_the_config() -> None:
     }
     config = FrontierConfig.from_settings(project(CRAWL_HOST_OVERRIDES=json.dumps(overrides)))
     o = config.host_overrides
-    assert o["http://example.com"].delay_seconds == 5.0  # the bare host's
-    assert (o["https://example.com"].delay_seconds, o["https://example.com"].concurrency) == (2, 2)
-    assert o["http://other.test"].concurrency == o["https://other.test"].concurrency == 3
+    # The scheme://host entry wins over the bare host's: both name one server.
+    assert (o["example.com"].delay_seconds, o["example.com"].concurrency) == (2, 2)
+    assert o["other.test"].concurrency == 3
+    with pytest.raises(ConfigError, match=r"name one server \(a\.test: http and https"):
+        FrontierConfig.from_settings(
+            project(
+                CRAWL_HOST_OVERRIDES={"http://a.test": {"delay": 1}, "https://a.test": {"delay": 2}}
+            )
+        )
     with pytest.raises(ConfigError, match=r"'example\.com/a' is neither a host"):
         FrontierConfig.from_settings(project(CRAWL_HOST_OVERRIDES={"example.com/a": {"delay": 1}}))
     with pytest.raises(ConfigError, match=r"write 'example\.com'"):

@@ -125,9 +125,9 @@ async def test_a_host_queues_its_budget_and_keeps_the_rest_in_order(
     result = await f.add([entry(f"http://nobody.test/{i}") for i in range(25)])
     # No vote but its own: 10 URLs; the other 15 wait in its overflow.
     assert (result.added, result.over_budget) == (10, 15)
-    assert result.newly_over_budget == ["http://nobody.test"]
+    assert result.newly_over_budget == ["nobody.test"]
     assert await queued_urls(f) == [f"http://nobody.test/{i}" for i in range(10)]
-    assert await f.trap_reasons() == {"http://nobody.test": {"budget": 15}}
+    assert await f.trap_reasons() == {"nobody.test": {"budget": 15}}
 
     # Two other domains link to it: 10 more URLs each, released in order.
     link = entry("http://nobody.test/0", vote=vote_of("one.example"))
@@ -138,7 +138,7 @@ async def test_a_host_queues_its_budget_and_keeps_the_rest_in_order(
     later = [entry(f"http://nobody.test/{i}") for i in range(25, 31)]
     third = await f.add([*later, replace(link, vote=vote_of("one.example"))])
     assert (third.added, third.over_budget, third.released) == (5, 1, 0)  # 30 in all
-    assert (await f.trap_reasons())["http://nobody.test"] == {"budget": 1}
+    assert (await f.trap_reasons())["nobody.test"] == {"budget": 1}
     counters = await f.counters()
     assert counters["over_budget"] == 16 and counters["budget_released"] == 15
 
@@ -164,8 +164,8 @@ async def test_minted_tokens_are_contained_and_stable_ids_are_not(
     result = await f.add(minted)
     # The 20th new URL of the shape, none repeated: contained from there on.
     assert (result.added, result.token_parked) == (19, 11)
-    assert len(result.newly_contained) == 1 and result.newly_contained[0][0] == "http://trap.test"
-    assert await f.trap_reasons() == {"http://trap.test": {"token": 11}}
+    assert len(result.newly_contained) == 1 and result.newly_contained[0][0] == "trap.test"
+    assert await f.trap_reasons() == {"trap.test": {"token": 11}}
     # The same shape keeps being parked, on any worker; other shapes are not.
     more = await f.add([entry(f"http://trap.test/s/{tok(99)}/page")])
     assert more.token_parked == 1
@@ -178,7 +178,7 @@ async def test_minted_tokens_are_contained_and_stable_ids_are_not(
         await f.add(ids[i : i + 3])
         await f.add(ids[: i + 3])  # listing pages link the ids seen before
     reasons = await f.trap_reasons()
-    assert "http://ok.test" not in reasons
+    assert "ok.test" not in reasons
 
 
 async def test_locally_seen_links_still_vote_and_repeat(make_frontier: MakeFrontier) -> None:

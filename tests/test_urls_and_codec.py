@@ -49,7 +49,10 @@ def test_fingerprint_is_8_bytes_and_depends_on_method_and_body() -> None:
 
 
 def test_politeness_keys() -> None:
-    assert host_key("https://a.example.co.uk:8443/x") == "https://a.example.co.uk:8443"
+    # The server: http and https of one host share it; another port is another server.
+    assert host_key("https://a.example.co.uk:8443/x") == "a.example.co.uk:8443"
+    assert host_key("http://a.example.co.uk/x") == "a.example.co.uk"
+    assert host_key("https://a.example.co.uk/") == "a.example.co.uk"
     assert domain_key("https://a.b.example.co.uk/x") == "example.co.uk"
     assert domain_key("http://127.0.3.1:8080/") == "127.0.3.1"
 
@@ -134,7 +137,7 @@ def test_config_reads_defaults_and_overrides() -> None:
         _settings(CRAWL_HOST_DELAY=2.5, CRAWL_HOST_OVERRIDES={"http://a": {"delay": 9}})
     )
     assert c.host_delay_ms == 2500 and c.host_concurrency == 1 and c.redis_url is None
-    assert c.host_overrides["http://a"].delay_seconds == 9.0
+    assert c.host_overrides["a"].delay_seconds == 9.0
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.connection import is_setup_error, redis_client
 from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis
+from crawlproject.frontier.host_keys import adopt_host_keys
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.store import RecrawlStore
 
@@ -89,6 +90,7 @@ async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: st
     )
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
+            await adopt_host_keys(shared.redis, shared.keys, c.politeness_key)
             await frontier.prepare()
             break
         except RedisConnectionError as exc:

@@ -1,17 +1,20 @@
 """``CRAWL_HOST_OVERRIDES`` keys, turned into the politeness keys they mean.
 
 The frontier keeps a host's own delay and concurrency under its politeness key
-(crawlproject/frontier/urls.py): ``scheme://host[:port]`` (the port only when
-it is not the scheme's default) with ``CRAWL_POLITENESS_KEY = "host"``, the
-registered domain with ``"domain"``. An override must name such a key, or it
-silently matches nothing. Accepted, with the ``host`` key:
+(crawlproject/frontier/urls.py): the server, ``host`` or ``host:port`` (the
+port only when it is not 80 or 443: http and https of one host share one
+slot), with ``CRAWL_POLITENESS_KEY = "host"``; the registered domain with
+``"domain"``. An override must
+name such a key, or it silently matches nothing. Accepted, with the host keys:
 
-* ``example.com``: the host under both default ports, i.e. the keys
-  ``http://example.com`` and ``https://example.com``;
-* ``example.com:8080``: that port under either scheme;
-* ``https://example.com`` / ``http://example.com:8080``: that one key (a
-  trailing ``/`` is allowed, a default port is dropped, the host lowercased
-  and IDNA-encoded as URLs are).
+* ``example.com``: the host under either scheme's default port, i.e. the key
+  ``example.com``;
+* ``example.com:8080``: that port (under either scheme);
+* ``https://example.com`` / ``http://example.com:8080``: the same keys written
+  as URLs (a trailing ``/`` is allowed, a default port is dropped, the host
+  lowercased and IDNA-encoded as URLs are). Such an entry wins over a bare
+  host's for its key; ``http://`` and ``https://`` entries of one server with
+  different values are refused (they are one slot).
 
 With the ``domain`` key, a registered domain (``example.com``, ``example.co.uk``,
 an IP address). Anything else (a path, a wildcard, a scheme other than http(s),
@@ -55,6 +58,7 @@ def read_host_overrides(raw: Mapping[str, Any], politeness: str) -> dict[str, Ho
     """``CRAWL_HOST_OVERRIDES`` by politeness key. A scheme://host key wins
     over a bare host's for its key; ConfigError (one line) for a bad entry."""
     overrides: dict[str, HostOverride] = {}
+    by_url: dict[str, tuple[str, HostOverride]] = {}  # pkey -> the scheme://host entry for it
     # Bare hosts first, so that a scheme://host[:port] entry replaces theirs.
     for key, spec in sorted(raw.items(), key=lambda kv: "://" in str(kv[0])):
         if not isinstance(spec, dict) or not spec or not set(spec) <= {"delay", "concurrency"}:
@@ -71,6 +75,14 @@ def read_host_overrides(raw: Mapping[str, Any], politeness: str) -> dict[str, Ho
         except (OverrideKeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"CRAWL_HOST_OVERRIDES: {exc}") from None
         for pkey in pkeys:
+            if "://" in str(key):
+                other = by_url.get(pkey)
+                if other is not None and other[1] != override:
+                    raise ConfigError(
+                        f"CRAWL_HOST_OVERRIDES: {other[0]!r} and {key!r} name one server "
+                        f"({pkey}: http and https of a host share one slot); give one entry"
+                    )
+                by_url[pkey] = (str(key), override)
             overrides[pkey] = override
     return overrides
 
@@ -96,7 +108,7 @@ def politeness_keys(key: str, politeness: str) -> list[str]:
         raise OverrideKeyError(
             f"{key!r} is neither a host (example.com), host:port nor scheme://host[:port]"
         )
-    return sorted({_key_of(key, f"{scheme}://{text}/") for scheme in DEFAULT_PORTS})
+    return [_key_of(key, f"http://{text}/")]
 
 
 def _key_of(key: str, url: str) -> str:

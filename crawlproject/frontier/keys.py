@@ -1,9 +1,10 @@
 """The frontier's Redis key schema: every key, in one place.
 
 A crawl named ``C`` is split into ``S`` shards (``CRAWL_FRONTIER_SHARDS``); a
-politeness key (``http://host:port`` or a registered domain) lives in shard
-``crc32(key) % S``. All keys of a shard carry the hash tag ``{C/s}``, so all
-keys of one host share one Redis Cluster slot and no script crosses slots.
+politeness key (the server, ``host[:port]``: http and https of one host share
+it; or a registered domain) lives in shard ``crc32(key) % S``. All keys of a
+shard carry the hash tag ``{C/s}``, so all keys of one host share one Redis
+Cluster slot and no script crosses slots.
 
 Per shard, prefix ``cp:{C/s}:``
 
@@ -128,7 +129,10 @@ Per crawl, prefix ``cp:{C}:``
                          error rate:segments:blocks per segment:block bytes:k``; a crawl with
                          ``seen_bucket_bits`` instead was made by a version with
                          fixed buckets, and is refused), ``priority_mode`` (score |
-                         credit), ``queue_layout`` (fixed at creation), ``created``.
+                         credit), ``queue_layout`` (fixed at creation), ``created``,
+                         ``host_keys`` (``server``: host keys without the scheme;
+                         a crawl without it was made with ``scheme://host`` keys
+                         and is refused in host mode: crawlproject/frontier/host_keys.py).
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
 ``stats``          HASH  fleet counters: each worker adds its Scrapy stats' increments

@@ -89,10 +89,23 @@ def registered_domain(host: str) -> str:
     return _tld_extractor()(host).top_domain_under_public_suffix or host
 
 
+# Ports that are the host itself in a politeness key: http's and https's
+# defaults, so ``http://h/`` and ``https://h/`` (and ``http://h:443/``) are one
+# server, one slot. Any other port is another server (``h:8080``).
+SERVER_DEFAULT_PORTS = frozenset(DEFAULT_PORTS.values())
+
+
 def host_key(canonical_url: str) -> str:
-    """Politeness key by host: ``scheme://host[:port]`` of a canonical URL."""
+    """Politeness key by server: ``host`` or ``host:port`` of a canonical URL
+    (an IPv6 host in brackets). The scheme is not part of it: http and https
+    of one host are the same machine; a port other than 80 and 443 is kept."""
     parts = urlsplit(canonical_url)
-    return f"{parts.scheme}://{parts.netloc}"
+    host = parts.hostname or ""
+    netloc = host if ":" not in host else f"[{host}]"
+    port = parts.port
+    if port is not None and port not in SERVER_DEFAULT_PORTS:
+        netloc = f"{netloc}:{port}"
+    return netloc
 
 
 def domain_key(canonical_url: str) -> str:
