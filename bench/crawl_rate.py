@@ -633,6 +633,16 @@ def part_delay(args: argparse.Namespace, out: dict[str, Any]) -> None:
     print_delay(out["delay_bound"])
 
 
+def table_head(runs: list[dict[str, Any]], minimum: int, columns: str) -> int:
+    """Prints a table's header (a run column at least ``minimum`` wide, then
+    ``columns``) and its rule; returns the run column's width."""
+    width = max(minimum, *(len(r["name"]) + 2 for r in runs))
+    head = f"{'run':<{width}}{columns}"
+    print(head)
+    print("-" * len(head))
+    return width
+
+
 def print_delay(section: dict[str, Any]) -> None:
     cfg, runs = section["config"], section["runs"]
     ideal = runs[0]["ideal"]
@@ -643,15 +653,14 @@ def print_delay(section: dict[str, Any]) -> None:
         f"{ideal['nominal']:.1f} pages/s nominal, {ideal['latency_adjusted']:.1f} latency-adjusted "
         f"(mean latency {1000 * ideal['mean_latency_s']:.0f} ms)"
     )
-    width = max(16, *(len(r["name"]) + 2 for r in runs))
-    head = (
-        f"{'run':<{width}}{'pages':>6}{'secs':>6}{'p/s':>7}{'/nom':>6}{'/adj':>6}"
+    width = table_head(
+        runs,
+        16,
+        f"{'pages':>6}{'secs':>6}{'p/s':>7}{'/nom':>6}{'/adj':>6}"
         f"{'steady':>7}{'/nom':>6}{'/adj':>6}{'inflt':>6}{'gap<d':>6}{'idle<d':>7}"
         f"{'min gap':>8}{'med idle':>9}{'dup':>4}{'miss':>5}{'CPU ms/p':>9}{'runq s':>7}"
-        f"{'other cores':>12}"
+        f"{'other cores':>12}",
     )
-    print(head)
-    print("-" * len(head))
     for r in runs:
         p = r["politeness"]
         print(
@@ -919,14 +928,13 @@ def print_cpu(section: dict[str, Any]) -> None:
         f"{w['latency_ms'][0]}-{w['latency_ms'][1]} ms, no delay, CONCURRENT_REQUESTS "
         f"{cfg['concurrency']}, 1 process each"
     )
-    width = max(12, *(len(r["name"]) + 2 for r in runs))
-    head = (
-        f"{'run':<{width}}{'pages':>7}{'secs':>7}{'p/s':>8}{'steady':>8}{'CPU s':>7}"
+    width = table_head(
+        runs,
+        12,
+        f"{'pages':>7}{'secs':>7}{'p/s':>8}{'steady':>8}{'CPU s':>7}"
         f"{'ms/page':>8}{'CPU use':>8}{'runq s':>7}{'idle s':>7}{'web CPU':>8}{'redis CPU':>10}"
-        f"{'other cores':>12}{'inflt':>6}{'dup':>4}{'miss':>5}"
+        f"{'other cores':>12}{'inflt':>6}{'dup':>4}{'miss':>5}",
     )
-    print(head)
-    print("-" * len(head))
     for r in runs:
         c = r["cpu"]
         redis_cpu = c["redis_s"] if c["redis_s"] is not None else float("nan")
