@@ -21,7 +21,9 @@ memory compared. All servers stay up, and the measurements go round-robin over
 them (``--rounds``), so every size is measured under the same load; medians.
 
 * bytes per URL: ``INFO used_memory`` after the load minus before the crawl
-  was prepared, / N (the Bloom filter: its full size / its capacity);
+  was prepared (on a Redis that has run a script: the ~120 KB of scripting
+  state every frontier Redis has), / N (the Bloom filter: its full size / its
+  capacity); and the marginal bytes per URL between two sizes;
 * Redis CPU per seen test: INFO's used_cpu_sys + used_cpu_user delta over
   20,000 fingerprints through the seen set alone (testkit's driver around the
   real _seen.lua), 500 per call, half loaded (seen), half new;
@@ -115,11 +117,18 @@ async def prepare(url: str, seen: SeenFilter) -> None:
     await r.aclose()
 
 
+def warm_scripting(srv: RedisServer) -> int:
+    """used_memory once a script has called Redis: the scripting machinery
+    (~120 KB here) is a cost of every frontier's Redis, not of its URLs."""
+    srv.client.eval("redis.call('SET', KEYS[1], '1'); return redis.call('DEL', KEYS[1])", 1, "w")
+    return srv.used_memory()
+
+
 def grow(kind: str, n: int, seed: int) -> Grown:
     """A fresh server holding a crawl whose seen set has n URLs (loaded)."""
     srv = RedisServer()
     g = Grown(kind, n, srv, [])
-    before = srv.used_memory()
+    before = warm_scripting(srv)
     asyncio.run(prepare(srv.url, g.seen))
     keys = CrawlKeys(CRAWL, SHARDS)
     rng = np.random.default_rng(seed)
@@ -130,11 +139,10 @@ def grow(kind: str, n: int, seed: int) -> Grown:
     for shard in range(SHARDS):
         m = n // SHARDS + (1 if shard < n % SHARDS else 0)
         fps = rng.integers(0, 256, size=(m, 8), dtype=np.uint8)
-        prefix = keys.shard_prefixes[shard]
         if kind == "exact":
-            load_exact(loader, prefix, fps)
+            load_exact(loader, keys, shard, fps)
         else:
-            load_bloom(loader, prefix, fps, g.seen.bloom(SHARDS))
+            load_bloom(loader, keys, shard, fps, g.seen.bloom(SHARDS))
         g.samples.append(fps[:SAMPLE].copy())
         del fps
     loader.close()
@@ -146,6 +154,8 @@ def grow(kind: str, n: int, seed: int) -> Grown:
         "used_memory_bytes": srv.used_memory() - before,
         "bytes_per_url": round((srv.used_memory() - before) / n, 3),
         "keys": int(srv.client.dbsize()),
+        # MEMORY USAGE of the seen set's keys alone (no keyspace table, no meta)
+        "key_bytes_per_url": round(key_bytes(srv) / n, 3),
         "sample_check": check_sample(g, rng),
     }
     return g
@@ -164,7 +174,7 @@ def check_sample(g: Grown, rng: np.random.Generator) -> dict[str, int]:
         prefix = keys.shard_prefixes[shard]
         loaded = [bytes(r) for r in g.samples[shard][:2000]]
         fresh = [rng.bytes(8) for _ in range(2000)]
-        out = script(keys=[prefix + "ready"], args=[prefix, arg, *loaded, *fresh])
+        out = script(keys=[keys.ready(shard)], args=[prefix, arg, *loaded, *fresh])
         missed += out[:2000].count(b"0")
         fresh_seen += out[2000:].count(b"1")
     if missed or (g.kind == "exact" and fresh_seen):
@@ -183,7 +193,7 @@ def lua_filled(n: int, seed: int) -> dict[str, float]:
     its used_memory per URL, and its keys' exact bytes (MEMORY USAGE) per URL."""
     srv = RedisServer()
     try:
-        before = srv.used_memory()
+        before = warm_scripting(srv)
         asyncio.run(prepare(srv.url, SeenFilter()))
         filler = redis.Redis.from_url(srv.url)
         script, keys = filler.register_script(SEEN_DRIVER), CrawlKeys(CRAWL, SHARDS)
@@ -195,7 +205,7 @@ def lua_filled(n: int, seed: int) -> dict[str, float]:
             prefix = keys.shard_prefixes[shard]
             for start in range(0, m, 5000):
                 batch = [bytes(r) for r in fps[start : start + 5000]]
-                script(keys=[prefix + "ready"], args=[prefix, arg, *batch])
+                script(keys=[keys.ready(shard)], args=[prefix, arg, *batch])
         # What the loader leaves out: the script and the slow log of its long calls.
         filler.script_flush()
         filler.slowlog_reset()
@@ -210,9 +220,10 @@ def lua_filled(n: int, seed: int) -> dict[str, float]:
 
 
 def key_bytes(srv: RedisServer) -> int:
-    """MEMORY USAGE (exact) of every key of the crawl's seen sets."""
+    """MEMORY USAGE (SAMPLES 0: every element) of the crawl's seen-set keys."""
     total = 0
     keys = list(srv.client.scan_iter(match="cp:*:seen*", count=10_000))
+    keys += list(srv.client.scan_iter(match="cp:*:bloom:*", count=10_000))
     for start in range(0, len(keys), 5000):
         pipe = srv.client.pipeline(transaction=False)
         for k in keys[start : start + 5000]:
@@ -232,10 +243,10 @@ def measure_seen_tests(g: Grown, rng: random.Random) -> float:
         fps = [bytes(sample[rng.randrange(len(sample))]) for _ in range(CALL // 2)]
         fps += [rng.randbytes(8) for _ in range(CALL // 2)]
         rng.shuffle(fps)
-        calls.append((keys.shard_prefixes[shard], fps))
+        calls.append((shard, fps))
     cpu0 = g.server.cpu_seconds()
-    for prefix, fps in calls:
-        script(keys=[prefix + "ready"], args=[prefix, arg, *fps])
+    for shard, fps in calls:
+        script(keys=[keys.ready(shard)], args=[keys.shard_prefixes[shard], arg, *fps])
     return (g.server.cpu_seconds() - cpu0) / PER_ROUND * 1e6
 
 
@@ -460,7 +471,6 @@ def main() -> None:
             g.row["add_us_rounds"] = [round(x, 3) for x in g.add_us]
             g.row.update({k: page[k] for k in PAGE_KEYS})
             if g.kind == "exact" and g.urls == smallest and lua:
-                g.row["key_bytes_per_url"] = round(key_bytes(g.server) / g.urls, 3)
                 g.row["lua_filled"] = lua
     finally:
         for g in grown:

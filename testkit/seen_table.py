@@ -18,7 +18,8 @@ from collections.abc import Iterator
 import numpy as np
 import redis
 
-from crawlproject.frontier.seen import BLOCK_BITS, SPLIT_LOAD, BloomShape
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.seen import BLOCK_BITS, BUCKET_GROUP, SPLIT_LOAD, BloomShape
 from crawlproject.lua import SHARD_PRELUDE, load_script
 
 SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
@@ -84,18 +85,37 @@ def exact_buckets(fps: np.ndarray, load: int = SPLIT_LOAD) -> Iterator[tuple[int
 
 
 def load_exact(
-    client: redis.Redis, prefix: str, fps: np.ndarray, load: int = SPLIT_LOAD, batch: int = 2000
+    client: redis.Redis,
+    keys: CrawlKeys,
+    shard: int,
+    fps: np.ndarray,
+    load: int = SPLIT_LOAD,
+    batch: int = 20,
 ) -> None:
-    """Writes the shard's table for ``fps`` (shard prefix ``cp:{C/s}:``) as the
-    script would have built it, into an empty shard."""
+    """Writes the shard's table for ``fps`` as the script would have built
+    it, into an empty shard (``batch``: hashes of buckets per round trip)."""
+    groups: dict[int, dict[int, bytes]] = {}
+    for bucket, data in exact_buckets(fps, load):
+        groups.setdefault(bucket // BUCKET_GROUP, {})[bucket % BUCKET_GROUP] = data
     pipe = client.pipeline(transaction=False)
-    for i, (bucket, data) in enumerate(exact_buckets(fps, load)):
-        pipe.set(f"{prefix}seen:{bucket}", data)
+    for i, (group, fields) in enumerate(sorted(groups.items())):
+        pipe.hset(keys.seen_buckets(shard, group), mapping=fields)  # type: ignore[arg-type]
         if i % batch == batch - 1:
             pipe.execute()
     level, split = table_size(len(fps), load)
-    pipe.hset(f"{prefix}seen", mapping={"L": level, "s": split, "n": len(fps)})
+    pipe.hset(keys.seen_state(shard), mapping={"L": level, "s": split, "n": len(fps)})
     pipe.execute()
+
+
+def stored_buckets(client: redis.Redis, keys: CrawlKeys, shard: int) -> dict[int, bytes]:
+    """bucket -> its string, as the shard's hashes hold them."""
+    out: dict[int, bytes] = {}
+    prefix = keys.seen_buckets(shard, 0)[:-1]  # ...:seen:
+    for key in client.scan_iter(match=prefix + "*", count=1000):
+        group = int(key[len(prefix) :])
+        for field, data in client.hgetall(key).items():
+            out[group * BUCKET_GROUP + int(field)] = bytes(data)  # type: ignore[arg-type]
+    return out
 
 
 # -- Bloom ----------------------------------------------------------------------------
@@ -117,7 +137,12 @@ def bloom_positions(fps: np.ndarray, shape: BloomShape) -> tuple[np.ndarray, np.
 
 
 def load_bloom(
-    client: redis.Redis, prefix: str, fps: np.ndarray, shape: BloomShape, chunk: int = 2_000_000
+    client: redis.Redis,
+    keys: CrawlKeys,
+    shard: int,
+    fps: np.ndarray,
+    shape: BloomShape,
+    chunk: int = 2_000_000,
 ) -> None:
     """Sets the bits of ``fps`` in the shard's segments (made by prepare:
     written in place, so their size stays the one seen_init gave them)."""
@@ -128,5 +153,5 @@ def load_bloom(
         bits[(seg[:, None] * np.uint64(width) + pos).ravel()] = 1
     for i in range(shape.segments):
         packed = np.packbits(bits[i * width : (i + 1) * width]).tobytes()
-        client.setrange(f"{prefix}bloom:{i}", 0, packed)
-    client.hincrby(f"{prefix}seen", "n", len(fps))
+        client.setrange(keys.bloom_segment(shard, i), 0, packed)
+    client.hincrby(keys.seen_state(shard), "n", len(fps))

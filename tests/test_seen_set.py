@@ -21,8 +21,8 @@ from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import (
     BLOCK_BYTES,
+    BUCKET_GROUP,
     MAX_SEGMENT_BYTES,
-    SPLIT_LOAD,
     BloomShape,
     SeenFilter,
     SeenWatch,
@@ -41,13 +41,15 @@ from testkit.seen_table import (
     exact_buckets,
     load_bloom,
     load_exact,
+    stored_buckets,
     table_size,
 )
 from testkit.testweb import TestWeb, page_counts
 from tests.conftest import MakeFrontier
 
 PREFIX = "cp:{t/0}:"
-EXACT = f"x {SPLIT_LOAD}"
+EXACT = SeenFilter().script_arg(1)
+KEYS = CrawlKeys("t", 1)
 
 
 @pytest.fixture
@@ -72,6 +74,10 @@ class Driver:
 
 def fingerprints(rng: random.Random, n: int) -> list[bytes]:
     return [rng.randbytes(8) for _ in range(n)]
+
+
+def as_array(fps: list[bytes]) -> np.ndarray:
+    return np.frombuffer(b"".join(fps), dtype=np.uint8).reshape(-1, 8)
 
 
 def test_exact_set_against_a_python_set_across_millions_and_splits(client: redis.Redis) -> None:
@@ -104,12 +110,9 @@ def test_exact_set_against_a_python_set_across_millions_and_splits(client: redis
                      b"n": str(len(order)).encode()}  # fmt: skip
     assert level == 16  # passed depths 8 and 16: entries of 8, 7 and now 6 bytes
     # The model builds the same bytes (what bench/frontier_growth.py loads).
-    model = dict(exact_buckets(np.frombuffer(b"".join(order), dtype=np.uint8).reshape(-1, 8)))
-    assert len(model) == client.dbsize() - 1  # every bucket holds something; + `seen`
-    for start in range(0, len(model), 5000):
-        buckets = list(model)[start : start + 5000]
-        stored = client.mget([f"{PREFIX}seen:{b}" for b in buckets])
-        assert stored == [model[b] for b in buckets]
+    model = dict(exact_buckets(as_array(order)))
+    assert stored_buckets(client, KEYS, 0) == model
+    assert client.dbsize() == 1 + -(-len(model) // BUCKET_GROUP)  # `seen`, bucket hashes
 
 
 def test_exact_set_keeps_identity_over_all_64_bits(client: redis.Redis) -> None:
@@ -129,7 +132,7 @@ def test_exact_set_keeps_identity_over_all_64_bits(client: redis.Redis) -> None:
     assert all(drive(one_bucket[::-1]))
     level, split = table_size(65_536 + len(other_suffix) + 3000)
     bucket, depth = address(one_bucket[0], level, split)
-    stored = client.get(f"{PREFIX}seen:{bucket}")
+    stored = stored_buckets(client, KEYS, 0).get(bucket)
     width = len(entry(one_bucket[0], depth))
     assert isinstance(stored, bytes) and len(stored) % width == 0 and len(stored) >= 3000 * width
     known = set(same_suffix + other_suffix + one_bucket)
@@ -168,17 +171,15 @@ async def test_add_script_tests_seen_urls_with_the_same_table(
     for e in first + [e for e in again if e.fingerprint in set(fps[12_000:])]:
         per_shard[f.keys.shard_of(e.pkey)].append(e.fingerprint)
     for shard, got in per_shard.items():
-        prefix = f.keys.shard_prefixes[shard]
-        model = dict(exact_buckets(np.frombuffer(b"".join(got), dtype=np.uint8).reshape(-1, 8)))
-        stored = client.mget([f"{prefix}seen:{b}" for b in model])
-        assert stored == list(model.values())
-        assert client.hget(prefix + "seen", "n") == str(len(got)).encode()
+        model = dict(exact_buckets(as_array(got)))
+        assert stored_buckets(client, f.keys, shard) == model
+        assert client.hget(f.keys.seen_state(shard), "n") == str(len(got)).encode()
 
 
 def test_loaded_table_answers_like_the_script_built_it(client: redis.Redis) -> None:
     rng = random.Random(5)
     fps = fingerprints(rng, 50_000)
-    load_exact(client, PREFIX, np.frombuffer(b"".join(fps), dtype=np.uint8).reshape(-1, 8))
+    load_exact(client, KEYS, 0, as_array(fps))
     drive = Driver(client)
     assert all(drive(fps[::3]))
     fresh = fingerprints(rng, 5000)
@@ -259,8 +260,7 @@ async def test_loaded_bloom_filter_is_the_one_the_script_fills(
     drive = Driver(client, seen.script_arg(1))
     for start in range(0, len(fps), 10_000):
         assert sum(drive(fps[start : start + 10_000])) < 5  # a few false positives at most
-    load_bloom(client, "cp:{u/0}:", np.frombuffer(b"".join(fps), dtype=np.uint8).reshape(-1, 8),
-               shape)  # fmt: skip
+    load_bloom(client, CrawlKeys("u", 1), 0, as_array(fps), shape)
     for i in range(shape.segments):
         assert client.get(f"cp:{{u/0}}:bloom:{i}") == client.get(f"{PREFIX}bloom:{i}")
 
@@ -285,7 +285,7 @@ async def test_a_crawl_with_fixed_seen_buckets_is_refused(
     assert "older version" in message and "CRAWL_NAME" in message
     assert client.hget("cp:{old}:meta", "seen_layout") is None  # nothing written
     assert (await make_frontier(crawl="new")).seen.kind == "exact"
-    assert client.hget("cp:{new}:meta", "seen_layout") == b"exact1"
+    assert client.hget("cp:{new}:meta", "seen_layout") == b"exact2"
 
 
 async def test_a_worker_with_another_seen_filter_is_refused(make_frontier: MakeFrontier) -> None:

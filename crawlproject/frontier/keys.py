@@ -71,7 +71,8 @@ Per shard, prefix ``cp:{C/s}:``
                          adds each URL: crawlproject/frontier/lua/_seen.lua, seen.py):
                          ``n`` URLs added; exact: ``L`` (level) and ``s`` (split
                          pointer) of its linear hashing, 2^L + s buckets.
-``seen:<n>``       STRING exact seen set, bucket n: entries packed back to back.
+``seen:<g>``       HASH  exact seen set, buckets g x 1024 to g x 1024 + 1023: field
+                         n mod 1024 -> bucket n, entries packed back to back.
                          x = the fingerprint's first 6 bytes, little-endian; a
                          URL's bucket is x mod 2^L, or x mod 2^(L+1) (its depth
                          d = L + 1) when that is below s; its entry is the
@@ -125,7 +126,7 @@ Per shard, prefix ``cp:{C/s}:``
 
 Per crawl, prefix ``cp:{C}:``
 
-``meta``           HASH  ``shards``, ``seen_layout`` (``exact1``, or ``bloom2:capacity:
+``meta``           HASH  ``shards``, ``seen_layout`` (``exact2``, or ``bloom2:capacity:
                          error rate:segments:blocks per segment:block bytes:k``; a crawl with
                          ``seen_bucket_bits`` instead was made by a version with
                          fixed buckets, and is refused), ``priority_mode`` (score |
@@ -271,8 +272,9 @@ class CrawlKeys:
     def seen_state(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "seen"
 
-    def seen_bucket(self, shard: int, bucket: int) -> str:
-        return self.shard_prefixes[shard] + f"seen:{bucket}"
+    def seen_buckets(self, shard: int, group: int) -> str:
+        """The hash of exact seen-set buckets ``group`` x 1024 ... (fields: bucket mod 1024)."""
+        return self.shard_prefixes[shard] + f"seen:{group}"
 
     def bloom_segment(self, shard: int, segment: int) -> str:
         return self.shard_prefixes[shard] + f"bloom:{segment}"

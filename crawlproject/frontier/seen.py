@@ -45,7 +45,9 @@ SEEN_FILTERS = ("exact", "bloom")
 # (bench/frontier_growth.py): ~10 B per URL at 1M URLs, 9.6 at 10M; a link
 # reads 32-64 entries of 5-8 bytes.
 SPLIT_LOAD = 32
-EXACT_LAYOUT = "exact1"
+# Exact: buckets per hash (``seen:<g>``), so 100M URLs make 3,000 keys, not 3M.
+BUCKET_GROUP = 1024
+EXACT_LAYOUT = "exact2"  # exact2: buckets grouped in hashes
 BLOOM_LAYOUT = "bloom2"  # bloom2: blocks of BLOCK_BYTES
 OLD_LAYOUT_FIELD = "seen_bucket_bits"  # written by versions with fixed buckets
 LAYOUT_FIELD = "seen_layout"
@@ -195,7 +197,7 @@ class SeenFilter:
     def script_arg(self, shards: int) -> str:
         """add.lua's seen argument (_seen.lua's seen_open)."""
         if self.kind == "exact":
-            return f"x {SPLIT_LOAD}"
+            return f"x {SPLIT_LOAD} {BUCKET_GROUP}"
         b = self.bloom(shards)
         return f"b {b.segments} {b.per_segment} {BLOCK_BYTES} {b.k}"
 

@@ -1,14 +1,17 @@
--- The shard's seen set (keys.py: `seen`, `seen:<n>`, `bloom:<i>`; the Python
+-- The shard's seen set (keys.py: `seen`, `seen:<g>`, `bloom:<i>`; the Python
 -- side, sizes and layout check: crawlproject/frontier/seen.py). Prepended to
 -- add.lua after _prelude.lua: seen_open(spec) once per call,
 -- seen_test_and_add(fp) per URL (true: seen before; false: it was not, and is
 -- now; fp's first 8 bytes are the fingerprint, the rest is not read),
 -- seen_close() before the call returns.
--- spec: "x <load>" exact; "b <segments> <blocks per segment> <block bytes> <k>" Bloom.
+-- spec: "x <load> <group>" exact; "b <segments> <blocks per segment> <block bytes> <k>" Bloom.
 --
 -- Exact: linear hashing (Litwin 1980), so the set grows by itself and a link
--- costs the same at any size. Buckets `seen:<n>`, n < 2^L + s, are strings of
--- entries packed back to back. A fingerprint's x is its first 6 bytes read
+-- costs the same at any size. Buckets n < 2^L + s are strings of entries
+-- packed back to back, `group` of them per hash: bucket n is field n mod group
+-- of `seen:<floor(n / group)>`. (As keys of their own, 100M URLs made 3M keys:
+-- every command's key lookup, the host queues' too, got slower, and each
+-- bucket cost 30 bytes more.) A fingerprint's x is its first 6 bytes read
 -- little-endian (byte 1 lowest); its bucket is x mod 2^L, or x mod 2^(L+1)
 -- where that is below the split pointer s; that exponent (L or L+1) is the
 -- bucket's depth d. The bucket number is x's low d bits, so it implies the
@@ -18,7 +21,7 @@
 -- (its entries one byte shorter when d + 1 completes a byte) and s advances
 -- (at 2^L: L + 1 and s = 0). One split per `load` adds; a link reads one
 -- bucket of `load` to 2 x `load` entries, whatever the crawl's size.
--- Buckets are written whole with SET: APPEND grows a string's allocation
+-- Buckets are written whole (HSET): appending grows a string's allocation
 -- greedily (doubling below 1 MB), which cost a third of the memory.
 --
 -- Bloom (blocked: Putze, Sanders and Singler 2007): `segments` strings
@@ -33,7 +36,7 @@
 -- operand stays below 2^53: the arithmetic on Lua's doubles is exact
 -- (testkit/seen_table.py computes the same positions).
 local SEEN_MAX_LEVEL = 40  -- 2^41 buckets at most: their numbers stay exact in key names
-local seen_bloom, seen_load, seen_blocks, seen_per_segment, seen_block, seen_k
+local seen_bloom, seen_load, seen_group, seen_blocks, seen_per_segment, seen_block, seen_k
 local seen_L, seen_s, seen_n  -- exact: read at the first test of the call
 local seen_added = 0
 
@@ -45,7 +48,7 @@ local function seen_open(spec)
     seen_per_segment, seen_block, seen_k = tonumber(f[3]), tonumber(f[4]), tonumber(f[5])
     seen_blocks = tonumber(f[2]) * seen_per_segment
   else
-    seen_load = tonumber(f[2])
+    seen_load, seen_group = tonumber(f[2]), tonumber(f[3])
   end
 end
 
@@ -60,6 +63,11 @@ local function seen_contains(s, e, width)
   end
 end
 
+-- Bucket n's hash and field.
+local function seen_where(n)
+  return P .. 'seen:' .. math.floor(n / seen_group), n % seen_group
+end
+
 -- Splits bucket s (depth L) into s and s + 2^L (depth L + 1), by bit L of x:
 -- bit L % 8 of the entries' first byte (fingerprint byte floor(L/8) + 1).
 local function seen_split()
@@ -67,8 +75,8 @@ local function seen_split()
   local width = 8 - math.floor(L / 8)
   local drop = (L % 8 == 7) and 1 or 0
   local bit = 2 ^ (L % 8)
-  local src = P .. 'seen:' .. s
-  local old = redis.call('GET', src)
+  local src, field = seen_where(s)
+  local old = redis.call('HGET', src, field)
   local lo, hi = {}, {}
   if old then
     for i = 1, #old, width do
@@ -77,11 +85,14 @@ local function seen_split()
     end
   end
   if #lo > 0 then
-    redis.call('SET', src, table.concat(lo))
+    redis.call('HSET', src, field, table.concat(lo))
   elseif old then
-    redis.call('DEL', src)
+    redis.call('HDEL', src, field)
   end
-  if #hi > 0 then redis.call('SET', P .. 'seen:' .. (s + 2 ^ L), table.concat(hi)) end
+  if #hi > 0 then
+    local dst, dfield = seen_where(s + 2 ^ L)
+    redis.call('HSET', dst, dfield, table.concat(hi))
+  end
   s = s + 1
   if s == 2 ^ L then
     seen_L, seen_s = L + 1, 0
@@ -102,10 +113,10 @@ local function seen_exact(fp)
   if a < seen_s then a, d = x % (2 * span), seen_L + 1 end
   local cut = math.floor(d / 8)
   local e = string.sub(fp, cut + 1, 8)
-  local key = P .. 'seen:' .. a
-  local s = redis.call('GET', key)
+  local key, field = seen_where(a)
+  local s = redis.call('HGET', key, field)
   if s and seen_contains(s, e, 8 - cut) then return true end
-  redis.call('SET', key, s and s .. e or e)
+  redis.call('HSET', key, field, s and s .. e or e)
   seen_n = seen_n + 1
   seen_added = seen_added + 1
   if seen_n > seen_load * (span + seen_s) and seen_L < SEEN_MAX_LEVEL then seen_split() end
