@@ -74,6 +74,12 @@ CRAWL_SEEN_BUCKET_BITS = None
 # already sent to the frontier and drops repeats locally; 0 turns it off.
 # About 70 bytes each: the default costs up to ~14 MB per worker.
 CRAWL_LOCAL_SEEN_SIZE = 100_000
+# Links (their exact strings, before canonicalization) a worker remembers
+# having taken, per generation (two kept): a repeated link is dropped as the
+# spider yields it, without canonicalizing it again (middlewares/known_links.py);
+# 0 turns it off. About 220 bytes each with its URL: the default costs up to
+# ~22 MB per worker.
+CRAWL_KNOWN_LINKS_SIZE = 50_000
 
 # Query parameters dropped during canonicalization (session ids).
 CRAWL_SESSION_PARAMS: list[str] = [

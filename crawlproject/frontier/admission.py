@@ -6,13 +6,23 @@ canonicalize -> URL rules -> depth -> recently seen here -> trap signals
 :class:`~crawlproject.frontier.client.NewEntry` to store, a
 :class:`SeenLocally` (sent before: only its credit and votes go out), or a
 :class:`Refusal` with the stat it counts under.
+
+Most links repeat (a site's navigation is on every page), so a plain link (a
+GET without body, not a seed, a redirect or a retry) is also remembered by
+the string it came as (:class:`KnownLinks`): the next time the same string
+comes, it is judged from what was remembered, without canonicalizing,
+fingerprinting or encoding it again (:meth:`Admission.known_link`, which the
+spider middleware middlewares/known_links.py calls before the link becomes
+work for the other middlewares and the engine). A link that differs in any
+character is another key: it is canonicalized and tested by fingerprint.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
@@ -55,6 +65,16 @@ class SeenLocally:
     votes: NewEntry | None
 
 
+class KnownLink(NamedTuple):
+    """What admission found for a link string it took: enough to judge the
+    same string again without canonicalizing it."""
+
+    pkey: str
+    host: str  # the canonical URL's host: whom a link from another site votes for
+    fingerprint: bytes
+    shape: bytes | None  # its token shape (rules/traps.py), if the guard is on and it has one
+
+
 class Admission:
     def __init__(
         self,
@@ -72,6 +92,7 @@ class Admission:
         self.pkey = host_key if config.politeness_key == "host" else domain_key
         self._trap_logged = OncePerKey(TRAP_LOG_HOSTS)
         self._recent = RecentFingerprints(config.local_seen_size)
+        self._known = KnownLinks(config.known_links_size)
         self._votes = LinkVotes()
 
     def canonical_or_none(self, url: str) -> str | None:
@@ -91,11 +112,55 @@ class Admission:
             return None
         return self.pkey(canonical), self.canonicalizer.fingerprint(canonical, method, body)
 
+    def known_link(self, request: Request, depth: int) -> SeenLocally | None:
+        """What :meth:`admit` would make of ``request`` at ``depth``, if it is a
+        plain link this worker took before under the same string: a
+        :class:`SeenLocally` (nothing to store; its vote or token shape may
+        still go out). None when it must go through :meth:`admit`: not a plain
+        link, a string not remembered, or a depth the trap guard refuses."""
+        known = self._known_of(request, depth)
+        if known is None:
+            return None
+        return self._seen_again(known, request.meta.get(LINK_FROM_META_KEY), 0.0)
+
+    def _known_of(self, request: Request, depth: int) -> KnownLink | None:
+        if not _plain_link(request):
+            return None
+        known = self._known.get(request.url)
+        if known is None or (self.config.max_depth and depth > self.config.max_depth):
+            return None  # beyond the depth limit: admit refuses it, with its stat
+        return known
+
+    def _seen_again(self, known: KnownLink, source: object, value: float) -> SeenLocally:
+        """A link sent before: its credit, and a vote-only entry if it carries a
+        vote not yet sent for its host or a token shape (every repeat counts)."""
+        vote = self._votes.vote_for_host(source, known.host)
+        first_vote = self._votes.first(vote, known.pkey)
+        votes = None
+        if first_vote or known.shape:
+            votes = NewEntry(
+                known.pkey,
+                known.fingerprint,
+                False,
+                b"",
+                token_shape=known.shape or NO_PATTERN,
+                vote=vote if first_vote else NO_VOTE,
+                vote_only=True,
+            )
+        return SeenLocally(known.pkey, known.fingerprint, value, votes)
+
     def admit(
         self, request: Request, spider: Spider | None, parent: HeldLease | None
     ) -> NewEntry | SeenLocally | Refusal:
         """What ``request`` becomes; ``parent``: the lease it takes over (a
         redirect or retry of a claimed URL), if any."""
+        link = parent is None and _plain_link(request)
+        if link:
+            depth = request.meta.get("depth", 0)
+            known = self._known_of(request, depth if isinstance(depth, int) else 0)
+            if known is not None:
+                value = self.policy.value(request)
+                return self._seen_again(known, request.meta.get(LINK_FROM_META_KEY), value)
         try:
             canonical = self.canonicalizer.canonicalize(request.url)
         except InvalidURL as exc:
@@ -143,6 +208,8 @@ class Admission:
                     vote=vote if first_vote else NO_VOTE,
                     vote_only=True,
                 )
+            if link:
+                self._remember(request.url, pkey, canonical, fingerprint, shape)
             return SeenLocally(pkey, fingerprint, value, votes)
         self._recent.add(fingerprint)
         bypass_seen = request.dont_filter
@@ -161,6 +228,8 @@ class Admission:
             return Refusal("frontier/unserializable")
         # The query shape key is only read by the per-shape cap.
         pattern = url_pattern(canonical) if self.config.max_urls_per_pattern else None
+        if link:
+            self._remember(request.url, pkey, canonical, fingerprint, shape)
         return NewEntry(
             pkey=pkey,
             fingerprint=fingerprint,
@@ -171,6 +240,13 @@ class Admission:
             token_shape=shape or NO_PATTERN,
             vote=vote if self._votes.first(vote, pkey) else NO_VOTE,
         )
+
+    def _remember(
+        self, url: str, pkey: str, canonical: str, fingerprint: bytes, shape: bytes | None
+    ) -> None:
+        host = urlsplit(canonical).hostname or ""
+        # One string per host for all its links (they are many), not one per link.
+        self._known.add(url, KnownLink(sys.intern(pkey), sys.intern(host), fingerprint, shape))
 
     def _log_trap(self, guard: str, url: str) -> None:
         host = urlsplit(url).netloc
@@ -199,3 +275,49 @@ class RecentFingerprints:
         if len(self._young) >= self.size:
             self._old, self._young = self._young, set()
         self._young.add(fp)
+
+
+def _plain_link(request: Request) -> bool:
+    """A link as a page yields it: a GET without body, neither a seed (its vote
+    is the operator's) nor a request that bypasses the seen test."""
+    return (
+        not request.dont_filter
+        and request.method == "GET"
+        and not request.body
+        and not request.meta.get(SEED_META_KEY)
+    )
+
+
+class KnownLinks:
+    """Link strings this worker took, exactly as they came (before
+    canonicalization), each with what admission found for it (:class:`KnownLink`).
+
+    Two generations of at most ``size`` strings each, like
+    :class:`RecentFingerprints`; a string found in the old generation moves to
+    the young one, so the links a site repeats on every page stay while it is
+    crawled. Memory: up to 2 x ``size`` entries (a URL string and a small
+    tuple each).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._young: dict[str, KnownLink] = {}
+        self._old: dict[str, KnownLink] = {}
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def get(self, url: str) -> KnownLink | None:
+        known = self._young.get(url)
+        if known is None:
+            known = self._old.pop(url, None)
+            if known is not None:
+                self.add(url, known)
+        return known
+
+    def add(self, url: str, known: KnownLink) -> None:
+        if self.size <= 0:
+            return
+        if len(self._young) >= self.size:
+            self._old, self._young = self._young, {}
+        self._young[url] = known

@@ -40,6 +40,7 @@ class FrontierConfig:
     flush_interval_seconds: float
     max_claims_in_flight: int
     local_seen_size: int
+    known_links_size: int
     adaptive_delay_factor: float
     adaptive_delay_max_seconds: float
     backoff_http_codes: frozenset[int]
@@ -119,6 +120,7 @@ class FrontierConfig:
             flush_interval_seconds=crawl_setting(settings, "CRAWL_FLUSH_INTERVAL_SECONDS"),
             max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
             local_seen_size=crawl_setting(settings, "CRAWL_LOCAL_SEEN_SIZE"),
+            known_links_size=crawl_setting(settings, "CRAWL_KNOWN_LINKS_SIZE"),
             adaptive_delay_factor=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_FACTOR"),
             adaptive_delay_max_seconds=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS"),
             backoff_http_codes=frozenset(
@@ -174,6 +176,10 @@ class FrontierConfig:
             raise ConfigError("CRAWL_PRIORITY_POLICY must be 'depth', 'aopic' or a class path")
         if self.idle_close_seconds < 0:
             raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
+        if self.local_seen_size < 0 or self.known_links_size < 0:
+            raise ConfigError(
+                "CRAWL_LOCAL_SEEN_SIZE and CRAWL_KNOWN_LINKS_SIZE must be >= 0 (0: off)"
+            )
         for host, o in self.host_overrides.items():
             if (o.delay_seconds is not None and o.delay_seconds < 0) or (
                 o.concurrency is not None and o.concurrency < 1

@@ -287,6 +287,20 @@ class FrontierScheduler(BaseScheduler):
         self.leases.hand_over(token, parent)
         return True
 
+    def known_link(self, request: Request, depth: int) -> bool:
+        """Whether ``request``, a link a page yielded at ``depth``, is one this
+        worker took before under the same string (admission.py): then it is
+        finished here, as ``enqueue_request`` would finish it (counted as a
+        local seen hit; a vote or token shape it carries still goes out), and
+        the caller drops it (middlewares/known_links.py)."""
+        verdict = self.admission.known_link(request, depth)
+        if verdict is None:
+            return False
+        self.stats.inc_value("frontier/seen_hits_local")
+        if verdict.votes is not None:
+            self.outbox.add(verdict.votes, flush=False)
+        return True
+
     def _on_response_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
         self.leases.downloaded(request, response)
 

@@ -53,7 +53,12 @@ class LinkVotes:
         (same host or registered domain, or no source)."""
         if not isinstance(source_host, str) or not source_host:
             return NO_VOTE
-        target = urlsplit(canonical_url).hostname or ""
+        return self.vote_for_host(source_host, urlsplit(canonical_url).hostname or "")
+
+    def vote_for_host(self, source_host: object, target: str) -> bytes:
+        """``vote`` for a link whose canonical URL's host is ``target``."""
+        if not isinstance(source_host, str) or not source_host:
+            return NO_VOTE
         if target == source_host:
             return NO_VOTE
         voter = _voter(source_host)
