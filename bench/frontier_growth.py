@@ -378,40 +378,40 @@ def draw(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.6))
+    fig, (pages, adds, mem, hosts_ax) = plt.subplots(1, 4, figsize=(19, 4.6))
     for kind, style in (("exact", "o-"), ("bloom", "s--")):
         rows = [r for r in result["seen"] if r["filter"] == kind]
         xs = [r["urls"] for r in rows]
-        a.plot(xs, [r["redis_cpu_us_per_page"] for r in rows], style, label=f"per page ({kind})")
-        a.plot(xs, [r["add_us_per_link"] for r in rows], style, label=f"per add ({kind})")
-        a.plot(xs, [r["seen_test_us"] for r in rows], style, label=f"per seen test ({kind})")
-        b.plot(xs, [r["bytes_per_url"] for r in rows], style, label=kind)
-    a.set(xscale="log", xlabel="URLs seen", ylabel="Redis CPU, µs", title="Redis CPU vs URLs seen")
-    a.set_ylim(bottom=0)
-    a.legend(fontsize=7)
-    b.set(xscale="log", xlabel="URLs seen", ylabel="bytes / URL (used_memory)")
-    b.set_title("Redis memory per seen URL")
-    b.set_ylim(bottom=0)
-    b.legend()
+        pages.plot(xs, [r["redis_cpu_us_per_page"] for r in rows], style, label=kind)
+        adds.plot(xs, [r["add_us_per_link"] for r in rows], style, label=f"per add ({kind})")
+        adds.plot(xs, [r["seen_test_us"] for r in rows], style, alpha=0.5,
+                  label=f"per seen test ({kind})")  # fmt: skip
+        mem.plot(xs, [r["bytes_per_url"] for r in rows], style, label=kind)
+    for ax, title, unit in (
+        (pages, "Redis CPU per page (1,000 hosts)", "µs"),
+        (adds, "Redis CPU per link", "µs"),
+        (mem, "Redis memory per seen URL", "bytes (used_memory)"),
+    ):
+        ax.set(xscale="log", xlabel="URLs seen", ylabel=unit, title=title)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
     hosts = [h for h in result["hosts"] if "error" not in h]
-    c.plot([h["hosts"] for h in hosts], [h["redis_cpu_us_per_page"] for h in hosts], "o-")
-    c.set(xscale="log", xlabel="hosts", ylabel="Redis CPU per page, µs")
-    c.set_title("Redis CPU per page vs hosts (depth order)")
-    c.set_ylim(bottom=0)
+    hosts_ax.plot([h["hosts"] for h in hosts], [h["redis_cpu_us_per_page"] for h in hosts], "o-")
+    hosts_ax.set(xscale="log", xlabel="hosts", ylabel="µs", title="Redis CPU per page vs hosts")
+    hosts_ax.set_ylim(bottom=0)
     for h in hosts:
-        c.annotate(
-            f"{h['seeded_bytes_per_url']:.0f} B/URL",
+        hosts_ax.annotate(
+            f"{h['seeded_bytes_per_url']:.0f} B per seeded URL",
             (h["hosts"], h["redis_cpu_us_per_page"]),
             textcoords="offset points",
-            xytext=(0, 8),
+            xytext=(0, -14),
             ha="center",
-            fontsize=8,
+            fontsize=7,
         )
-    fig.suptitle(
-        f"bench/frontier_growth.py at {result['commit'][:7]} ({result['date']})", fontsize=9
-    )
+    title = f"bench/frontier_growth.py at {result['commit'][:7]} ({result['date']})"
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -439,7 +439,12 @@ def main() -> None:
     p.add_argument("--filters", default="exact,bloom")
     p.add_argument("--seed", type=int, default=18)
     p.add_argument("--no-picture", action="store_true")
+    p.add_argument("--redraw", action="store_true", help="only draw the PNG from the last JSON")
     a = p.parse_args()
+    if a.redraw:
+        draw(json.loads((RESULTS / "frontier_growth.json").read_text()), PICTURE)
+        print(f"wrote {PICTURE}")
+        return
     sizes = [int(x) for x in a.sizes.split(",") if x]
     kinds = [k for k in a.filters.split(",") if k]
     started = time.perf_counter()

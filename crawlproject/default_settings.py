@@ -60,7 +60,7 @@ CRAWL_IDLE_CLOSE_SECONDS = 10.0
 # one Redis Cluster hash tag. Fixed for the life of a crawl.
 CRAWL_FRONTIER_SHARDS = 4
 # The crawl's seen-URL set, fixed when the crawl is created
-# (crawlproject/frontier/seen.py): "exact" (grows by itself, ~10 bytes per URL,
+# (crawlproject/frontier/seen.py): "exact" (grows by itself, 8-9.4 bytes per URL,
 # never wrong) or "bloom" (a Bloom filter sized for CRAWL_SEEN_CAPACITY URLs of
 # the whole crawl at CRAWL_SEEN_ERROR_RATE false positives: ~1.8 bytes per URL,
 # but a URL it wrongly calls seen is never crawled; the capacity is required).

@@ -8,7 +8,7 @@ keys.py), one set per frontier shard. Two kinds (``CRAWL_SEEN_FILTER``):
   nor invents one (exact over the whole 64-bit fingerprint), grows by itself,
   and a link's cost does not depend on the crawl's size;
 * ``bloom``: a blocked Bloom filter of fixed size, for ``CRAWL_SEEN_CAPACITY``
-  URLs at ``CRAWL_SEEN_ERROR_RATE``: about 1.8 bytes per URL instead of 10, but
+  URLs at ``CRAWL_SEEN_ERROR_RATE``: about 1.8 bytes per URL instead of 8-9, but
   a URL it wrongly calls seen is never crawled. Its fill and the false-positive rate
   expected at that fill are stats (``SeenWatch``) and in ``crawlproject status``.
 
@@ -42,8 +42,8 @@ logger = logging.getLogger(__name__)
 
 SEEN_FILTERS = ("exact", "bloom")
 # Exact: entries per bucket (on average) past which a bucket splits. Measured
-# (bench/frontier_growth.py): ~10 B per URL at 1M URLs, 9.6 at 10M; a link
-# reads 32-64 entries of 5-8 bytes.
+# (bench/frontier_growth.py): 9.4 B per URL at 1M URLs, 8.2 at 10M and 100M; a
+# link reads 32-64 entries of 6-8 bytes.
 SPLIT_LOAD = 32
 # Exact: buckets per hash (``seen:<g>``), so 100M URLs make 3,000 keys, not 3M.
 BUCKET_GROUP = 1024
