@@ -72,8 +72,8 @@ SPIDER_MIDDLEWARES = {
     "middlewares.path_ascending.PathAscendingSpiderMiddleware": 950,
     # Drops links this worker sent to the frontier before, by their exact
     # string, before the middlewares below and the engine spend time on them
-    # (most links repeat); below link_source (960), which notes their source.
-    "middlewares.known_links.KnownLinksMiddleware": 955,
+    # (most links repeat): the closest to the spider.
+    "middlewares.known_links.KnownLinksMiddleware": 970,
     # Notes the host each link was found on: links from other registered
     # domains are votes that grow a host's page budget (CRAWL_HOST_BUDGET).
     "middlewares.link_source.LinkSourceMiddleware": 960,

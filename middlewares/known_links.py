@@ -12,10 +12,11 @@ it carries for the trap guards. Anything else passes on untouched: a link not
 remembered, a request that is not a plain link (a seed, ``dont_filter``, a
 POST), a link beyond ``CRAWL_MAX_DEPTH`` (admission refuses it with its stat).
 
-Order 955: below middlewares/link_source.py (960), so a link carries its
-source host as the scheduler would see it; above path ascending (950), depth
-(900) and everything that costs per request. Off (NotConfigured) without the
-frontier, with ``CRAWL_KNOWN_LINKS_SIZE = 0``, and with a credit-mode
+Order 970, the closest to the spider: a dropped link costs no other middleware
+anything. The source host a link's vote comes from is the page's, as
+middlewares/link_source.py (960) would note it when budgets are on
+(``CRAWL_HOST_BUDGET``). Off (NotConfigured) without the frontier, with
+``CRAWL_KNOWN_LINKS_SIZE = 0``, and with a credit-mode
 ``CRAWL_PRIORITY_POLICY`` (AOPIC): there a page's credit is shared among all
 its links, known ones included (middlewares/aopic.py), so they must reach it;
 admission still judges them by their string.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
@@ -41,8 +43,9 @@ if TYPE_CHECKING:
 
 
 class KnownLinksMiddleware:
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, votes: bool) -> None:
         self.crawler = crawler
+        self.votes = votes  # budgets on: links carry their page's host (link_source.py)
         self._scheduler: FrontierScheduler | None = None
 
     @classmethod
@@ -53,7 +56,7 @@ class KnownLinksMiddleware:
         name = crawl_setting(crawler.settings, "CRAWL_PRIORITY_POLICY")
         if getattr(policy_class(name), "mode", None) == CREDIT_MODE:
             raise NotConfigured(f"CRAWL_PRIORITY_POLICY={name!r} shares credit among all links")
-        return cls(crawler)
+        return cls(crawler, votes=bool(crawl_setting(crawler.settings, "CRAWL_HOST_BUDGET")))
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any]
@@ -65,7 +68,8 @@ class KnownLinksMiddleware:
         # The depth DepthMiddleware (900) will give the page's links.
         depth = response.meta.get("depth", 0)
         depth = depth + 1 if isinstance(depth, int) else 0
+        source = (urlsplit(response.url).hostname or "") if self.votes else None
         async for obj in result:
-            if isinstance(obj, Request) and known(obj, depth):
+            if isinstance(obj, Request) and known(obj, depth, source):
                 continue
             yield obj

@@ -77,7 +77,7 @@ def test_a_repeated_link_is_judged_from_its_string_as_admission_judges_it() -> N
     assert calls == []  # not canonicalized a second time
     assert again == _slow(slow, url)
     assert isinstance(again, SeenLocally) and again.votes is None
-    early = fast.known_link(_link(url), 1)  # the middleware's question: no credit asked
+    early = fast.known_link(_link(url), 1, None)  # the middleware's question: no credit asked
     assert early is not None and (early.pkey, early.fingerprint, early.votes) == (
         again.pkey,
         again.fingerprint,
@@ -101,7 +101,7 @@ def test_a_link_that_differs_after_canonicalization_is_never_taken_for_a_known_o
 ) -> None:
     admission = _admission()
     admission.admit(_link("http://a.test/x?b=2&a=1"), None, None)
-    assert admission.known_link(_link(other), 1) is None
+    assert admission.known_link(_link(other), 1, None) is None
     assert isinstance(admission.admit(_link(other), None, None), NewEntry)
 
 
@@ -109,22 +109,22 @@ def test_another_string_of_the_same_url_is_still_found_by_its_fingerprint() -> N
     admission = _admission()
     admission.admit(_link("http://a.test/x?b=2&a=1"), None, None)
     alias = "HTTP://A.test:80/x?a=1&b=2#frag"
-    assert admission.known_link(_link(alias), 1) is None  # another string
+    assert admission.known_link(_link(alias), 1, None) is None  # another string
     assert isinstance(admission.admit(_link(alias), None, None), SeenLocally)
-    assert admission.known_link(_link(alias), 1) is not None  # now known under it too
+    assert admission.known_link(_link(alias), 1, None) is not None  # now known under it too
 
 
 def test_a_known_link_still_carries_a_new_voter_once() -> None:
     admission = _admission()
     url = "http://target.com/page"
     admission.admit(_link(url, source="target.com"), None, None)
-    first = admission.known_link(_link(url, source="www.other.org"), 1)
+    first = admission.known_link(_link(url), 1, "www.other.org")  # the page's host
     assert first is not None and first.votes is not None
     assert first.votes.vote == vote_of("other.org") and first.votes.vote_only
     assert first.votes.pkey == "target.com"
-    again = admission.known_link(_link(url, source="blog.other.org"), 1)  # same voter
+    again = admission.known_link(_link(url, source="blog.other.org"), 1, None)  # same voter
     assert again is not None and again.votes is None
-    same_site = admission.known_link(_link(url, source="www.target.com"), 1)
+    same_site = admission.known_link(_link(url), 1, "www.target.com")
     assert same_site is not None and same_site.votes is None
 
 
@@ -134,7 +134,7 @@ def test_a_known_token_link_reports_every_repeat() -> None:
     first = admission.admit(_link(url), None, None)
     assert isinstance(first, NewEntry) and first.token_shape != NO_PATTERN
     for _ in range(2):
-        seen = admission.known_link(_link(url), 1)
+        seen = admission.known_link(_link(url), 1, None)
         assert seen is not None and seen.votes is not None
         assert seen.votes.token_shape == first.token_shape and seen.votes.vote == NO_VOTE
 
@@ -143,15 +143,15 @@ def test_what_is_not_a_plain_link_goes_the_whole_way() -> None:
     admission = _admission(CRAWL_MAX_DEPTH=3)
     url = "http://a.test/"
     admission.admit(_link(url), None, None)
-    assert admission.known_link(_link(url, dont_filter=True), 1) is None
-    assert admission.known_link(_link(url, method="POST", body=b"q=1"), 1) is None
+    assert admission.known_link(_link(url, dont_filter=True), 1, None) is None
+    assert admission.known_link(_link(url, method="POST", body=b"q=1"), 1, None) is None
     seed = _link(url, meta={SEED_META_KEY: True})
-    assert admission.known_link(seed, 0) is None
+    assert admission.known_link(seed, 0, None) is None
     seen_seed = admission.admit(seed, None, None)
     assert isinstance(seen_seed, SeenLocally) and seen_seed.votes is not None
     assert seen_seed.votes.vote == SEED_VOTE
     # Beyond the depth limit admission refuses it, with its own stat.
-    assert admission.known_link(_link(url, depth=4), 4) is None
+    assert admission.known_link(_link(url, depth=4), 4, None) is None
     assert admission.admit(_link(url, depth=4), None, None) == Refusal("trap/max_depth")
 
 

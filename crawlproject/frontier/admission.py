@@ -112,16 +112,17 @@ class Admission:
             return None
         return self.pkey(canonical), self.canonicalizer.fingerprint(canonical, method, body)
 
-    def known_link(self, request: Request, depth: int) -> SeenLocally | None:
-        """What :meth:`admit` would make of ``request`` at ``depth``, if it is a
-        plain link this worker took before under the same string: a
-        :class:`SeenLocally` (nothing to store; its vote or token shape may
-        still go out). None when it must go through :meth:`admit`: not a plain
-        link, a string not remembered, or a depth the trap guard refuses."""
+    def known_link(self, request: Request, depth: int, source: object) -> SeenLocally | None:
+        """What :meth:`admit` would make of ``request`` at ``depth``, found on a
+        page of host ``source`` (None: votes are off), if it is a plain link
+        this worker took before under the same string: a :class:`SeenLocally`
+        (nothing to store; its vote or token shape may still go out). None when
+        it must go through :meth:`admit`: not a plain link, a string not
+        remembered, or a depth the trap guard refuses."""
         known = self._known_of(request, depth)
         if known is None:
             return None
-        return self._seen_again(known, request.meta.get(LINK_FROM_META_KEY), 0.0)
+        return self._seen_again(known, request.meta.get(LINK_FROM_META_KEY, source), 0.0)
 
     def _known_of(self, request: Request, depth: int) -> KnownLink | None:
         if not _plain_link(request):

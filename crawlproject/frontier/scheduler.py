@@ -287,13 +287,14 @@ class FrontierScheduler(BaseScheduler):
         self.leases.hand_over(token, parent)
         return True
 
-    def known_link(self, request: Request, depth: int) -> bool:
-        """Whether ``request``, a link a page yielded at ``depth``, is one this
-        worker took before under the same string (admission.py): then it is
-        finished here, as ``enqueue_request`` would finish it (counted as a
-        local seen hit; a vote or token shape it carries still goes out), and
-        the caller drops it (middlewares/known_links.py)."""
-        verdict = self.admission.known_link(request, depth)
+    def known_link(self, request: Request, depth: int, source: str | None) -> bool:
+        """Whether ``request``, a link a page of host ``source`` yielded at
+        ``depth``, is one this worker took before under the same string
+        (admission.py): then it is finished here, as ``enqueue_request`` would
+        finish it (counted as a local seen hit; a vote or token shape it
+        carries still goes out), and the caller drops it
+        (middlewares/known_links.py)."""
+        verdict = self.admission.known_link(request, depth, source)
         if verdict is None:
             return False
         self.stats.inc_value("frontier/seen_hits_local")
