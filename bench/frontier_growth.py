@@ -41,7 +41,10 @@ size at the start.
 with 4 URLs per host, the exact seen set), at each ``--hosts``: Redis CPU per
 page, and the seeded Redis's bytes per URL (queued, with its seen entry).
 
-Writes bench/results/frontier_growth.json and bench/frontier_growth.png.
+Writes bench/results/frontier_growth.json and bench/frontier_growth.png
+(``--redraw``: the PNG again from the JSON). ``--thp``: every redis-server may
+use transparent huge pages (a diagnostic: TLB misses against cache misses),
+results in frontier_growth-thp.json.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ from crawlproject.frontier.client import NewEntry, RedisFrontier
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import SeenFilter
+from testkit.redis_server import RedisServer as TestRedisServer
 from testkit.seen_table import SEEN_DRIVER, load_bloom, load_exact
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +91,21 @@ PER_ROUND = 20_000  # seen tests, and links added, per server per round
 ADD_HOSTS = 1000
 TARGET_RATIO = 1.3  # the issue: CPU per add at 100M within 1.3x of 1M
 PAYLOAD = b'{"url":"http://h.test/archive/section-07/article-000123456.html","meta":{"depth":2}}'
+
+
+# --thp: Redis may use transparent huge pages (jemalloc asked for them, Redis's
+# own disable-thp off), to tell TLB misses from cache misses.
+THP_MALLOC_CONF = "thp:always,metadata_thp:always"
+THP = {"on": False}
+
+
+class GrowthRedis(RedisServer):
+    """benchlib's private redis-server, with huge pages allowed under --thp."""
+
+    def __init__(self) -> None:
+        TestRedisServer.__init__(self, extra_args=["--disable-thp", "no"] if THP["on"] else None)
+        self.start()
+        self.client = redis.Redis.from_url(self.url)
 
 
 @dataclass
@@ -126,7 +145,7 @@ def warm_scripting(srv: RedisServer) -> int:
 
 def grow(kind: str, n: int, seed: int) -> Grown:
     """A fresh server holding a crawl whose seen set has n URLs (loaded)."""
-    srv = RedisServer()
+    srv = GrowthRedis()
     g = Grown(kind, n, srv, [])
     before = warm_scripting(srv)
     asyncio.run(prepare(srv.url, g.seen))
@@ -191,7 +210,7 @@ def check_sample(g: Grown, rng: np.random.Generator) -> dict[str, int]:
 def lua_filled(n: int, seed: int) -> dict[str, float]:
     """The same set as grow('exact', n, seed), filled through the real script:
     its used_memory per URL, and its keys' exact bytes (MEMORY USAGE) per URL."""
-    srv = RedisServer()
+    srv = GrowthRedis()
     try:
         before = warm_scripting(srv)
         asyncio.run(prepare(srv.url, SeenFilter()))
@@ -343,7 +362,7 @@ def page_run(g: Grown, duration: float, max_pages: int) -> dict[str, Any]:
 
 
 def hosts_run(hosts: int, duration: float, max_pages: int) -> dict[str, Any]:
-    srv = RedisServer()
+    srv = GrowthRedis()
     seeded: dict[str, float] = {}
     original = frontier_ops.seed
 
@@ -440,7 +459,15 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=18)
     p.add_argument("--no-picture", action="store_true")
     p.add_argument("--redraw", action="store_true", help="only draw the PNG from the last JSON")
+    p.add_argument(
+        "--thp",
+        action="store_true",
+        help="Redis with transparent huge pages (writes frontier_growth-thp.json, no PNG)",
+    )
     a = p.parse_args()
+    if a.thp:
+        THP["on"] = True
+        os.environ["MALLOC_CONF"] = THP_MALLOC_CONF  # for the redis-servers started below
     if a.redraw:
         draw(json.loads((RESULTS / "frontier_growth.json").read_text()), PICTURE)
         print(f"wrote {PICTURE}")
@@ -495,7 +522,7 @@ def main() -> None:
     result = summary(a, kinds, result["seen"], result["hosts"], load, started)
     report(result)
     write(result)
-    if not a.no_picture:
+    if not (a.no_picture or a.thp):
         draw(result, PICTURE)
         print(f"wrote {PICTURE}")
 
@@ -517,6 +544,7 @@ def summary(
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - started),
         "config": {
+            "transparent_huge_pages": THP["on"],
             "shards": SHARDS,
             "rounds": a.rounds,
             "per_round": PER_ROUND,
@@ -555,8 +583,9 @@ def marginal(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def write(result: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "frontier_growth.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'frontier_growth.json'}", flush=True)
+    name = "frontier_growth-thp.json" if THP["on"] else "frontier_growth.json"
+    (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS / name}", flush=True)
 
 
 def report(res: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ keys.py), one set per frontier shard. Two kinds (``CRAWL_SEEN_FILTER``):
 
 * ``exact`` (default): linear hashing over packed strings; never loses a URL
   nor invents one (exact over the whole 64-bit fingerprint), grows by itself,
-  and a link's cost does not depend on the crawl's size;
+  and a link does the same work whatever the crawl's size;
 * ``bloom``: a blocked Bloom filter of fixed size, for ``CRAWL_SEEN_CAPACITY``
   URLs at ``CRAWL_SEEN_ERROR_RATE``: about 1.8 bytes per URL instead of 8-9, but
   a URL it wrongly calls seen is never crawled. Its fill and the false-positive rate
