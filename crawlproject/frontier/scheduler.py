@@ -98,6 +98,10 @@ class FrontierScheduler(BaseScheduler):
         self.leases = LeaseBook(config, stats, self.outbox, self.clock)
         self.claims = ClaimBuffer(config, stats, codec, self.clock, self.leases, self.outbox)
         self.seeds = SeedReader(stats)
+        # Links finished by known_link since the last write: counted into
+        # frontier/seen_hits_local then (six a page on a site's navigation: one
+        # stats call per write, not per link).
+        self._known_hits = 0
         self.seen = SeenWatch(stats)  # the seen set's fill: stats, Bloom capacity warning
         self.end = CrawlEnd(config.idle_close_seconds)
         self.crawl_redis: CrawlRedis | None = None  # the crawl's Redis, once open
@@ -297,7 +301,7 @@ class FrontierScheduler(BaseScheduler):
         verdict = self.admission.known_link(request, depth, source)
         if verdict is None:
             return False
-        self.stats.inc_value("frontier/seen_hits_local")
+        self._known_hits += 1
         if verdict.votes is not None:
             self.outbox.add(verdict.votes, flush=False)
         return True
@@ -383,6 +387,9 @@ class FrontierScheduler(BaseScheduler):
 
     async def _write_once(self) -> None:
         assert self.frontier is not None and self.crawl_redis is not None
+        if self._known_hits:
+            self.stats.inc_value("frontier/seen_hits_local", self._known_hits)
+            self._known_hits = 0
         recrawl = self.crawl_redis.recrawl_store
         await self.outbox.write(self.frontier, recrawl, self.clock.new_urls, self._note_done)
 
