@@ -28,6 +28,9 @@ Diagnostics (not part of the benchmark figures):
   plus each worker's event-loop lag;
 * ``--part trace-cpu``: one CPU-bound run per side with the same extension: how
   much of the crawl the downloader sat empty, and the frontier's claim calls;
+* ``--part address``: politeness per server (bench/address_rate.py): the
+  delay-bound crawl with the address cap on and off, rounds alternating, and
+  200 host names on 10 addresses against the ideal the caps allow;
 * ``--part profile``: one CPU-bound run per side under py-spy (raw stacks in
   bench/results/crawl_rate-profile-*.txt), summarised by package and subsystem.
 
@@ -1173,7 +1176,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--part",
-        choices=("all", "delay", "cpu", "trace", "trace-cpu", "profile"),
+        choices=("all", "delay", "cpu", "trace", "trace-cpu", "profile", "address"),
         default="all",
         help="all = delay + cpu (the benchmark); trace and profile are diagnostics",
     )
@@ -1213,6 +1216,13 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME=VALUE",
         help="an extra Scrapy setting for every worker of every run (experiments)",
     )
+    ap.add_argument(
+        "--address-repeats", type=int, default=2, help="--part address: rounds of cap on/off"
+    )
+    ap.add_argument(
+        "--address-spread-repeats", type=int, default=1,
+        help="--part address: runs of 200 names on 10 addresses",
+    )  # fmt: skip
     ap.add_argument("--out", type=Path, help="default bench/results/crawl_rate[-PART].json")
     args = ap.parse_args(argv)
     revs = args.revs is not None
@@ -1274,6 +1284,10 @@ def main(argv: list[str] | None = None) -> None:
         part_trace_cpu(args, out)
     if args.part == "profile":
         part_profile(args, out)
+    if args.part == "address":
+        from address_rate import part_address  # it imports this module
+
+        part_address(args, out)
     out["total_s"] = time.monotonic() - t
     out["machine"]["loadavg_at_end"] = os.getloadavg()
     save(out, args)

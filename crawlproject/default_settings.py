@@ -41,7 +41,8 @@ CRAWL_BACKOFF_MAX_SECONDS = 3600.0
 # "host": the server, host + port (default; http and https of one host, on
 # their default ports 80 and 443, share one slot; another port is another
 # server); "domain": the registered domain, so a.example.com and b.example.com
-# share one slot.
+# share one slot; "address": the slot (concurrency, delay, adaptive delay,
+# 429/503 back-off) is kept per IP address, whatever names lead there.
 CRAWL_POLITENESS_KEY = "host"
 
 # A claimed URL is leased to one worker for this long; live workers renew their
@@ -421,3 +422,23 @@ CRAWL_MAX_LINKS_PER_PAGE = 1000
 # Crawling a web on loopback (tests, ./run demo) needs "127.0.0.0/8".
 CRAWL_GUARD_ENABLED = True
 CRAWL_GUARD_ALLOW: list[str] = []
+
+# Politeness per server (crawlproject/frontier/addresses.py, docs/frontier.md):
+# every name of one machine counts against it. A claimed URL needs its host
+# slot and a place at the IP address its host resolves to: at most this many
+# requests in flight per address, fleet-wide (0: no address cap). Hosts that
+# find their address full wait their turn, first come first served. With
+# CRAWL_POLITENESS_KEY = "address" the address is the politeness slot itself
+# (CRAWL_HOST_CONCURRENCY places, CRAWL_HOST_DELAY apart): leave this unset.
+CRAWL_ADDRESS_CONCURRENCY = 4
+# Networks with their own cap (CIDR -> places, or None / "none" for no cap):
+# a CDN or a large hoster answers for much of the web from a few addresses, so
+# one cap for all of it would crawl every site behind it through a few
+# sockets. {"104.16.0.0/13": None, "192.0.2.0/24": 16}; the most specific
+# network wins.
+CRAWL_ADDRESS_OVERRIDES: dict[str, int | None] = {}
+# Host names resolved by this map instead of DNS (name -> IP address), by the
+# resolver (crawlproject/dns/resolver.py) and so by the address cap: pins a
+# host to one address ("www.example.com": "192.0.2.7"); the tests put many
+# names on one loopback address with it. The address guard still applies.
+CRAWL_HOST_ADDRESSES: dict[str, str] = {}

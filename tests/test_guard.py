@@ -279,13 +279,14 @@ def hostile_web(make: Callable[..., TestWeb], port: int) -> TestWeb:
 
 
 @pytest.mark.parametrize(
-    ("robots", "allow_localhost"),
-    [(True, False), (False, False), (True, True)],
-    ids=["robots-on", "robots-off", "localhost-allowed"],
+    ("robots", "allow_localhost", "address_cap"),
+    [(True, False, 4), (False, False, 4), (True, True, 4), (True, False, 0)],
+    ids=["robots-on", "robots-off", "localhost-allowed", "robots-on-no-address-cap"],
 )
 def test_links_and_redirects_to_private_addresses_are_never_fetched(
     robots: bool,
     allow_localhost: bool,
+    address_cap: int,
     redis_server: RedisServer,
     testweb_factory: Callable[..., TestWeb],
     internal: ConnectionLog,
@@ -301,6 +302,7 @@ def test_links_and_redirects_to_private_addresses_are_never_fetched(
         "CRAWL_IDLE_CLOSE_SECONDS": 1.5,
         "CRAWL_IDLE_POLL_SECONDS": 0.2,
         "DNS_TIMEOUT": 5,
+        "CRAWL_ADDRESS_CONCURRENCY": address_cap,
     }
     proc = start_worker(
         REPO_ROOT, redis_server.url, "guard", [*web.seeds, evil], settings, tmp_path / "w.log",
@@ -327,10 +329,18 @@ def test_links_and_redirects_to_private_addresses_are_never_fetched(
         assert internal.connections == []
         assert stats["guard/blocked"] == 4
         # A name is refused by the resolver: no connection, no retry, no DNS
-        # failure (its host is not parked). With robots.txt, its robots.txt.
-        assert stats.get("guard/blocked_robotstxt", 0) == (1 if robots else 0)
+        # failure (its host is not parked). With the address cap (the default)
+        # the claim asked the resolver for the name's address first, so its
+        # refusal is known before any request leaves and the guard middleware
+        # refuses it. Without, the download's lookup is refused (with
+        # robots.txt, its robots.txt's).
         refused_lookups = stats.get(f"{EXCEPTIONS}scrapy.exceptions.CannotResolveHostError")
-        assert refused_lookups == 1
+        if address_cap:
+            assert "guard/blocked_robotstxt" not in stats and refused_lookups is None
+            assert stats["frontier/address_unresolved"] == 1
+        else:
+            assert stats.get("guard/blocked_robotstxt", 0) == (1 if robots else 0)
+            assert refused_lookups == 1
     assert "retry/count" not in stats and "dns/lookup_failed" not in stats
     # IP literals are refused before any download: no connection attempt at all
     # (RobotsDeferred: a seed waits for its host's robots.txt).

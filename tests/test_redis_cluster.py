@@ -10,9 +10,10 @@ import pytest
 import redis
 
 from testkit.crawlproc import crawl_status
+from testkit.named_web import named_webs
 from testkit.redis_cluster import RedisCluster
 from testkit.testweb import TestWeb
-from tests import test_crawl_fleet, test_recrawl
+from tests import test_address_politeness, test_crawl_fleet, test_recrawl
 
 
 @pytest.fixture
@@ -58,3 +59,12 @@ def test_recrawl_and_status_run_on_a_redis_cluster(
     assert status["fleet"]["pages"] == 3 * 8 + 2
     assert status["frontier"]["done"] == 3 * 8
     assert status["frontier"]["queued"] == 0 and status["frontier"]["leased"] == 0
+
+
+def test_the_address_cap_holds_on_a_redis_cluster(cluster: RedisCluster, tmp_path: Path) -> None:
+    # 20 names on one address, 3 workers: places at the address (its home
+    # shard's slot) and host slots (theirs), every script in one slot.
+    with named_webs() as make_web:
+        test_address_politeness.test_twenty_names_of_one_address_share_its_places(
+            cluster.url, make_web, tmp_path
+        )

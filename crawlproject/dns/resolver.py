@@ -17,7 +17,13 @@ instance:
 * lets concurrent lookups of one name share one system lookup;
 * answers IP literals itself: no cache, no lookup, no stats (so an IPv6
   literal URL such as ``http://[::1]:8080/`` is fetched: Scrapy's resolver
-  hands it to ``gethostbyname``, which fails it as a DNS error).
+  hands it to ``gethostbyname``, which fails it as a DNS error);
+* answers the names of ``CRAWL_HOST_ADDRESSES`` (name -> address) from that
+  map, without a lookup or stats: an operator pins a host to an address, the
+  tests put many names on one loopback address;
+* answers the frontier's question "which address?" (:meth:`CachingResolver.address_of`,
+  asked when a URL is claimed, for the address cap) from the same cache and
+  lookups, without counting its cache answers as a download's.
 
 The private-address guard (:mod:`crawlproject.guard.policy`,
 ``CRAWL_GUARD_*``) is enforced here for host names: a name that resolves to a
@@ -54,10 +60,9 @@ import logging
 import socket
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Generic, Protocol, Self, TypeVar, cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Protocol, Self, cast
 
 from twisted.internet import defer
 from twisted.internet.base import ThreadedResolver
@@ -67,6 +72,8 @@ from twisted.internet.interfaces import IResolverSimple
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from crawlproject.dns.cache import TtlLru
+from crawlproject.frontier.addresses import normal_address
 from crawlproject.guard.errors import BlockedAddressError
 from crawlproject.guard.policy import GuardPolicy
 from crawlproject.setting_values import (
@@ -82,8 +89,6 @@ if TYPE_CHECKING:
     from twisted.internet.base import ReactorBase
 
 logger = logging.getLogger(__name__)
-
-V = TypeVar("V")
 
 # How ThreadedResolver words the reason of a failure without an answer.
 _EAI_AGAIN = f"[Errno {socket.EAI_AGAIN}]"
@@ -109,6 +114,8 @@ class DnsConfig:
     negative_ttl_seconds: Annotated[float, Setting("CRAWL_DNS_NEGATIVE_TTL_SECONDS")]
     timeout_seconds: float  # DNS_TIMEOUT
     park_after: Annotated[int, Setting("CRAWL_DNS_PARK_AFTER")]
+    # CRAWL_HOST_ADDRESSES: host name (lowercase, no final dot) -> IP address.
+    host_addresses: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DnsConfig:
@@ -121,6 +128,7 @@ class DnsConfig:
                 settings, "CRAWL_DNS_CACHE_SIZE", "DNSCACHE_SIZE", int
             ),
             timeout_seconds=settings.getfloat("DNS_TIMEOUT", 60.0),
+            host_addresses=read_host_addresses(settings.getdict("CRAWL_HOST_ADDRESSES") or {}),
         )
 
     def validate(self) -> None:
@@ -139,48 +147,23 @@ class DnsConfig:
             raise ConfigError("CRAWL_DNS_PARK_AFTER must be >= 0 (0: never park)")
 
 
-class TtlLru(Generic[V]):
-    """At most ``size`` entries, each valid for ``ttl_seconds`` after it was
-    stored; when full, the least recently used goes first. Off if either is 0.
-
-    Times are the caller's (monotonic) clock, so tests need no sleeping."""
-
-    def __init__(self, size: int, ttl_seconds: float) -> None:
-        self.size = size
-        self.ttl_seconds = ttl_seconds
-        self._entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
-
-    @property
-    def enabled(self) -> bool:
-        return self.size > 0 and self.ttl_seconds > 0
-
-    def get(self, key: str, now: float) -> V | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires, value = entry
-        if expires <= now:
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: V, now: float) -> None:
-        if not self.enabled:
-            return
-        self._entries[key] = (now + self.ttl_seconds, value)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-
-    def discard(self, key: str) -> None:
-        self._entries.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._entries
+def read_host_addresses(raw: dict[str, object]) -> dict[str, str]:
+    """``CRAWL_HOST_ADDRESSES`` by host name; ConfigError (one line) for an
+    entry that is not ``host name -> IP address``."""
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        key = _key(str(name).strip())
+        address = normal_address(str(value)) if isinstance(value, str) else None
+        if not key or any(c in key for c in "/:@ *") or _is_ip_literal(key):
+            raise ConfigError(
+                f"CRAWL_HOST_ADDRESSES: {name!r} is not a host name (no scheme, port or path)"
+            )
+        if address is None:
+            raise ConfigError(
+                f"CRAWL_HOST_ADDRESSES[{name!r}] must be an IP address, got {value!r}"
+            )
+        out[key] = address
+    return out
 
 
 class _HasSettings(Protocol):
@@ -282,30 +265,41 @@ class CachingResolver:
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
         # ``timeout`` is Twisted's per-call retry schedule; DNS_TIMEOUT rules
         # instead, as in Scrapy's resolver.
+        return self._get(name, count=True)
+
+    def address_of(self, name: str) -> Deferred[str]:
+        """``name``'s address, as a download would get it, for the frontier's
+        address cap: its cache answers are not counted (the download's are)."""
+        return self._get(name, count=False)
+
+    def _get(self, name: str, count: bool) -> Deferred[str]:
         if _is_ip_literal(name):
-            if self.guard is not None:
-                reason = self.guard.refuses(name, name)
-                if reason is not None:
-                    return defer.fail(BlockedAddressError(name, name, reason))
-            return defer.succeed(name)
+            return self._literal(name)
         key = _key(name)
+        pinned = self.config.host_addresses.get(key)
+        if pinned is not None:
+            return self._pinned(key, pinned)
         now = self._clock()
         address = self._positive.get(key, now)
         if address is not None:
-            self._inc("dns/cache_hits")
+            if count:
+                self._inc("dns/cache_hits")
             return defer.succeed(address)
         blocked = self._blocked.get(key, now)
         if blocked is not None:  # a new exception each time: raising one grows its traceback
-            self._inc("dns/cache_hits")
+            if count:
+                self._inc("dns/cache_hits")
             return defer.fail(BlockedAddressError(key, *blocked))
         reason = self._negative.get(key, now)
         if reason is not None:
-            self._inc("dns/negative_hits")
+            if count:
+                self._inc("dns/negative_hits")
             return defer.fail(DNSLookupError(f"address {name!r} not found: {reason} (cached)"))
         waiter: Deferred[str] = Deferred()
         waiters = self._pending.get(key)
         if waiters is not None:
-            self._inc("dns/coalesced")
+            if count:
+                self._inc("dns/coalesced")
             waiters.append(waiter)
             return waiter
         self._pending[key] = [waiter]
@@ -318,6 +312,20 @@ class CachingResolver:
             self._resolved, self._failed, callbackArgs=(key,), errbackArgs=(key, name)
         )
         return waiter
+
+    def _literal(self, name: str) -> Deferred[str]:
+        if self.guard is not None:
+            reason = self.guard.refuses(name, name)
+            if reason is not None:
+                return defer.fail(BlockedAddressError(name, name, reason))
+        return defer.succeed(name)
+
+    def _pinned(self, key: str, address: str) -> Deferred[str]:
+        """A name of CRAWL_HOST_ADDRESSES: its address, unless the guard refuses it."""
+        reason = self.guard.refuses(key, address) if self.guard is not None else None
+        if reason is not None:
+            return defer.fail(BlockedAddressError(key, address, reason))
+        return defer.succeed(address)
 
     def _resolved(self, address: str, key: str) -> None:
         self._negative.discard(key)

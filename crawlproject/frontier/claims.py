@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import Request, Spider
 
+from crawlproject.frontier.address_gate import open_gate
 from crawlproject.frontier.client import Lease, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec, RequestDecodeError
 from crawlproject.frontier.config import FrontierConfig
@@ -26,6 +27,8 @@ from crawlproject.frontier.priority import SHARE_META_KEY
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
+
+    from crawlproject.frontier.address_gate import AddressGate
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,10 @@ class ClaimBuffer:
         self.leases = leases
         self.outbox = outbox
         self._requests: deque[Request] = deque()
+        # The claim's second step, a place at the host's address, if any
+        # address is capped (address_gate.py): opened at the first claim.
+        self.gate: AddressGate | None = None
+        self._gate_opened = False
 
     def __len__(self) -> int:
         return len(self._requests)
@@ -124,19 +131,39 @@ class ClaimBuffer:
         self, frontier: RedisFrontier, worker_id: str, want: int, spider: Spider | None
     ) -> tuple[int, float]:
         """Claims up to ``want`` across shards; returns (claimed, seconds until more)."""
+        if not self._gate_opened:
+            self._gate_opened = True
+            gate = open_gate(self.config, frontier.redis, frontier.keys, self.stats, self.leases)
+            self.gate = self.leases.places = gate
+        claimed: list[tuple[Lease, Request]] = []
+        try:
+            wait = await self._claim(frontier, worker_id, want, spider, claimed)
+        finally:
+            # What was claimed before a failure is held: it goes on, or back.
+            self.clock.next_shard = (self.clock.next_shard + 1) % self.config.shards
+            got = await self._admit(claimed) if claimed else 0
+        return got, wait
+
+    async def _claim(
+        self,
+        frontier: RedisFrontier,
+        worker_id: str,
+        want: int,
+        spider: Spider | None,
+        claimed: list[tuple[Lease, Request]],
+    ) -> float:
         loop = asyncio.get_running_loop()
         clock = self.clock
         shards = self.config.shards
-        got = 0
         wait = self.config.idle_poll_seconds
         for i in range(shards):
             shard = (clock.next_shard + i) % shards
-            if got >= want:
+            if len(claimed) >= want:
                 break
             if clock.shard_ready.get(shard, 0.0) > loop.time():
                 wait = min(wait, clock.shard_ready[shard] - loop.time())
                 continue
-            batch = await frontier.claim(shard, want - got, worker_id)
+            batch = await frontier.claim(shard, want - len(claimed), worker_id)
             if batch.next_ready_ms is None:
                 clock.shard_ready[shard] = loop.time() + self.config.idle_poll_seconds
             else:
@@ -145,21 +172,39 @@ class ClaimBuffer:
                 wait = min(wait, ahead)
             for j, (lease, data) in enumerate(batch.items):
                 share = batch.shares[j] if batch.shares else None
-                got += self._accept(lease, data, share, spider)
-        clock.next_shard = (clock.next_shard + 1) % shards
-        return got, wait
+                request = self._accept(lease, data, share, spider)
+                if request is not None:
+                    claimed.append((lease, request))
+        return wait
 
-    def _accept(self, lease: Lease, data: bytes, share: float | None, spider: Spider | None) -> int:
+    async def _admit(self, claimed: list[tuple[Lease, Request]]) -> int:
+        """Hands claimed requests to the engine's buffer, after the claim's
+        second step (a place at each host's address) when addresses are
+        capped; returns how many go to the engine (the others went back to
+        their queues)."""
+        if self.gate is None:
+            self._requests.extend(request for _, request in claimed)
+            return len(claimed)
+        admitted = await self.gate.admit(claimed)
+        for lease in admitted.sent_back:
+            self.leases.forget(lease)
+        for _, request, hold_seconds in admitted.given_back:
+            self.leases.defer(request, hold_seconds)
+        self._requests.extend(request for _, request in admitted.granted)
+        return len(admitted.granted)
+
+    def _accept(
+        self, lease: Lease, data: bytes, share: float | None, spider: Spider | None
+    ) -> Request | None:
         try:
             request = self.codec.decode(data, spider)
         except RequestDecodeError as exc:
             self.stats.inc_value("frontier/undecodable")
             logger.error("Moved an undecodable frontier entry to the dead list: %s", exc)
             self.outbox.ack("dead", lease)
-            return 0
+            return None
         self.leases.hold(lease, request)
         if share is not None:
             request.meta[SHARE_META_KEY] = share
-        self._requests.append(request)
         self.stats.inc_value("frontier/claims")
-        return 1
+        return request

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
+from crawlproject.frontier.addresses import AddressConfig
 from crawlproject.frontier.client import AdaptiveDelay, HostBudget
 from crawlproject.frontier.host_overrides import HostOverride, read_host_overrides
 from crawlproject.frontier.keys import CrawlKeys
@@ -14,6 +15,11 @@ from crawlproject.frontier.seen import SeenFilter
 from crawlproject.setting_values import ConfigError, crawl_setting
 
 __all__ = ["ConfigError", "FrontierConfig", "HostOverride"]
+
+
+def politeness_key_of(setting: str) -> str:
+    """The key host queues live under: ``host`` in address mode too."""
+    return "host" if setting == "address" else setting
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,8 @@ class FrontierConfig:
     host_budget_seed_votes: int
     trap_token_urls: int
     trap_token_repeat_rate: float
+    # Politeness per server: CRAWL_ADDRESS_*, CRAWL_POLITENESS_KEY = "address".
+    addresses: AddressConfig
 
     @property
     def budget(self) -> HostBudget:
@@ -109,7 +117,9 @@ class FrontierConfig:
             host_delay_seconds=crawl_setting(settings, "CRAWL_HOST_DELAY"),
             host_concurrency=crawl_setting(settings, "CRAWL_HOST_CONCURRENCY"),
             host_overrides=overrides,
-            politeness_key=crawl_setting(settings, "CRAWL_POLITENESS_KEY"),
+            # Address mode queues per host (an address is known only at claim
+            # time): its slot per address is addresses.by_address.
+            politeness_key=politeness_key_of(crawl_setting(settings, "CRAWL_POLITENESS_KEY")),
             lease_seconds=crawl_setting(settings, "CRAWL_LEASE_SECONDS"),
             idle_close_seconds=crawl_setting(settings, "CRAWL_IDLE_CLOSE_SECONDS"),
             shards=crawl_setting(settings, "CRAWL_FRONTIER_SHARDS"),
@@ -138,6 +148,7 @@ class FrontierConfig:
             host_budget_seed_votes=crawl_setting(settings, "CRAWL_HOST_BUDGET_SEED_VOTES"),
             trap_token_urls=crawl_setting(settings, "CRAWL_TRAP_TOKEN_URLS"),
             trap_token_repeat_rate=crawl_setting(settings, "CRAWL_TRAP_TOKEN_REPEAT_RATE"),
+            addresses=AddressConfig.from_settings(settings),
         )
         config.validate(settings)
         return config
@@ -148,7 +159,7 @@ class FrontierConfig:
         if self.host_concurrency < 1:
             raise ConfigError("CRAWL_HOST_CONCURRENCY must be >= 1")
         if self.politeness_key not in ("host", "domain"):
-            raise ConfigError("CRAWL_POLITENESS_KEY must be 'host' or 'domain'")
+            raise ConfigError("CRAWL_POLITENESS_KEY must be 'host', 'domain' or 'address'")
         if self.lease_seconds < 1:
             raise ConfigError("CRAWL_LEASE_SECONDS must be >= 1 (leases are renewed at 1/3)")
         if self.adaptive_delay_factor < 0 or self.adaptive_delay_max_seconds < 0:

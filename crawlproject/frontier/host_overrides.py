@@ -3,8 +3,8 @@
 The frontier keeps a host's own delay and concurrency under its politeness key
 (crawlproject/frontier/urls.py): the server, ``host`` or ``host:port`` (the
 port only when it is not 80 or 443: http and https of one host share one
-slot), with ``CRAWL_POLITENESS_KEY = "host"``; the registered domain with
-``"domain"``. An override must
+slot), with ``CRAWL_POLITENESS_KEY = "host"`` or ``"address"`` (whose queues
+are still per host); the registered domain with ``"domain"``. An override must
 name such a key, or it silently matches nothing. Accepted, with the host keys:
 
 * ``example.com``: the host under either scheme's default port, i.e. the key

@@ -2,9 +2,11 @@
 
 A crawl named ``C`` is split into ``S`` shards (``CRAWL_FRONTIER_SHARDS``); a
 politeness key (the server, ``host[:port]``: http and https of one host share
-it; or a registered domain) lives in shard ``crc32(key) % S``. All keys of a
-shard carry the hash tag ``{C/s}``, so all keys of one host share one Redis
-Cluster slot and no script crosses slots.
+it; or a registered domain) lives in shard ``crc32(key) % S``; an IP address's
+counters live in shard ``crc32(address) % S``, its *home* (politeness per
+server, docs/frontier.md). All keys of a shard carry the hash tag ``{C/s}``, so
+all keys of one host (or address) share one Redis Cluster slot and no script
+crosses slots.
 
 Per shard, prefix ``cp:{C/s}:``
 
@@ -41,7 +43,11 @@ Per shard, prefix ``cp:{C/s}:``
                          or CRAWL_HOST_BUDGET); ``capped`` / ``pcapped`` /
                          ``budgeted`` (a cap or its budget was reported for it);
                          ``seed`` (a seed's host: the operator's votes); ``ts``
-                         (its contained token shapes, 8 bytes each, at most 16).
+                         (its contained token shapes, 8 bytes each, at most 16);
+                         ``aw`` / ``awn`` (waiting for a place at its address: the
+                         deadline, and its own next time; address_wait.lua and
+                         address_wake.lua); ``awk`` (woken before it began to
+                         wait: the time it may come).
 ``pp:<pkey>``      HASH  URL shape (8 bytes, rules/traps.py) -> URLs queued of
                          that shape (with CRAWL_MAX_URLS_PER_PATTERN); and per token
                          shape (CRAWL_TRAP_TOKEN_URLS) ``n`` .. shape -> its new
@@ -103,7 +109,9 @@ Per shard, prefix ``cp:{C/s}:``
                          ``reclaimed``, ``poisoned``, ``unpoisoned``, ``deferred``,
                          ``parked``, ``unparked``, ``host_capped``, ``pattern_capped``,
                          ``over_budget``, ``budget_released``, ``token_parked``,
-                         ``recrawl_promoted``, ``recrawl_lost`` (totals).
+                         ``recrawl_promoted``, ``recrawl_lost``; on an address's
+                         home shard ``address_taken``, ``address_denied``,
+                         ``address_woken`` (totals).
 ``fs:<pkey>``      HASH  recrawl (CRAWL_RECRAWL_TRACK): URL fingerprint (8 bytes) ->
                          its fetch state, a line of text (last fetch, interval,
                          fetches, changes, gone, digest, SimHash, depth, ETag,
@@ -124,6 +132,22 @@ Per shard, prefix ``cp:{C/s}:``
 ``rl:<origin>``    STRING robots.txt fetch lock: the fetching worker's id, with a
                          TTL (SET NX PX), so one worker fetches for the fleet.
 
+Per address ``A`` (an IP address, canonical text), in its home shard, prefix
+``cp:{C/s}:`` (crawlproject/frontier/lua/address_*.lua):
+
+``al:<A>``         ZSET  places held at A: lease token (``shard:id`` of the URL's
+                         lease) -> expiry (ms), renewed with the lease; expired
+                         places are dropped by the next script at A.
+``aq:<A>``         ZSET  hosts (politeness keys) waiting for a place at A -> time
+                         first refused (ms): first come, first served.
+``ar:<A>``         ZSET  places reserved for woken hosts: politeness key -> until (ms).
+``a:<A>``          HASH  CRAWL_POLITENESS_KEY = address: ``next`` (ms, the address's
+                         next start), ``pen`` (ms, its 429/503 penalty); expires an
+                         hour after its last use.
+``afull``          ZSET  address -> places held, while at its cap (for status).
+``aqd``            ZSET  address -> hosts waiting, while any (for status).
+
+
 Per crawl, prefix ``cp:{C}:``
 
 ``meta``           HASH  ``shards``, ``seen_layout`` (``exact2``, or ``bloom2:capacity:
@@ -133,7 +157,8 @@ Per crawl, prefix ``cp:{C}:``
                          credit), ``queue_layout`` (fixed at creation), ``created``,
                          ``host_keys`` (``server``: host keys without the scheme;
                          a crawl without it was made with ``scheme://host`` keys
-                         and is refused in host mode: crawlproject/frontier/host_keys.py).
+                         and is refused in host and address modes:
+                         crawlproject/frontier/host_keys.py).
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
 ``stats``          HASH  fleet counters: each worker adds its Scrapy stats' increments
@@ -284,6 +309,30 @@ class CrawlKeys:
 
     def fetch_states(self, shard: int, pkey: str) -> str:
         return self.shard_prefixes[shard] + "fs:" + pkey
+
+    # Politeness per server: an address's keys, in its home shard.
+
+    def address_shard(self, address: str) -> int:
+        """The home shard of an IP address's places (its canonical text)."""
+        return zlib.crc32(address.encode("ascii")) % self.shards
+
+    def address_places(self, shard: int, address: str) -> str:
+        return self.shard_prefixes[shard] + "al:" + address
+
+    def address_waiting(self, shard: int, address: str) -> str:
+        return self.shard_prefixes[shard] + "aq:" + address
+
+    def address_reserved(self, shard: int, address: str) -> str:
+        return self.shard_prefixes[shard] + "ar:" + address
+
+    def address_state(self, shard: int, address: str) -> str:
+        return self.shard_prefixes[shard] + "a:" + address
+
+    def addresses_full(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "afull"
+
+    def addresses_waited_on(self, shard: int) -> str:
+        return self.shard_prefixes[shard] + "aqd"
 
     def dedupe_exact(self, bucket: int) -> str:
         """Exact-index string of SHA-1 bucket ``bucket`` (its first 2 bytes, 0..65535)."""

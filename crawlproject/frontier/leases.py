@@ -33,6 +33,7 @@ from crawlproject.guard.errors import refusal_of
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
+    from crawlproject.frontier.address_gate import AddressGate
     from crawlproject.frontier.claims import ClaimClock
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class LeaseBook:
         # (loop time of the response, its release): the host's delay runs from
         # the response; the release's age is filled in when it is sent.
         self._releases: list[tuple[float, Release]] = []
+        # Places at addresses held by fetching leases (address_gate.py): freed
+        # with their slot, or when a fetching lease ends otherwise.
+        self.places: AddressGate | None = None
 
     # -- the book ----------------------------------------------------------------
 
@@ -94,7 +98,14 @@ class LeaseBook:
         """Every lease held, forgotten here (the worker is closing)."""
         leases = self.leases()
         self._held.clear()
+        if self.places is not None:
+            self.places.drop_all()
         return leases
+
+    def forget(self, lease: Lease) -> None:
+        """A lease given back by the frontier itself (its URL found no place
+        at its address and went back to its queue: address_wait.lua)."""
+        self._held.pop(lease.token, None)
 
     async def renew(self, frontier: RedisFrontier) -> set[str]:
         """Renews every lease held; drops (and returns the tokens of) those
@@ -104,6 +115,8 @@ class LeaseBook:
         lost = await frontier.renew(self.leases())
         for lease in lost:
             self._held.pop(lease.token, None)
+        if self.places is not None:
+            await self.places.renew(set(self._held))
         if lost:
             self.stats.inc_value("frontier/leases_lost", len(lost))
             logger.warning("%d lease(s) expired before renewal (worker stalled?)", len(lost))
@@ -130,6 +143,7 @@ class LeaseBook:
         if parent is None or token is None:
             return
         del self._held[token]
+        self._drop_place(parent)
         self.outbox.ack("moved", parent.lease, wake=False)
         self.stats.inc_value("frontier/continuations")
 
@@ -180,8 +194,14 @@ class LeaseBook:
         due = now + max(self.config.host_delay_seconds, release.hold_ms / 1000)
         self.clock.slot_freed(release.lease.shard, due)
 
+    def _drop_place(self, held: HeldLease) -> None:
+        if self.places is not None and held.state is LeaseState.FETCHING:
+            self.places.drop(held.lease)
+
     async def send_releases(self, frontier: RedisFrontier) -> None:
         if not self._releases:
+            if self.places is not None:
+                await self.places.send(())
             return
         batch, self._releases = self._releases, []
         now = asyncio.get_running_loop().time()
@@ -193,6 +213,8 @@ class LeaseBook:
         except RedisError:
             self._releases[:0] = batch
             raise
+        if self.places is not None:
+            await self.places.send(releases)
 
     @property
     def pending_releases(self) -> list[Release]:
@@ -267,6 +289,7 @@ class LeaseBook:
             return
         if held.state is LeaseState.FETCHING:
             self.clock.wake()
+            self._drop_place(held)
         self.outbox.ack(ack_mode, held.lease)
         self.stats.inc_value(f"frontier/outcome/{outcome}")
 

@@ -18,7 +18,10 @@ What it shows (all from Redis; times on Redis' clock):
 * the fleet's counters (``stats``): pages, items, errors, robots.txt,
   duplicates, storage (files waiting for upload: the storage lag; bytes
   spooled and workers paused until their spool drains), recrawl;
-* the recrawl backlog (tracked, overdue, oldest overdue age) when there is one.
+* the recrawl backlog (tracked, overdue, oldest overdue age) when there is one;
+* politeness per server: places taken, URLs sent back to wait and hosts
+  woken, the addresses at their cap and the hosts waiting on one
+  (crawlproject/status/addresses.py).
 
 The signals for adding crawlers: queued URLs and hosts ready now grow while
 throughput stays flat; for removing them: hosts ready now near zero (every
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawlproject.frontier.seen import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.status.addresses import address_tables, collect_addresses
 from crawlproject.status.hosts import merge_reports
 from crawlproject.status.reporter import (
     THROUGHPUT_BUCKET_SECONDS,
@@ -171,6 +175,7 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             # Workers not taking new pages until their spool drains (backpressure).
             "workers_paused": sum(1 for g in gauges.values() if g.get("store_paused")),
         },
+        "addresses": await collect_addresses(redis, keys, counters, now_ms),
         "recrawl": {
             "tracked": backlog.tracked,
             "overdue": backlog.overdue,
@@ -242,6 +247,7 @@ def render(status: dict[str, Any]) -> Any:
             for row in rows:
                 table.add_row(row["host"], _fmt(row["pages"]), _fmt(row["errors"]))
             parts.append(table)
+    parts += address_tables(status["addresses"])
     groups = Table(title="fleet counters")
     groups.add_column("group")
     groups.add_column("counters")

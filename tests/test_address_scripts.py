@@ -1,0 +1,180 @@
+"""Politeness per server at script level, on a real redis-server: places at an
+address (crawlproject/frontier/lua/address_*.lua), hosts waiting for their
+turn first come first served, places that come back with their lease, and the
+address's own delay in address mode."""
+
+from __future__ import annotations
+
+import asyncio
+
+from scrapy import Request
+
+from crawlproject.frontier.address_client import (
+    NO_DELAY,
+    AddressClient,
+    AddressTiming,
+    PlaceAsk,
+    PlaceRelease,
+    Wake,
+)
+from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.entries import AdaptiveDelay
+from crawlproject.frontier.replies import reply_text
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.status.view import collect_status, render
+from tests.conftest import MakeFrontier
+
+CANON = UrlCanonicalizer([])
+CODEC = RequestCodec(["scrapy.http.request.Request"])
+ADDRESS = "10.0.0.1"
+BLOCK_MS = 30_000
+
+
+def entry(url: str) -> NewEntry:
+    canonical = CANON.canonicalize(url)
+    return NewEntry(
+        pkey=host_key(canonical),
+        fingerprint=CANON.fingerprint(canonical),
+        dont_filter=False,
+        data=CODEC.encode(Request(url), None),
+    )
+
+
+def client_of(f: RedisFrontier, delay_ms: int = NO_DELAY, lease_ms: int = 10_000) -> AddressClient:
+    timing = AddressTiming(
+        lease_ms=lease_ms,
+        reserve_ms=5_000,
+        block_ms=BLOCK_MS,
+        delay_ms=delay_ms,
+        adaptive=AdaptiveDelay(),
+        host_delay_ms=f.default_delay_ms,
+        host_concurrency=f.default_concurrency,
+    )
+    return AddressClient(f.redis, f.keys, timing)
+
+
+async def claim_all(f: RedisFrontier) -> dict[str, Lease]:
+    """Host -> the lease of the URL claimed from it, over every shard."""
+    out: dict[str, Lease] = {}
+    for shard in range(f.keys.shards):
+        for lease, data in (await f.claim(shard, 100, "w")).items:
+            out[host_key(CANON.canonicalize(CODEC.decode(data, None).url))] = lease
+    return out
+
+
+async def test_an_address_gives_its_places_in_turn(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(delay_ms=0)
+    hosts = [f"h{i}.test" for i in range(6)]
+    await f.add([entry(f"http://{h}/{k}") for h in hosts for k in range(2)])
+    client = client_of(f)
+    leases = await claim_all(f)
+    assert set(leases) == set(hosts)
+    asks = [PlaceAsk(leases[h], h, ADDRESS, 2) for h in hosts]
+    waits, wakes = await client.take(asks)
+    # Two places: the first two asks; the others wait to be woken, in order.
+    assert waits == [0, 0] + [BLOCK_MS] * 4 and wakes == []
+    assert await client.wait([(leases[h], BLOCK_MS) for h in hosts[2:]]) == 4
+    shard = f.keys.address_shard(ADDRESS)
+    waiting = await f.redis.zrange(f.keys.address_waiting(shard, ADDRESS), 0, -1)
+    assert [reply_text(w) for w in waiting] == hosts[2:]
+    # A waiting host is out of the claims (its URL is back, it waits), like a
+    # host whose slot is taken.
+    assert await claim_all(f) == {}
+    state = await f.host_state(hosts[2])
+    assert state["aw"] == state["next"] and state["awn"] <= state["next"]
+
+    # A place frees: the host that waited longest is woken, its place reserved.
+    await f.release([Release(leases[hosts[0]], 0, fetch_ms=5)])
+    wakes = await client.release([PlaceRelease(leases[hosts[0]].token, ADDRESS, 2)])
+    assert wakes == [Wake(hosts[2], 0)]
+    again = await claim_all(f)
+    assert set(again) == {hosts[0]}  # its second URL
+    # A newcomer cannot take the reserved place...
+    waits, _ = await client.take([PlaceAsk(again[hosts[0]], hosts[0], ADDRESS, 2)])
+    assert waits == [BLOCK_MS]
+    await client.wait([(again[hosts[0]], BLOCK_MS)])
+    # ... the woken host can, once claimed again.
+    assert sum((await client.wake(wakes)).values()) == 1
+    woken = await claim_all(f)
+    assert hosts[2] in woken
+    waits, _ = await client.take([PlaceAsk(woken[hosts[2]], hosts[2], ADDRESS, 2)])
+    assert waits == [0]
+    # The newcomer queued behind the others: turns are h3, h4, h5, h0.
+    order = []
+    for _ in range(4):
+        held = await f.redis.zrange(f.keys.address_places(shard, ADDRESS), 0, 0)
+        (wake,) = await client.release([PlaceRelease(reply_text(held[0]), ADDRESS, 2)])
+        order.append(wake.pkey)
+        await client.wake([wake])
+        claimed = await claim_all(f)
+        waits, _ = await client.take([PlaceAsk(claimed[wake.pkey], wake.pkey, ADDRESS, 2)])
+        assert waits == [0]
+    assert order == [hosts[3], hosts[4], hosts[5], hosts[0]]
+    counters = await f.counters()
+    assert counters["address_denied"] == 5 and counters["address_woken"] == 5
+
+
+async def test_a_dead_workers_places_come_back_with_its_lease(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(delay_ms=0)
+    await f.add([entry(f"http://h{i}.test/") for i in range(3)])
+    leases = await claim_all(f)
+    client = client_of(f, lease_ms=200)
+    asks = [PlaceAsk(leases[h], h, ADDRESS, 2) for h in sorted(leases)]
+    assert (await client.take(asks[:2]))[0] == [0, 0]
+    # Renewed while its worker lives...
+    await asyncio.sleep(0.12)
+    assert await client.renew([(ADDRESS, a.lease.token) for a in asks[:2]]) == set()
+    await asyncio.sleep(0.12)
+    assert (await client.take(asks[2:]))[0] == [BLOCK_MS]
+    # ... and free once its leases expire unrenewed (the worker died).
+    await asyncio.sleep(0.25)
+    assert (await client.take(asks[2:]))[0] == [0]
+    assert await client.renew([(ADDRESS, asks[0].lease.token)]) == {asks[0].lease.token}
+
+
+async def test_in_address_mode_the_address_keeps_its_delay(make_frontier: MakeFrontier) -> None:
+    f = await make_frontier(delay_ms=0)
+    await f.add([entry(f"http://h{i}.test/") for i in range(3)])
+    leases = await claim_all(f)
+    client = client_of(f, delay_ms=400)
+    a, b, c = (PlaceAsk(leases[h], h, ADDRESS, 1) for h in sorted(leases))
+    assert (await client.take([a]))[0] == [0]
+    waits, _ = await client.take([b, c])
+    assert waits == [BLOCK_MS, BLOCK_MS]  # the one place is taken: both wait their turn
+    # The response came back: the next start is one delay later, and the host
+    # waiting longest is woken for then (its place reserved till then).
+    (wake,) = await client.release([PlaceRelease(a.lease.token, ADDRESS, 1, fetch_ms=10, flags=0)])
+    assert wake == Wake(b.pkey, 400)
+    waits, _ = await client.take([b])
+    assert 0 < waits[0] <= 400  # not yet: its place waits for it
+    await asyncio.sleep(waits[0] / 1000)
+    assert (await client.take([b]))[0] == [0]
+    # A 429 doubles the address's penalty: at least 1 s before the next start.
+    (wake,) = await client.release([PlaceRelease(b.lease.token, ADDRESS, 1, fetch_ms=10, flags=1)])
+    assert wake == Wake(c.pkey, 1000)
+    state = await f.redis.hgetall(f.keys.address_state(f.keys.address_shard(ADDRESS), ADDRESS))
+    assert int(state[b"pen"]) == 1000
+
+
+async def test_status_shows_addresses_at_their_cap_and_hosts_waiting(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(delay_ms=0)
+    hosts = [f"h{i}.test" for i in range(4)]
+    await f.add([entry(f"http://{h}/") for h in hosts])
+    leases = await claim_all(f)
+    client = client_of(f)
+    waits, _ = await client.take([PlaceAsk(leases[h], h, ADDRESS, 1) for h in hosts])
+    assert waits == [0] + [BLOCK_MS] * 3
+    await client.wait([(leases[h], BLOCK_MS) for h in hosts[1:]])
+    status = await collect_status(f.redis, f.keys, lease_ms=10_000)
+    section = status["addresses"]
+    assert section["at_cap"] == [{"address": ADDRESS, "in_flight": 1}]
+    assert section["waited_on"] == [{"address": ADDRESS, "hosts_waiting": 3, "first": hosts[1:]}]
+    assert (section["taken"], section["denied"]) == (1, 3)
+    assert render(status) is not None  # the tables draw
+    await client.release([PlaceRelease(leases[hosts[0]].token, ADDRESS, 1)])
+    section = (await collect_status(f.redis, f.keys, lease_ms=10_000))["addresses"]
+    assert section["at_cap"] == []  # its place is reserved for h1, not held
+    assert section["waited_on"][0]["first"] == hosts[2:]
