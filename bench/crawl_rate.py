@@ -1172,6 +1172,21 @@ def save(out: dict[str, Any], args: argparse.Namespace) -> None:
     tmp.replace(args.out)
 
 
+def run_record() -> dict[str, Any]:
+    """What a result file starts with: the command, the date, the machine and its
+    load (add ``loadavg_at_end`` to ``machine`` when done)."""
+    return {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "loadavg_at_start": os.getloadavg(),
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -1242,14 +1257,7 @@ def main(argv: list[str] | None = None) -> None:
         suffix += "-revs" if revs else ""
         args.out = RESULTS / f"crawl_rate{suffix}{'-quick' if args.quick else ''}.json"
     out: dict[str, Any] = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        **run_record(),
         "quick": args.quick,
         "extra_settings": EXTRA_SETTINGS,
     }
