@@ -17,6 +17,8 @@ from crawlproject.frontier.address_client import (
     PlaceRelease,
     Wake,
 )
+from crawlproject.frontier.address_gate import AddressGate, Place
+from crawlproject.frontier.addresses import AddressConfig, read_address_overrides
 from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.entries import AdaptiveDelay
@@ -178,3 +180,64 @@ async def test_status_shows_addresses_at_their_cap_and_hosts_waiting(
     section = (await collect_status(f.redis, f.keys, lease_ms=10_000))["addresses"]
     assert section["at_cap"] == []  # its place is reserved for h1, not held
     assert section["waited_on"][0]["first"] == hosts[2:]
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self.values[key] = self.values.get(key, 0) + count
+
+
+async def test_the_gate_follows_the_resolver_and_lets_unresolved_hosts_through(
+    make_frontier: MakeFrontier,
+) -> None:
+    """The worker's side (address_gate.py) with a resolver of our own: each
+    claim asks it, so a host whose address changes moves with it; a host
+    that does not resolve, and a network left uncapped, get no place."""
+    f = await make_frontier(delay_ms=0)
+    await f.add(
+        [entry(f"http://{h}/{k}") for h in ("a.test", "b.test", "cdn.test") for k in (1, 2)]
+    )
+    answers = {"a.test": "10.0.0.1", "cdn.test": "192.0.2.9"}  # b.test: no answer
+
+    async def resolve(name: str) -> str | None:
+        return answers.get(name)
+
+    config = AddressConfig(4, 1, False, read_address_overrides({"192.0.2.0/24": None}))
+    stats = Stats()
+    gate = AddressGate(
+        config, client_of(f), stats, resolve, host_key, lambda shard: None, asyncio.Event()
+    )  # type: ignore[arg-type]
+
+    async def claim_and_admit() -> dict[str, Lease]:
+        leases = await claim_all(f)
+        claimed = [
+            (lease, Request(f"http://{h}/x")) for h, lease in leases.items()
+        ]  # the URL's host is what the gate reads
+        admitted = await gate.admit(claimed)
+        assert admitted.sent_back == [] and admitted.given_back == []
+        assert [lease for lease, _ in admitted.granted] == [lease for lease, _ in claimed]
+        return leases
+
+    first = await claim_and_admit()
+    assert gate.place_of(first["a.test"]) == Place("10.0.0.1", 4)
+    assert gate.place_of(first["b.test"]) is None and gate.place_of(first["cdn.test"]) is None
+    assert stats.values == {
+        "frontier/address_taken": 1,
+        "frontier/address_unresolved": 1,
+        "frontier/address_uncapped": 1,
+    }
+    # The fetches end: slots and places freed together.
+    releases = [Release(lease, 0, fetch_ms=5) for lease in first.values()]
+    await f.release(releases)
+    await gate.send(releases)
+    assert len(gate) == 0
+    # a.test moved: its next claim takes a place at its new address.
+    answers["a.test"] = "10.0.0.2"
+    second = await claim_and_admit()
+    assert gate.place_of(second["a.test"]) == Place("10.0.0.2", 4)
+    for address, held in (("10.0.0.1", 0), ("10.0.0.2", 1)):
+        key = f.keys.address_places(f.keys.address_shard(address), address)
+        assert await f.redis.zcard(key) == held
