@@ -11,8 +11,10 @@ Then, exactly (``MEMORY USAGE key SAMPLES 0``, summed over a SCAN):
 
 * seen bytes/URL   = the ``seen`` hash and ``seen:*`` strings / N (the exact seen
   set; its growth to 100M URLs, and the Bloom filter: bench/frontier_growth.py)
-* queued bytes/URL = the ``q:*`` band lists + ``h:*`` hashes + ``ready``/``due``
-  zsets (+ the ``b:*`` hashes of the AOPIC run) / N
+* queued bytes/URL = the host queues ``q:*`` (band lists; the AOPIC run: one
+  ZSET per host, and its ``b:*`` hashes of bodies) + ``h:*`` hashes + the
+  ``ready`` zset and ``due:*`` lists (+ ``db``, their band mask) / N; the
+  requests are stored as codec.py's compact form, their URL after the host key
 * and ``INFO memory used_memory`` after - before, / N (includes the keyspace table)
 
 Baseline, same run after FLUSHALL: scrapy-redis 0.9.1 RFPDupeFilter (SADD of the
@@ -48,7 +50,7 @@ from scrapy_redis.queue import PriorityQueue
 
 from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.codec import RequestCodec, stored_form, url_of
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 
@@ -119,7 +121,7 @@ class Urls:
         host = self.host(k)
         url = self.url(k, host)  # already canonical (checked in verify)
         data = b"" if tiny else fill_probe(self._template, url, 1 + k % 5, host)
-        return NewEntry("http://" + host, self.canon.fingerprint(url), False, data)
+        return NewEntry(host_key(url), self.canon.fingerprint(url), False, data)
 
     def theirs(self, k: int) -> tuple[str, bytes]:
         host = self.host(k)
@@ -147,7 +149,7 @@ class Urls:
 
 
 # Keys of queued URLs: band lists, host hashes, ready/due sets; AOPIC's credits and bodies.
-QUEUE_KINDS = ("q", "h", "ready", "due", "b")
+QUEUE_KINDS = ("q", "h", "ready", "due", "db", "b")
 
 
 def _shard_kind(key: str) -> str:
@@ -269,11 +271,15 @@ def main() -> None:
     sample = [urls.ours(k) for k in range(0, n, max(1, n // 2000))]
     shape = {
         "url_chars": [
-            min(len(json.loads(e.data)["url"]) for e in sample),
-            round(statistics.mean(len(json.loads(e.data)["url"]) for e in sample), 1),
-            max(len(json.loads(e.data)["url"]) for e in sample),
+            min(len(url_of(e.data) or "") for e in sample),
+            round(statistics.mean(len(url_of(e.data) or "") for e in sample), 1),
+            max(len(url_of(e.data) or "") for e in sample),
         ],
         "our_request_bytes_mean": round(statistics.mean(len(e.data) for e in sample), 1),
+        # as a host queue keeps it: the URL after the host key
+        "our_stored_bytes_mean": round(
+            statistics.mean(len(stored_form(e.data, e.pkey)) for e in sample), 1
+        ),
         "their_pickle_bytes_mean": round(
             statistics.mean(len(urls.theirs(k)[1]) for k in range(0, n, max(1, n // 2000))), 1
         ),
@@ -324,7 +330,8 @@ def report(res: dict[str, Any]) -> None:
         f"\nRedis memory per URL: {c['urls']:,} URLs over {c['hosts']:,} hosts, "
         f"{c['shards']} shards, redis {res['machine']['redis_server']}; URL "
         f"{c['url_chars'][0]}-{c['url_chars'][2]} chars, request "
-        f"{c['our_request_bytes_mean']:.0f} B JSON (scrapy-redis pickle "
+        f"{c['our_request_bytes_mean']:.0f} B compact, {c['our_stored_bytes_mean']:.0f} B stored "
+        f"(scrapy-redis pickle "
         f"{c['their_pickle_bytes_mean']:.0f} B)"
     )
     head = f"{'bytes per URL':44} {'ours':>8} {'scrapy-redis':>13} {'ours/theirs':>12}"
@@ -342,7 +349,7 @@ def report(res: dict[str, Any]) -> None:
         print(f"{label:44} {o[key]:>8.2f} {t[key]:>13.2f} {r:>12.3f}")
     a = res["ours_aopic"]
     print(
-        f"AOPIC policy (band lists of fingerprints + b: hashes): queued "
+        f"AOPIC policy (a ZSET of fingerprints + b: hashes per host): queued "
         f"{a['queued_bytes_per_url']:.2f} B/URL, used_memory {a['used_memory_per_url']:.2f} B/URL, "
         f"add {a['add_urls_per_s']:,} URLs/s"
     )

@@ -170,7 +170,7 @@ class Links:
         url = self.space.url(k, host)  # already canonical (checked in verify)
         data = fill_probe(self._template, url, 1 + k % 5, host)
         fp = self.canon.fingerprint(url)
-        return NewEntry("http://" + host, fp, False, data, score=float(1 + k % 5))
+        return NewEntry(host_key(url), fp, False, data, score=float(1 + k % 5))
 
     def theirs(self, k: int) -> tuple[str, bytes]:
         """(RFPDupeFilter.request_fingerprint, PriorityQueue._encode_request) of link k."""

@@ -216,18 +216,17 @@ async def test_aopic_credit_moves_a_queued_url_up_and_park_keeps_each_url_once(
     make: MakeFrontier,
 ) -> None:
     f = await make(mode="credit")
-    await f.add([entry(f"http://a.test/{i}", 0.01) for i in range(3)])
-    # Enough credit for /2 to reach a better band: a second entry there; the
-    # one left in the old band is stale.
-    r = await f.add([entry("http://a.test/2", 0.5, credit_only=True)])
+    await f.add([entry(f"http://a.test/{i}", 0.01 * (i + 1)) for i in range(4)])
+    # A host's URLs go highest credit first: credit moves /0 ahead of the others.
+    r = await f.add([entry("http://a.test/0", 0.5, credit_only=True)])
     assert r.credited == 1
-    assert await f.park_host("a.test") == 3
-    assert await f.parked_by_host() == {"a.test": 3}
-    assert await f.unpark_all() == 3
+    assert await f.park_host("a.test") == 4
+    assert await f.parked_by_host() == {"a.test": 4}
+    assert await f.unpark_all() == 4
     got = await claim_one(f)
-    assert got is not None and got[1] == "http://a.test/2"
+    assert got is not None and got[1] == "http://a.test/0"
     assert got[2] == pytest.approx(0.51 * 0.9)
     await f.release([Release(got[0], 0, requeue=True)])  # back with its band and credit
-    assert await drain(f) == ["http://a.test/2", "http://a.test/0", "http://a.test/1"]
+    assert await drain(f) == [f"http://a.test/{i}" for i in (0, 3, 2, 1)]
     counters = await f.counters()
-    assert (counters["queued"], counters["leased"], counters["claims"]) == (0, 0, 4)
+    assert (counters["queued"], counters["leased"], counters["claims"]) == (0, 0, 5)

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from crawlproject.frontier.codec import whole_form
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.entries import (
     NO_PATTERN,
@@ -45,7 +46,10 @@ from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, load_script
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
 PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
-QUEUE_LAYOUT = "bands1"  # host queues in priority bands (keys.py); older crawls had one list
+# Host queues in priority bands (keys.py), requests in codec.py's compact form,
+# band masks, due lists. Older crawls: "bands1" (JSON requests, band strings, a
+# due ZSET), and before it none (one list per host queue): refused.
+QUEUE_LAYOUT = "bands2"
 PRIORITY_MODES = ("score", "credit")
 
 # The values the operations take and return live in entries.py (re-exported).
@@ -148,6 +152,16 @@ class RedisFrontier:
                 f"crawl {self.keys.crawl!r} was created by an older version (one list per "
                 "host queue); use another crawl name"
             )
+        old_layout = reply_text(before.get(b"queue_layout", b""))
+        if old_layout and old_layout != QUEUE_LAYOUT:
+            # Its queued requests and host states are in another form (keys.py):
+            # read by this version, they would be misread, never silently.
+            raise FrontierMismatch(
+                f"crawl {self.keys.crawl!r} was created by an older version (queue layout "
+                f"{old_layout}; this version stores {QUEUE_LAYOUT}); this version cannot read "
+                "its queues. Finish the crawl with the version that created it, or start it "
+                "again under another CRAWL_NAME."
+            )
         await self.redis.hsetnx(self.keys.meta, "created", str(int(time.time())))
         for name, value in fields.items():
             await self.redis.hsetnx(self.keys.meta, name, value)
@@ -195,9 +209,15 @@ class RedisFrontier:
         raise AssertionError("unreachable")
 
     async def add(self, entries: Iterable[NewEntry]) -> AddResult:
-        by_shard: dict[int, list[bytes]] = defaultdict(list)
+        # Per shard, per host (in first-seen order): add.lua reads a host's
+        # state once and pushes its URLs in one call per band.
+        by_shard: dict[int, dict[str, list[bytes]]] = defaultdict(dict)
         for e in entries:
-            by_shard[self.keys.shard_of(e.pkey)].append(e.packed())
+            hosts = by_shard[self.keys.shard_of(e.pkey)]
+            packed = hosts.get(e.pkey)
+            if packed is None:
+                packed = hosts[e.pkey] = []
+            packed.append(e.packed())
         calls: list[tuple[int, list[Any]]] = []
         head = [
             self.default_delay_ms,
@@ -210,9 +230,19 @@ class RedisFrontier:
             self.budget.token_urls,
             self.budget.token_repeat_permille,
         ]
-        for shard, packed in by_shard.items():
-            for start in range(0, len(packed), ADD_CHUNK):
-                calls.append((shard, [*head, *packed[start : start + ADD_CHUNK]]))
+        for shard, hosts in by_shard.items():
+            args: list[Any] = []
+            n = 0
+            for pkey, packed in hosts.items():
+                for start in range(0, len(packed), ADD_CHUNK):
+                    part = packed[start : start + ADD_CHUNK]
+                    args += [pkey, len(part), *part]
+                    n += len(part)
+                    if n >= ADD_CHUNK:
+                        calls.append((shard, [*head, *args]))
+                        args, n = [], 0
+            if args:
+                calls.append((shard, [*head, *args]))
         totals = [0] * 12
         lines: list[list[str]] = [[] for _ in range(12)]
         for out in await self._pipelined("add", calls) if calls else []:
@@ -249,9 +279,13 @@ class RedisFrontier:
             self.aopic_tax,
         )
         now_ms, next_ready = int(out[0]), int(out[1])
-        items = [(Lease(shard, int(out[i])), out[i + 1]) for i in range(2, len(out), 3)]
+        # id, host key, request (stored form: its URL after the host key), share
+        items = [
+            (Lease(shard, int(out[i])), whole_form(out[i + 2], reply_text(out[i + 1])))
+            for i in range(2, len(out), 4)
+        ]
         shares = (
-            [float(out[i + 2]) for i in range(2, len(out), 3)]
+            [float(out[i + 3]) for i in range(2, len(out), 4)]
             if self.priority_mode == "credit"
             else []
         )

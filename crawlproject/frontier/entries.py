@@ -3,11 +3,15 @@ a lease, a URL on its way in, a claim, a slot release, an add's outcome."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
+
+from crawlproject.frontier.codec import stored_form
 
 NO_PATTERN = bytes(8)
 NO_VOTE = bytes(4)
 SEED_VOTE = b"\xff\xff\xff\xff"  # a seed: the operator's vote for its host
+_DOUBLE = struct.Struct(">d")
 
 
 class FrontierMismatch(RuntimeError):
@@ -49,8 +53,10 @@ class NewEntry:
     vote_only: bool = False  # a link seen before: only its vote (and token repeat) goes in
 
     def packed(self) -> bytes:
-        """One add.lua argument: fingerprint, kind, pattern, token shape, vote,
-        key, number, request."""
+        """One add.lua argument: fingerprint, kind, options, the trap fields
+        that are set, the number (8-byte big-endian double), the request (its
+        stored form: the URL without the politeness key, which add.lua gets
+        once per host)."""
         kind = (
             b"c"
             if self.credit_only
@@ -60,21 +66,24 @@ class NewEntry:
             if self.dont_filter
             else b"0"
         )
-        number = repr(float(self.score)).encode()
-        return b"".join(
-            (
-                self.fingerprint,
-                kind,
-                self.pattern,
-                self.token_shape,
-                self.vote,
-                self.pkey.encode(),
-                b"\t",
-                number,
-                b"\t",
-                self.data,
-            )
-        )
+        number = _DOUBLE.pack(self.score)
+        data = stored_form(self.data, self.pkey)
+        if self.pattern == NO_PATTERN and self.token_shape == NO_PATTERN and self.vote == NO_VOTE:
+            return self.fingerprint + kind + b"@" + number + data  # the usual link
+        opt = 0x40
+        parts = [self.fingerprint, kind, b""]
+        if self.pattern != NO_PATTERN:
+            opt |= 1
+            parts.append(self.pattern)
+        if self.token_shape != NO_PATTERN:
+            opt |= 2
+            parts.append(self.token_shape)
+        if self.vote != NO_VOTE:
+            opt |= 4
+            parts.append(self.vote)
+        parts[2] = bytes((opt,))
+        parts += (number, data)
+        return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +91,7 @@ class ClaimBatch:
     shard: int
     now_ms: int  # Redis clock
     next_ready_ms: int | None  # earliest ready time left in the shard
-    items: list[tuple[Lease, bytes]]
+    items: list[tuple[Lease, bytes]]  # the request (codec.py, its URL whole)
     # Credit mode (AOPIC): per item, the credit its page passes on to its links.
     shares: list[float] = field(default_factory=list)
 

@@ -13,32 +13,42 @@ Per shard, prefix ``cp:{C/s}:``
 ``ready``          ZSET  politeness key -> earliest fetch time (ms, Redis clock):
                          hosts with queued URLs and a free slot that must
                          still wait (Mercator's back-queue heap).
-``due``            ZSET  politeness key -> band * 2^40 + seq: hosts whose time has
-                         come (claim moves them from ``ready``), best band first,
-                         first due first within a band (seq from ``qseq``). A host
-                         is in ``ready`` or ``due`` (or neither) iff its queue is
-                         non-empty and it has a free slot.
-``q:<pkey>:<band>`` LIST one priority band (0..31, 0 first) of the host's queue,
-                         FIFO (Mercator's front queues, per host). Entries: the
-                         request (compact JSON) in score mode; in credit mode
-                         (AOPIC) the URL's 8-byte fingerprint.
-``b:<pkey>``       HASH  credit mode, per queued URL: field fingerprint -> ``L at
-                         enqueue \\t request`` (its credit at claim is c + L - L at
-                         enqueue) and field fingerprint . "+" -> c, the credit
-                         received from links; its band is band_of(c). Credit
-                         that lifts a URL to a better band pushes a second entry
-                         there; the entry left in the old band no longer matches
-                         and is skipped as stale. (One hash: the bodies keep it
-                         in hashtable encoding, where HINCRBYFLOAT is O(1).)
+``due:<band>``     LIST  politeness keys of the hosts whose time has come (claim
+                         moves them from ``ready``; a host that may be fetched at
+                         once goes straight here), by their best band, first due
+                         first; the host's ``qb`` names its due band, an entry
+                         that does not match it (the host moved to a better band,
+                         was claimed or must wait again) is stale and skipped. A
+                         host is in ``ready`` or due (or neither) iff its queue
+                         is non-empty and it has a free slot.
+``db``             STRING bit mask of the bands whose ``due:<band>`` list may
+                         hold entries (bit b: band b).
+``q:<pkey>:<band>`` LIST score mode: one priority band (0..31, 0 first) of the
+                         host's queue, FIFO (Mercator's front queues, per host), of
+                         requests in codec.py's compact form, their URL after the
+                         host key (``/path`` for ``http://<pkey>/path``): a link of
+                         the web spider is a tag byte, its depth and that.
+``q:<pkey>``       ZSET  credit mode (AOPIC): the host's queue, URL fingerprint
+                         (8 bytes) -> c, the credit it received from links, in
+                         units of 1e-12 (an integer); claims take the highest
+                         first (equal credits in fingerprint order); its band is
+                         band_of(c).
+``b:<pkey>``       HASH  credit mode, per queued URL: field fingerprint -> L at
+                         enqueue (8-byte big-endian double) .. request (compact,
+                         as above); its credit at claim is c + L - L at enqueue.
 ``mode``           STRING ``score`` or ``credit`` (CRAWL_PRIORITY_POLICY's mode), set by
                          every worker, read by the scripts; fixed per crawl.
-``qseq``           STRING due-order counter.
+``qseq``           STRING counter of the keys given to dont_filter copies of a
+                         queued URL (credit mode).
 ``h:<pkey>``       HASH  ``inflight`` (slots taken), ``next`` (ms); the host's
                          own ``delay`` (ms) / ``conc`` when configured; ``rdelay``
                          (ms, its robots.txt Crawl-delay); ``pen`` (ms, the
                          429/503 backoff penalty, halved by each normal answer);
                          ``parked`` (set aside as a trap: new URLs go to ``parked``);
-                         ``qb`` (32 chars '0'/'1': its non-empty bands); ``urls``
+                         ``qb`` (its non-empty bands and its due band: mask +
+                         2^32 x d, mask bit b = band b (credit mode: the band of
+                         its best URL), d = due band + 1 while it is due, else
+                         0; missing when both are 0); ``urls``
                          (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST
                          or CRAWL_HOST_BUDGET); ``capped`` / ``pcapped`` /
                          ``budgeted`` (a cap or its budget was reported for it);
@@ -66,8 +76,9 @@ Per shard, prefix ``cp:{C/s}:``
                          and ``cash``, lambda credit not yet spread (claim raises
                          L by cash / queued: O(1)).
 ``lease``          HASH  lease id -> ``state \\t worker \\t pkey \\t band \\t item``
-                         (item: the request; in credit mode fingerprint, credit,
-                         L at enqueue and request), so it goes back to its band; state ``f`` =
+                         (item: the request, stored form; in credit mode
+                         fingerprint, then credit and L at enqueue as 8-byte
+                         doubles, then the request), so it goes back to its band; state ``f`` =
                          fetching (holds the slot), ``p`` = processing (slot
                          freed, links not yet stored).
 ``leases``         ZSET  lease id -> expiry (ms, Redis clock): reclaim.lua takes back
@@ -91,12 +102,14 @@ Per shard, prefix ``cp:{C/s}:``
                          bit array made at full size when the crawl is created,
                          blocks of 512 bytes (its shape in meta ``seen_layout``);
                          a URL's k bits all lie in one block.
-``reclaims``       HASH  URL (first 8 bytes of its request's SHA-1, 16 hex chars) ->
+``reclaims``       HASH  URL (first 8 bytes of the SHA-1 of its pkey \\t request,
+                         16 hex chars) ->
                          times its lease was reclaimed (its worker died or hung);
                          written only by reclaim.lua, the field dropped when the
                          URL is acked (done, moved, dead) or poisoned, so only
                          URLs reclaimed and not yet finished cost bytes.
-``dead``           LIST  stored requests that could not be decoded.
+``dead``           LIST  ``pkey \\t request``: stored requests that could not be
+                         decoded.
 ``poison``         LIST  ``host \t band \t item``: URLs reclaimed
                          ``CRAWL_MAX_RECLAIMS`` times (each take killed or hung its
                          worker), set aside so the crawl can finish; kept for an
@@ -219,6 +232,7 @@ import re
 import zlib
 
 CRAWL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+BANDS = 32  # priority bands of a host queue (``q:<pkey>:<band>``, ``due:<band>``)
 
 
 class CrawlKeys:
@@ -273,8 +287,8 @@ class CrawlKeys:
     # The other per-shard keys above, for the Python side (the scripts build
     # theirs from the shard prefix they are given, by the same names).
 
-    def due(self, shard: int) -> str:
-        return self.shard_prefixes[shard] + "due"
+    def due(self, shard: int, band: int) -> str:
+        return f"{self.shard_prefixes[shard]}due:{band}"
 
     def leases(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "leases"

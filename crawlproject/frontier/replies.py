@@ -3,10 +3,10 @@ Redis answers bytes or text, list entries carry a stored request."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 
+from crawlproject.frontier.codec import url_of, whole_form
 from crawlproject.frontier.entries import Lease
 
 
@@ -19,13 +19,12 @@ def group_by_shard(leases: Sequence[Lease]) -> dict[int, list[int]]:
 
 def entry_url(entry: bytes, credit: bool) -> str:
     """The URL of a ``host \\t band \\t item`` list entry (``parked``, ``poison``)."""
-    item = entry.split(b"\t", 2)[2]
-    if credit:  # fingerprint (8 bytes), credit \t L at enqueue \t request
-        item = item[8:].split(b"\t", 2)[2]
-    try:
-        return str(json.loads(item)["url"])
-    except (ValueError, KeyError, TypeError):
-        return item.decode("utf-8", "replace")  # undecodable: shown as stored
+    host, _, rest = entry.partition(b"\t")
+    item = rest.partition(b"\t")[2]
+    if credit:  # fingerprint (8 bytes), c and Lq (8 bytes each), request
+        item = item[24:]
+    url = url_of(whole_form(item, host.decode("utf-8", "replace")))
+    return url if url is not None else item.decode("utf-8", "replace")  # shown as stored
 
 
 def host_and_shape(line: str) -> tuple[str, str]:

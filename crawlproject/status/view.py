@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from crawlproject.frontier.keys import BANDS
 from crawlproject.frontier.seen import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.status.addresses import address_tables, collect_addresses
@@ -60,7 +61,8 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
     pipe = redis.pipeline(transaction=False)
     for shard in range(keys.shards):
         pipe.hgetall(keys.counters(shard))
-        pipe.zcard(keys.due(shard))
+        for band in range(BANDS):  # hosts due (a stale entry counts until a claim drops it)
+            pipe.llen(keys.due(shard, band))
         pipe.zcount(keys.ready(shard), "-inf", now_ms)
         pipe.zcount(keys.ready(shard), f"({now_ms}", "+inf")
         pipe.zcard(keys.leases(shard))
@@ -74,11 +76,12 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
 
     counters: dict[str, int] = defaultdict(int)
     hosts_ready = hosts_waiting = leases = leases_expired = 0
-    per_shard = 6
+    per_shard = 5 + BANDS
     for shard in range(keys.shards):
-        h, due, ready_now, ready_later, n_leases, expired = replies[
+        h, *dues, ready_now, ready_later, n_leases, expired = replies[
             shard * per_shard : (shard + 1) * per_shard
         ]
+        due = sum(dues)
         for k, v in h.items():
             counters[_text(k)] += int(v)
         hosts_ready += int(due) + int(ready_now)

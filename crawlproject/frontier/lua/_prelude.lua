@@ -2,33 +2,92 @@
 -- KEYS[1] is the shard's `ready` key (it routes the call on Redis Cluster);
 -- ARGV[1] is the shard prefix "cp:{crawl/shard}:"; every key used below starts
 -- with it, so one script only ever touches one hash slot.
+-- Written for Redis's CPU: a redis.call costs about as much as 50 lines of
+-- Lua, one more field in an HMGET or HSET about half a call, and a number
+-- turned into a string (a key, an argument) a third of a call: hot paths make
+-- few calls, read and write few fields, reuse strings, and keep library
+-- functions in locals (a global is a table lookup at every use).
 local P = ARGV[1]
-local t = redis.call('TIME')
-local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local call, tonumber, floor = redis.call, tonumber, math.floor
+local sub, find, fmt = string.sub, string.find, string.format
+local bit_and, bit_or, bit_not = bit.band, bit.bor, bit.bnot
+local t = call('TIME')
+local NOW = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+local NOW_S = fmt('%d', NOW)
 
--- A host's queue is BANDS priority bands (Mercator's front queues, per host):
--- LISTs `q:<host>:<band>`, band 0 first, FIFO within a band; h:<host> `qb`
--- is a string of BANDS '0'/'1' marking the non-empty ones. The crawl's mode
--- (`mode` key: score | credit) says what a list entry is:
---   score:  the request itself;
---   credit: (AOPIC) the URL's 8-byte fingerprint. `b:<host>` holds, while
---           it is queued, its body (field fingerprint -> L at enqueue .. "\t" ..
---           request) and its credit received from links (field fingerprint
---           .. "+" -> c; one hash: the bodies keep it in hashtable encoding,
---           where each field is O(1), unlike a small hash of credits);
---           its credit is c + L - L at enqueue (L: the shard's lambda offset).
---           Its band is band_of(c); credit that lifts it to a better band
---           pushes a second entry there, and the old one, whose band no longer
---           matches band_of(c), is skipped as stale.
+-- Small numbers as strings (bands, due bands, slots in flight) without
+-- formatting them: NUM[n] for 0 <= n <= 32.
+local NUM = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12',
+  '13', '14', '15', '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27',
+  '28', '29', '30', '31', '32'}
+local function int_s(n)
+  return NUM[n] or fmt('%d', n)
+end
+
+-- A host's queue (the crawl's mode, `mode` key: score | credit):
+--   score:  BANDS priority bands (Mercator's front queues, per host): LISTs
+--           `q:<host>:<band>`, band 0 first, FIFO within a band, of requests
+--           (codec.py's compact form, the URL relative to the host key);
+--   credit: (AOPIC) one ZSET `q:<host>`: fingerprint -> credit received from
+--           links, c, in units of MIN_CREDIT (an integer: Redis compares
+--           integer scores of a small ZSET without parsing them); claims take
+--           the highest first (equal credits in fingerprint order), and credit
+--           for a queued URL is one ZADD XX INCR. `b:<host>` holds, while it is queued,
+--           fingerprint -> Lq .. request (Lq: the shard's lambda offset L when
+--           it was queued, an 8-byte big-endian double); its credit at claim is
+--           c + L - Lq. Its band, band_of(c), orders the host among due hosts.
+-- A host's `qb` (below) marks its non-empty bands: every one in score mode,
+-- in credit mode the band of its best URL.
 -- Functions below take and return an "item": the request (score mode) or
--- fingerprint .. c .. "\t" .. L at enqueue .. "\t" .. request (credit mode).
+-- fingerprint .. c .. Lq .. request (credit mode: credit_item, c and Lq as
+-- doubles).
 local BANDS = 32
-local NO_BANDS = string.rep('0', BANDS)
-local CREDIT = redis.call('GET', P .. 'mode') == 'credit'
+local CREDIT = call('GET', P .. 'mode') == 'credit'
+local MIN_CREDIT = 1e-12  -- a queued URL's credit is positive (its band is defined)
 
-local function set_band(h_qb, band, on)
-  local qb = h_qb or NO_BANDS
-  return string.sub(qb, 1, band) .. (on and '1' or '0') .. string.sub(qb, band + 2)
+-- A credit as a `q:<host>` score: an integer number of MIN_CREDIT, at least 1
+-- (formatted as an integer up to 9e18 units: 9e6 credit).
+local function units_s(c)
+  local u = floor(c / MIN_CREDIT + 0.5)
+  if u < 1 then u = 1 elseif u > 9e18 then u = 9e18 end
+  return fmt('%d', u)
+end
+local LOG2 = math.log(2)
+
+-- h:<host> `qb`: the host's non-empty bands and its place in due, one number
+-- mask + 2^32 x d (mask: bit b = band b, the `bit` library's 32-bit integers;
+-- d: due band + 1 while the host is due, else 0), missing when both are 0.
+local D_UNIT = 4294967296
+
+local function split_qb(v)
+  v = tonumber(v) or 0
+  local d = floor(v / D_UNIT)
+  return v - d * D_UNIT, d
+end
+
+-- The `qb` value of (mask, d) as a string; nil when both are 0 (no field).
+local function qb_s(mask, d)
+  if mask < 0 then mask = mask + D_UNIT end  -- bit 31 set: the bit library's sign
+  if mask == 0 and d == 0 then return nil end
+  if d == 0 and mask < 32 then return NUM[mask] end
+  return fmt('%d', mask + d * D_UNIT)
+end
+
+local function band_bit(band)
+  return bit.lshift(1, band)
+end
+
+-- The best (lowest) band of a mask, or nil for none.
+local function first_band(mask)
+  if mask == 0 then return nil end
+  local low = bit_and(mask, -mask)  -- its lowest bit alone: 2^band
+  if low < 0 then return 31 end
+  return floor(math.log(low) / LOG2 + 0.5)
+end
+
+local function with_band(mask, band, on)
+  if on then return bit_or(mask, band_bit(band)) end
+  return bit_and(mask, bit_not(band_bit(band)))
 end
 
 -- Band of a score (score mode: rounded, clamped) or of a credit c (credit
@@ -37,144 +96,186 @@ local function band_of(x)
   local b
   if CREDIT then
     if x <= 0 then return BANDS - 1 end
-    b = 8 - math.floor(2 * math.log(x) / math.log(2) + 0.5)
+    b = 8 - floor(2 * math.log(x) / LOG2 + 0.5)
   else
-    b = math.floor(x + 0.5)
+    b = floor(x + 0.5)
   end
   if b < 0 then return 0 end
   if b >= BANDS then return BANDS - 1 end
   return b
 end
 
--- Appends (or, `front`, prepends) a list entry to band `band` of the host.
--- Returns true if the host had nothing queued before, and its new band
--- string. `qb`: the host's band string if the caller has it (false: none).
-local function push_entry(host, band, entry, front, qb)
-  local hk = P .. 'h:' .. host
-  if qb == nil then qb = redis.call('HGET', hk, 'qb') end
-  qb = qb or NO_BANDS
-  local was_empty = not string.find(qb, '1', 1, true)
-  redis.call(front and 'LPUSH' or 'RPUSH', P .. 'q:' .. host .. ':' .. band, entry)
-  if string.sub(qb, band + 1, band + 1) ~= '1' then
-    qb = set_band(qb, band, true)
-    redis.call('HSET', hk, 'qb', qb)
-  end
-  return was_empty, qb
+-- A credit-mode item (see above) and its parts.
+local function credit_item(fp, c, lq, request)
+  return fp .. struct.pack('>dd', c, lq) .. request
 end
 
--- Queues an item in band `band` (see push_entry for the rest).
-local function queue_push(host, band, item, front, qb)
-  if not CREDIT then return push_entry(host, band, item, front, qb) end
-  local fp = string.sub(item, 1, 8)
-  local tab = string.find(item, '\t', 9, true)
-  redis.call('HSET', P .. 'b:' .. host, fp, string.sub(item, tab + 1), fp .. '+', string.sub(item, 9, tab - 1))
-  return push_entry(host, band, fp, front, qb)
-end
-
--- The host's best item: band, item, and the band string left (false: empty);
--- or nil. Clears bands it empties. `qb`: as for push_entry.
-local function queue_pop(host, qb)
-  local hk = P .. 'h:' .. host
-  if qb == nil then qb = redis.call('HGET', hk, 'qb') end
-  if not qb then return nil end
-  local band0 = string.find(qb, '1', 1, true)
-  while band0 do
-    local band = band0 - 1
-    local key = P .. 'q:' .. host .. ':' .. band
-    local entry = redis.call('LPOP', key)
-    local item
-    if entry and CREDIT then
-      local v = redis.call('HMGET', P .. 'b:' .. host, entry .. '+', entry)
-      if v[1] and band_of(tonumber(v[1])) == band then
-        item = entry .. v[1] .. '\t' .. (v[2] or '0\t')
-        redis.call('HDEL', P .. 'b:' .. host, entry, entry .. '+')
-      end  -- else a stale entry (moved to a better band, or claimed): skipped
-    else
-      item = entry
-    end
-    if not entry or redis.call('LLEN', key) == 0 then
-      qb = set_band(qb, band, false)
-      if string.find(qb, '1', 1, true) then
-        redis.call('HSET', hk, 'qb', qb)
-      else
-        redis.call('HDEL', hk, 'qb')
-        qb = false
-      end
-    end
-    if item then return band, item, qb end
-    if not qb then return nil end
-    band0 = string.find(qb, '1', 1, true)
-  end
-  return nil
-end
-
-local function best_band(host)
-  local qb = redis.call('HGET', P .. 'h:' .. host, 'qb')
-  local i = qb and string.find(qb, '1', 1, true)
-  return i and i - 1
+local function item_credit(item)  -- c, Lq
+  return struct.unpack('>dd', item, 9)
 end
 
 -- The request inside an item.
 local function item_request(item)
   if not CREDIT then return item end
-  local tab = string.find(item, '\t', 9, true)
-  return string.sub(item, string.find(item, '\t', tab + 1, true) + 1)
+  return sub(item, 25)
 end
 
--- A URL's field in `reclaims`: the first 8 bytes of its request's SHA-1, in
--- hex. The request is the same bytes at every claim of the URL, and score
--- mode has no fingerprint at hand; only reclaimed URLs ever get a field.
-local function reclaim_key(item)
-  return string.sub(redis.sha1hex(item_request(item)), 1, 16)
+-- Hosts whose time has come wait in `due:<band>` (LISTs of host keys, band
+-- = the host's best band when it got there, first due first; its `qb` says
+-- d = band + 1). An entry whose band no longer matches d is stale (the host
+-- moved to a better band, was claimed, or had to wait again) and is skipped.
+-- `db` is a mask of the bands whose due list may hold entries. Hosts that
+-- must still wait are in the `ready` ZSET, scored by the time they may be
+-- fetched. A host is due, in `ready`, or neither (no URL queued, or no free
+-- slot).
+local DB  -- `db`, read at first use
+
+local function due_bands()
+  if not DB then DB = tonumber(call('GET', P .. 'db')) or 0 end
+  return DB
 end
 
--- A host with queued URLs and a free slot is in `ready` (scored by the time it
--- may be fetched) until that time passes; claim then moves it to `due`,
--- scored band * SEQ_SPAN + seq (seq from `qseq`), so the best band goes first
--- and, within a band, the first due. Its band there is always its best band.
-local SEQ_SPAN = 2 ^ 40  -- seq wraps after 2^40 due entries: only FIFO order suffers
+local function set_due_bands(mask)
+  DB = mask
+  call('SET', P .. 'db', mask)
+end
 
-local function due_score(band, seq)
-  return band * SEQ_SPAN + seq % SEQ_SPAN
+-- Appends the host to due band `band`; returns its d (band + 1), which the
+-- caller stores in its `qb` (with its other fields, in one HSET).
+local function enter_due(host, band)
+  if call('RPUSH', P .. 'due:' .. NUM[band], host) == 1 then
+    local db = due_bands()
+    local b = band_bit(band)
+    if bit_and(db, b) == 0 then set_due_bands(bit_or(db, b)) end
+  end
+  return band + 1
+end
+
+-- Writes the host's `qb` (mask, d).
+local function write_qb(hk, mask, d)
+  local v = qb_s(mask, d)
+  if v then call('HSET', hk, 'qb', v) else call('HDEL', hk, 'qb') end
 end
 
 local function in_due(host)
-  return redis.call('ZSCORE', P .. 'due', host)
+  local _, d = split_qb(call('HGET', P .. 'h:' .. host, 'qb'))
+  return d > 0
 end
 
--- A better URL reached a due host: it moves up, keeping its seq.
-local function raise_due(host, band)
-  local sc = tonumber(in_due(host))
-  if sc and band < math.floor(sc / SEQ_SPAN) then
-    redis.call('ZADD', P .. 'due', 'XX', due_score(band, sc), host)
+-- Queues an item in band `band` (score mode: appended, or with `front` put
+-- at the head; credit mode: by its credit). Returns whether the host had
+-- nothing queued before, and its new mask and d. `qb`: the host's `qb` if the
+-- caller has it (nil: read here). It is written here unless `defer_qb` (the
+-- caller writes it).
+local function queue_push(host, band, item, front, qb, defer_qb)
+  local hk = P .. 'h:' .. host
+  if qb == nil then qb = call('HGET', hk, 'qb') end
+  local mask, d = split_qb(qb)
+  local was_empty = mask == 0
+  local new_mask
+  if CREDIT then
+    local fp = sub(item, 1, 8)
+    local c, lq = item_credit(item)
+    call('HSET', P .. 'b:' .. host, fp, struct.pack('>d', lq) .. sub(item, 25))
+    call('ZADD', P .. 'q:' .. host, units_s(c), fp)
+    local best = first_band(mask)
+    new_mask = (best == nil or band < best) and band_bit(band) or mask
+  else
+    call(front and 'LPUSH' or 'RPUSH', P .. 'q:' .. host .. ':' .. NUM[band], item)
+    new_mask = bit_or(mask, band_bit(band))
   end
+  if new_mask ~= mask then
+    mask = new_mask
+    if not defer_qb then write_qb(hk, mask, d) end
+  end
+  return was_empty, mask, d
 end
 
-local function leave_due(host)
-  redis.call('ZREM', P .. 'due', host)
+-- The host's best item: band, item, and the mask left (0: empty); or nil
+-- and the mask. The caller writes the mask.
+local function queue_pop(host, mask)
+  if CREDIT then
+    local key = P .. 'q:' .. host
+    local top = call('ZPOPMAX', key)
+    if not top[1] then return nil, nil, 0 end
+    local bk = P .. 'b:' .. host
+    local body = call('HGET', bk, top[1])
+    call('HDEL', bk, top[1])
+    local c = tonumber(top[2]) * MIN_CREDIT
+    local next_best = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    mask = next_best[2] and band_bit(band_of(tonumber(next_best[2]) * MIN_CREDIT)) or 0
+    if not body then return nil, nil, mask end  -- cannot happen: no URL without its body
+    return band_of(c), top[1] .. struct.pack('>d', c) .. body, mask
+  end
+  local band = first_band(mask)
+  while band do
+    local key = P .. 'q:' .. host .. ':' .. NUM[band]
+    local item = call('LPOP', key)
+    if not item or call('LLEN', key) == 0 then mask = with_band(mask, band, false) end
+    if item then return band, item, mask end
+    band = first_band(mask)
+  end
+  return nil, nil, mask
 end
 
--- Claimable from `nxt` (ms): a due host stays due unless it must now wait.
+local function best_band(host)
+  return first_band((split_qb(call('HGET', P .. 'h:' .. host, 'qb'))))
+end
+
+-- A URL's field in `reclaims`: the first 8 bytes of the SHA-1 of its host
+-- key and request, in hex (the request is the same bytes at every claim of
+-- the URL, and its URL is relative to the host; score mode has no
+-- fingerprint at hand); only reclaimed URLs ever get a field.
+local function reclaim_key(host, item)
+  return sub(redis.sha1hex(host .. '\t' .. item_request(item)), 1, 16)
+end
+
+-- A better URL (band `band`) reached a host; `qb`: its `qb` (nil: read
+-- here). If it is due, it moves to that band's due list (the entry left
+-- behind is stale). Returns its d now.
+local function raise_due(host, band, qb)
+  local hk = P .. 'h:' .. host
+  if qb == nil then qb = call('HGET', hk, 'qb') end
+  local mask, d = split_qb(qb)
+  if d > 0 and band < d - 1 then
+    d = enter_due(host, band)
+    write_qb(hk, mask, d)
+  end
+  return d
+end
+
+-- Claimable from `nxt` (ms): a due host stays due unless it must now wait;
+-- otherwise it joins `ready` (claim moves it to due when its time comes).
 local function schedule(host, nxt)
+  local hk = P .. 'h:' .. host
+  local mask, d = split_qb(call('HGET', hk, 'qb'))
   if nxt > NOW then
-    leave_due(host)
-  elseif in_due(host) then
+    if d > 0 then write_qb(hk, mask, 0) end  -- its due entry goes stale
+  elseif d > 0 then
     return
   end
-  redis.call('ZADD', P .. 'ready', nxt, host)
+  call('ZADD', P .. 'ready', nxt, host)
 end
 
--- A host enters `ready` when it has queued URLs and a free slot; its score is
--- the earliest time it may be fetched again.
-local function make_ready(host, ddelay, dconc)
-  local h = redis.call('HMGET', P .. 'h:' .. host, 'inflight', 'next', 'conc', 'qb')
-  if not h[4] then return end
-  local inflight = tonumber(h[1]) or 0
-  local conc = tonumber(h[3]) or dconc
-  if inflight < conc and not in_due(host) then
+-- A host with queued URLs and a free slot is due once `next` has passed,
+-- else in `ready` until then. `fresh`: its queue was empty until now, so it
+-- is neither due nor in `ready` yet, and goes straight to due when it may be
+-- fetched now; otherwise it may be in `ready` already and joins it (claim
+-- moves it to due): ZADD NX keeps an earlier time.
+local function make_ready(host, ddelay, dconc, fresh)
+  local hk = P .. 'h:' .. host
+  local h = call('HMGET', hk, 'inflight', 'next', 'conc', 'qb')
+  local mask, d = split_qb(h[4])
+  local band = first_band(mask)
+  if not band or d > 0 then return end
+  if (tonumber(h[1]) or 0) < (tonumber(h[3]) or dconc) then
     local nxt = tonumber(h[2]) or 0
-    if nxt < NOW then nxt = NOW end
-    redis.call('ZADD', P .. 'ready', 'NX', nxt, host)
+    if nxt <= NOW and fresh then
+      write_qb(hk, mask, enter_due(host, band))
+    else
+      if nxt < NOW then nxt = NOW end
+      call('ZADD', P .. 'ready', 'NX', nxt, host)
+    end
   end
 end
 
@@ -199,35 +300,41 @@ end
 --     retry backoff;
 --   nocontact: the slot was released without any request to the host.
 -- `r` may be nil: a plain release (no fetch measured).
+-- The host is then due (its time has come: straight to its due band) or in
+-- `ready` (it must wait), if it has URLs queued.
+local NO_TUNING = {}
 local function release_slot(host, ddelay, dconc, age, r)
-  r = r or {}
+  r = r or NO_TUNING
   local fetch = r.fetch or -1
+  local hold = r.hold or 0
   local hk = P .. 'h:' .. host
-  local h = redis.call('HMGET', hk, 'inflight', 'next', 'delay', 'conc', 'rdelay', 'pen')
-  local inflight = (tonumber(h[1]) or 1) - 1
+  local h = call('HMGET', hk, 'inflight', 'next', 'delay', 'conc', 'rdelay', 'pen', 'qb')
+  local held = tonumber(h[1]) or 1
+  local inflight = held - 1
   if inflight < 0 then inflight = 0 end
   local delay = host_delay(h[3], h[5], ddelay)
   local pen = tonumber(h[6]) or 0
+  local pen_field
   if fetch >= 0 then
     if r.throttled then
       pen = math.max(pen * 2, delay, 1000)
       if pen > (r.bmax or pen) then pen = r.bmax end
     else
-      pen = math.floor(pen / 2)
+      pen = floor(pen / 2)
       if pen < 100 then pen = 0 end
     end
-    if pen > 0 then redis.call('HSET', hk, 'pen', pen) else redis.call('HDEL', hk, 'pen') end
+    pen_field = pen
   end
   local wait = delay
   if fetch > 0 and (r.factor or 0) > 0 then
     wait = math.max(wait, math.min(fetch * r.factor, r.amax or 0))
   end
   if pen > wait then wait = pen end
-  if (r.hold or 0) > wait then wait = r.hold end
+  if hold > wait then wait = hold end
   local nxt = NOW - (age or 0) + wait
   local prev = tonumber(h[2]) or 0
   local conc = tonumber(h[4]) or dconc
-  if r.nocontact and (r.hold or 0) == 0 and conc <= 1 then
+  if r.nocontact and hold == 0 and conc <= 1 then
     -- The host was not contacted (robots.txt forbade the URL): with one slot,
     -- it was ready when claimed, so it may be fetched now; the claim-time
     -- floor only guarded the fetch that did not happen.
@@ -235,15 +342,43 @@ local function release_slot(host, ddelay, dconc, age, r)
   elseif prev > nxt then
     nxt = prev
   end
-  redis.call('HSET', hk, 'inflight', inflight, 'next', nxt)
-  if inflight < conc and best_band(host) then schedule(host, nxt) end
+  local mask, d = split_qb(h[7])
+  local band = first_band(mask)
+  local qb  -- its new `qb`, if it changes
+  if band and inflight < conc then
+    if nxt > NOW then
+      if d > 0 then qb = qb_s(mask, 0) end  -- it must wait again: its due entry goes stale
+      call('ZADD', P .. 'ready', nxt, host)
+    elseif d == 0 then
+      if held >= conc then
+        -- It had no free slot, so it was neither due nor in `ready`.
+        qb = qb_s(mask, enter_due(host, band))
+      else
+        call('ZADD', P .. 'ready', 'NX', nxt, host)
+      end
+    end
+  end
+  if pen_field == 0 then
+    if h[6] then call('HDEL', hk, 'pen') end
+    pen_field = nil
+  end
+  local nxt_s = nxt == NOW and NOW_S or fmt('%d', nxt)
+  if pen_field and qb then
+    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'pen', pen_field, 'qb', qb)
+  elseif pen_field then
+    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'pen', pen_field)
+  elseif qb then
+    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'qb', qb)
+  else
+    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s)
+  end
 end
 
 -- A lease record is "<state>\t<worker>\t<host>\t<band>\t<item>", so the URL
 -- goes back to its band; state f = fetching (holds the host slot), p =
 -- processing (slot released, not yet acked).
 local function lease_record(state, worker, host, band, item)
-  return state .. '\t' .. worker .. '\t' .. host .. '\t' .. band .. '\t' .. item
+  return state .. '\t' .. worker .. '\t' .. host .. '\t' .. NUM[band] .. '\t' .. item
 end
 
 local function parse_lease(v)
@@ -254,8 +389,12 @@ end
 -- Back to the head of its band. Returns 0 (and drops this copy) if the URL is
 -- queued again already (credit mode: a dont_filter copy of it).
 local function requeue(host, band, item)
-  if CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1 then return 0 end
-  queue_push(host, band, item, true)
-  raise_due(host, band)
+  if CREDIT and call('HEXISTS', P .. 'b:' .. host, sub(item, 1, 8)) == 1 then return 0 end
+  local hk = P .. 'h:' .. host
+  local qb = call('HGET', hk, 'qb') or false
+  local _, mask, d = queue_push(host, band, item, true, qb, true)
+  if d > 0 and band < d - 1 then d = enter_due(host, band) end  -- a better band: due there
+  local v = qb_s(mask, d)
+  if v ~= qb then call('HSET', hk, 'qb', v) end
   return 1
 end

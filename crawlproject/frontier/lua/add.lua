@@ -1,18 +1,22 @@
 -- add(P, default_delay_ms, default_conc, seen_spec, host_cap, pattern_cap,
---     budget_base, budget_seed_votes, token_urls, token_repeat_permille, entry...)
--- entry = fingerprint (8 bytes) .. kind (1 byte) .. pattern (8 bytes)
---         .. token shape (8 bytes) .. vote (4 bytes) .. pkey
---         .. "\t" .. number .. "\t" .. request
--- (one argument per URL: packing five costs the client 5x more).
+--     budget_base, budget_seed_votes, token_urls, token_repeat_permille,
+--     then per host: pkey, n, its n entries ...)
+-- entry = fingerprint (8 bytes) .. kind (1 byte) .. options (1 byte)
+--         [.. pattern (8 bytes)] [.. token shape (8 bytes)] [.. vote (4 bytes)]
+--         .. number (8-byte big-endian double) .. request
+-- (one argument per URL: packing five costs the client 5x more; one host key
+-- per host: its state is read once, its new URLs pushed in one call per band).
 -- kind: "0" new URL; "1" dont_filter (bypasses the seen test and the caps);
 -- "c" credit only (a link seen before: no request, AOPIC credit for it);
 -- "v" vote only (a link seen before, from another registered domain).
+-- options: "@" + 1 if a pattern follows, + 2 a token shape, + 4 a vote.
 -- number: score mode: the URL's priority score (its band: rounded, 0..31);
 -- credit mode (AOPIC): credit to give the URL (see the prelude).
--- pattern: the URL's query shape key (8 bytes; all zero: none), see rules/traps.py.
--- token shape: the shape key of a URL with a token part (all zero: none).
+-- pattern: the URL's query shape key (8 bytes), see rules/traps.py.
+-- token shape: the shape key of a URL with a token part.
 -- vote: the linking page's registered domain (4 bytes of its hash) when it is
--- not the URL's own; all zero: none; FF FF FF FF: a seed (the operator's vote).
+-- not the URL's own; FF FF FF FF: a seed (the operator's vote).
+-- request: its stored form (codec.py: compact, the URL relative to the pkey).
 -- Seen test (seen_spec: the shard's seen set, _seen.lua); then, for a new URL:
 -- a parked host's URLs go to `parked`; a token shape contained on the host
 -- (`ts`) too; host_cap URLs per host per crawl (h:<host> `urls`); the host's
@@ -41,9 +45,9 @@ local seed_votes = tonumber(ARGV[8]) or 0
 local token_urls = tonumber(ARGV[9]) or 0
 local token_permille = tonumber(ARGV[10]) or 0
 local FIRST = 11
-local PKEY_AT = 30
 local MAX_VOTES = 256  -- linking domains counted; at this many a host has no budget
 local MAX_TOKEN_SHAPES = 16  -- contained shapes per host; past it the host is parked
+local PUSH_CHUNK = 1000  -- values per RPUSH (Lua's unpack has a stack limit)
 local NO_VOTE = string.rep('\0', 4)
 local SEED_VOTE = string.rep('\255', 4)
 local budgeted, tparked, released = 0, 0, 0
@@ -53,24 +57,35 @@ local added, hits, parked, capped, pcapped, credited = 0, 0, 0, 0, 0, 0
 local cash = 0
 local new_capped, new_pcapped = {}, {}
 local L = 0
-if CREDIT then L = tonumber(redis.call('HGET', P .. 'aopic', 'L')) or 0 end
-local MIN_CREDIT = 1e-12  -- a queued URL's credit is positive (its band is defined)
-local function credit_item(fp, credit, req)
-  return fp .. string.format('%.17g', math.max(credit, MIN_CREDIT)) .. '\t'
-    .. string.format('%.17g', L) .. '\t' .. req
+if CREDIT then L = tonumber(call('HGET', P .. 'aopic', 'L')) or 0 end
+local function new_item(fp, credit, req)
+  return credit_item(fp, math.max(credit, MIN_CREDIT), L, req)
 end
-local seq0 = tonumber(redis.call('GET', P .. 'qseq')) or 0
+local seq0 = tonumber(call('GET', P .. 'qseq')) or 0
 local seq = seq0
 -- Per host, read once per call: links of one page share few hosts.
--- host -> {parked = bool, qb = band string or false, ts = contained token
--- shapes (8 bytes each) or false, seed = bool, votes = linking domains or nil}
+-- host -> {parked = bool, why, qb = band mask (as read), d = its due band + 1,
+-- pend = band -> entries to push, mask = bands pushed to; read when first
+-- needed: ts = contained token shapes (8 bytes each) or false, seed = bool,
+-- votes = linking domains}
 local hosts = {}
 local function host_state(host)
   local st = hosts[host]
   if not st then
-    local h = redis.call('HMGET', P .. 'h:' .. host, 'parked', 'qb', 'ts', 'seed')
-    st = {parked = h[1] ~= false, why = h[1], qb = h[2], ts = h[3], seed = h[4] ~= false}
+    local h = call('HMGET', P .. 'h:' .. host, 'parked', 'qb')
+    local mask, d = split_qb(h[2])
+    st = {parked = h[1] ~= false, why = h[1], qb = mask, d = d, pend = {}, mask = 0}
     hosts[host] = st
+  end
+  return st
+end
+
+-- The host's state with its trap fields (token shapes, seed flag).
+local function host_traps(host)
+  local st = host_state(host)
+  if st.seed == nil then
+    local h = call('HMGET', P .. 'h:' .. host, 'ts', 'seed')
+    st.ts, st.seed = h[1], h[2] ~= false
   end
   return st
 end
@@ -79,28 +94,87 @@ end
 -- host's own included; nil: no budget (off, or MAX_VOTES domains link to it).
 local function budget_of(host, st)
   if budget_base <= 0 then return nil end
+  host_traps(host)
   if not st.votes then st.votes = redis.call('SCARD', P .. 'il:' .. host) end
   if st.votes >= MAX_VOTES then return nil end
   return budget_base * (1 + st.votes + (st.seed and seed_votes or 0))
 end
 
--- Queues an item; a host that had nothing queued may become ready, and a due
--- host whose best band improves moves up in `due` (its score there is always
--- its best band).
-local function push(host, band, item, entry_only)
+-- Queues an item. Score mode: its request goes to the host's pending
+-- entries, pushed in order, one RPUSH per band, when its group ends (flush).
+-- Credit mode: its body and credit are stored at once (a credit later in the
+-- same call must find it queued); flush updates the host's state.
+local function push(host, band, item)
   local st = host_state(host)
-  local best = st.qb and string.find(st.qb, '1', 1, true)
-  local was_empty
-  if entry_only then
-    was_empty, st.qb = push_entry(host, band, item, false, st.qb)
+  st.mask = bit_or(st.mask, band_bit(band))
+  if CREDIT then
+    local fp = sub(item, 1, 8)
+    local c, lq = item_credit(item)
+    call('HSET', P .. 'b:' .. host, fp, struct.pack('>d', lq) .. sub(item, 25))
+    call('ZADD', P .. 'q:' .. host, units_s(c), fp)
+    return
+  end
+  local list = st.pend[band]
+  if not list then
+    list = {}
+    st.pend[band] = list
+  end
+  list[#list + 1] = item
+end
+
+-- A new URL in credit mode: its body (L now) and credit.
+local L_PACKED = struct.pack('>d', L)
+local function push_new_credit(host, fp, credit, req)
+  local st = host_state(host)
+  credit = math.max(credit, MIN_CREDIT)
+  st.mask = bit_or(st.mask, band_bit(band_of(credit)))
+  call('HSET', P .. 'b:' .. host, fp, L_PACKED .. req)
+  call('ZADD', P .. 'q:' .. host, units_s(credit), fp)
+end
+
+-- Pushes the host's pending entries; a host that had nothing queued becomes
+-- due (or ready, if it must wait), and a due host whose best band improves
+-- moves up (its due band is always its best band).
+local function flush(host)
+  local st = hosts[host]
+  if not st or st.mask == 0 then return end
+  local old = st.qb
+  local qb
+  if CREDIT then
+    -- Its mask marks the band of its best URL only.
+    local was, now = first_band(old), first_band(st.mask)
+    qb = (was and was <= now) and old or band_bit(now)
   else
-    was_empty, st.qb = queue_push(host, band, item, false, st.qb)
+    local qk = P .. 'q:' .. host .. ':'
+    for band, list in pairs(st.pend) do
+      local key = qk .. NUM[band]
+      for i = 1, #list, PUSH_CHUNK do
+        call('RPUSH', key, unpack(list, i, math.min(i + PUSH_CHUNK - 1, #list)))
+      end
+    end
+    st.pend = {}
+    qb = bit_or(old, st.mask)
   end
-  if was_empty then
-    make_ready(host, ddelay, dconc)
-  elseif best and band < best - 1 then
-    raise_due(host, band)
+  st.mask = 0
+  local hk = P .. 'h:' .. host
+  if old == 0 then
+    -- It had nothing queued: neither due nor in `ready` (see the prelude).
+    local h = call('HMGET', hk, 'inflight', 'next', 'conc')
+    if (tonumber(h[1]) or 0) < (tonumber(h[3]) or dconc) then
+      local nxt = tonumber(h[2]) or 0
+      if nxt <= NOW then
+        st.d = enter_due(host, first_band(qb))
+      else
+        call('ZADD', P .. 'ready', 'NX', nxt, host)
+      end
+    end
+    call('HSET', hk, 'qb', qb_s(qb, st.d))
+  elseif qb ~= old then
+    local best = first_band(qb)
+    if st.d > 0 and best < st.d - 1 then st.d = enter_due(host, best) end
+    call('HSET', hk, 'qb', qb_s(qb, st.d))
   end
+  st.qb = qb
 end
 
 local function seq_bytes(n)
@@ -123,30 +197,29 @@ local function contains(s, fp, width)
   end
 end
 
--- AOPIC credit for a known URL: raises it if queued, else feeds the lambda
--- cash; a URL whose band improves gets an entry in the better band. One call
--- for a queued URL: HINCRBYFLOAT creates the field of one that is not, and a
--- queued URL's credit is never below MIN_CREDIT, so c == credit tells them
--- apart (the field is then deleted again).
+-- AOPIC credit for a known URL: raises it if queued (ZADD XX: a URL not
+-- queued is not added), else feeds the lambda cash; a URL whose band beats
+-- its host's best makes it the host's (flush: the host moves up if due).
 local function give_credit(host, fp, credit)
   if credit <= 0 then return end
-  local bk = P .. 'b:' .. host
-  local c = tonumber(redis.call('HINCRBYFLOAT', bk, fp .. '+', credit))
-  if c - credit < MIN_CREDIT / 2 then
-    redis.call('HDEL', bk, fp .. '+')
+  local c = call('ZADD', P .. 'q:' .. host, 'XX', 'INCR', units_s(credit), fp)
+  if not c then
     cash = cash + credit
     return
   end
-  local band = band_of(c)
-  if band < band_of(c - credit) then push(host, band, fp, true) end
   credited = credited + 1
+  c = tonumber(c) * MIN_CREDIT
+  local band = band_of(c)
+  if band == band_of(c - credit) then return end  -- no better than before: nor than its host's best
+  local st = host_state(host)
+  local best = first_band(st.qb)
+  if not best or band < best then st.mask = bit_or(st.mask, band_bit(band)) end
 end
 
 -- A vote of another registered domain for the host: counted once per domain
 -- (up to MAX_VOTES); a budget it raises lets over-budget URLs in, in order.
 local function vote(host, v)
-  if v == NO_VOTE then return end
-  local st = host_state(host)
+  local st = host_traps(host)
   local hk = P .. 'h:' .. host
   if v == SEED_VOTE then
     if not st.seed then
@@ -167,7 +240,7 @@ local function vote(host, v)
     local e = redis.call('LPOP', ob)
     if not e then break end
     local tab = string.find(e, '\t', 1, true)
-    push(host, tonumber(string.sub(e, 1, tab - 1)), string.sub(e, tab + 1))
+    push(host, tonumber(string.sub(e, 1, tab - 1)), sub(e, tab + 1))
     redis.call('HINCRBY', hk, 'urls', 1)
     added = added + 1
     released = released + 1
@@ -179,7 +252,7 @@ end
 -- Token shapes: count the URL (new) or the repeat (seen); contain a shape
 -- whose tokens never repeat. Returns true if the shape is contained.
 local function token_contained(host, shape, seen)
-  local st = host_state(host)
+  local st = host_traps(host)
   if st.ts and contains(st.ts, shape, 8) then return true end
   if token_urls <= 0 then return false end
   local pp = P .. 'pp:' .. host
@@ -210,89 +283,108 @@ local function park(host, number, item, why)
   parked = parked + 1
 end
 
-for i = FIRST, #ARGV do
-  local e = ARGV[i]
-  local kind = string.sub(e, 9, 9)
+-- One URL of `host`; `e` its entry.
+local function add_one(host, e)
+  local kind = sub(e, 9, 9)
   local seen = false
   if kind == '0' or kind == '1' then
     seen = seen_test_and_add(e)  -- its first 8 bytes: the fingerprint
   end
-  local tshape = string.sub(e, 18, 25)
-  local v = string.sub(e, 26, 29)
-  if seen and kind == '0' and not CREDIT and tshape == NO_PATTERN and v == NO_VOTE then
+  local opt = string.byte(e, 10) - 64
+  if seen and kind == '0' and not CREDIT and opt <= 1 then
     hits = hits + 1  -- the common case, parsed no further
-  else
-  local fp = string.sub(e, 1, 8)
-  local tab = string.find(e, '\t', PKEY_AT, true)
-  local tab2 = string.find(e, '\t', tab + 1, true)
-  local host = string.sub(e, PKEY_AT, tab - 1)
-  local number = tonumber(string.sub(e, tab + 1, tab2 - 1)) or 0
-  vote(host, v)
+    return
+  end
+  local pos = 11
+  local pattern, tshape, v = NO_PATTERN, NO_PATTERN, NO_VOTE
+  if opt % 2 == 1 then
+    pattern = sub(e, pos, pos + 7)
+    pos = pos + 8
+  end
+  if opt % 4 >= 2 then
+    tshape = sub(e, pos, pos + 7)
+    pos = pos + 8
+  end
+  if opt >= 4 then
+    v = sub(e, pos, pos + 3)
+    pos = pos + 4
+  end
+  local fp = sub(e, 1, 8)
+  local number = struct.unpack('>d', e, pos)
+  local tab = pos + 7  -- the request starts after it
+  if v ~= NO_VOTE then vote(host, v) end
   if kind == 'c' then
     if CREDIT then give_credit(host, fp, number) end
+    return
   elseif kind == 'v' then
     if tshape ~= NO_PATTERN then token_contained(host, tshape, true) end
+    return
+  end
+  local contained = kind == '0' and tshape ~= NO_PATTERN and token_contained(host, tshape, seen)
+  if seen and kind ~= '1' then
+    hits = hits + 1
+    if CREDIT then give_credit(host, fp, number) end
+    return
+  end
+  local st = host_state(host)
+  if st.parked then
+    local item = sub(e, tab + 1)
+    if CREDIT then item = new_item(fp, number, item) end
+    park(host, number, item, (st.why == '1' or not st.why) and 'parked' or st.why)
+    return
+  elseif contained then
+    local item = sub(e, tab + 1)
+    if CREDIT then item = new_item(fp, number, item) end
+    park(host, number, item, 'token')
+    tparked = tparked + 1
+    return
+  end
+  local hk = P .. 'h:' .. host
+  local n = (kind == '0' and (host_cap > 0 or budget_base > 0))
+    and redis.call('HINCRBY', hk, 'urls', 1)
+  local budget = n and budget_of(host, st)
+  if n and host_cap > 0 and n > host_cap then
+    capped = capped + 1
+    cash = cash + (CREDIT and number or 0)
+    if redis.call('HSETNX', hk, 'capped', 1) == 1 then new_capped[#new_capped + 1] = host end
+  elseif budget and n > budget then
+    -- Kept in order for when the host earns more votes (IRLbot's BEAST).
+    redis.call('HINCRBY', hk, 'urls', -1)
+    local item = sub(e, tab + 1)
+    if CREDIT then item = new_item(fp, number, item) end
+    redis.call('RPUSH', P .. 'ob:' .. host, band_of(math.max(number, MIN_CREDIT)) .. '\t' .. item)
+    budgeted = budgeted + 1
+    redis.call('HINCRBY', P .. 'tr', host .. '\tbudget', 1)
+    if redis.call('HSETNX', hk, 'budgeted', 1) == 1 then new_budgeted[#new_budgeted + 1] = host end
+  elseif kind == '0' and pattern_cap > 0 and pattern ~= NO_PATTERN
+      and redis.call('HINCRBY', P .. 'pp:' .. host, pattern, 1) > pattern_cap then
+    pcapped = pcapped + 1
+    cash = cash + (CREDIT and number or 0)
+    if redis.call('HSETNX', hk, 'pcapped', 1) == 1 then new_pcapped[#new_pcapped + 1] = host end
   else
-    local hk = P .. 'h:' .. host
-    local contained = kind == '0' and tshape ~= NO_PATTERN
-      and token_contained(host, tshape, seen)
-    if seen and kind ~= '1' then
-      hits = hits + 1
-      give_credit(host, fp, number)
-    elseif host_state(host).parked then
-      local item = string.sub(e, tab2 + 1)
-      if CREDIT then item = credit_item(fp, number, item) end
-      local why = host_state(host).why
-      park(host, number, item, (why == '1' or not why) and 'parked' or why)
-    elseif contained then
-      local item = string.sub(e, tab2 + 1)
-      if CREDIT then item = credit_item(fp, number, item) end
-      park(host, number, item, 'token')
-      tparked = tparked + 1
-    else
-      local n = (kind == '0' and (host_cap > 0 or budget_base > 0))
-        and redis.call('HINCRBY', hk, 'urls', 1)
-      local budget = n and budget_of(host, host_state(host))
-      if n and host_cap > 0 and n > host_cap then
-        capped = capped + 1
-        cash = cash + (CREDIT and number or 0)
-        if redis.call('HSETNX', hk, 'capped', 1) == 1 then new_capped[#new_capped + 1] = host end
-      elseif budget and n > budget then
-        -- Kept in order for when the host earns more votes (IRLbot's BEAST).
-        redis.call('HINCRBY', hk, 'urls', -1)
-        local item = string.sub(e, tab2 + 1)
-        if CREDIT then item = credit_item(fp, number, item) end
-        redis.call('RPUSH', P .. 'ob:' .. host, band_of(math.max(number, MIN_CREDIT)) .. '\t' .. item)
-        budgeted = budgeted + 1
-        redis.call('HINCRBY', P .. 'tr', host .. '\tbudget', 1)
-        if redis.call('HSETNX', hk, 'budgeted', 1) == 1 then new_budgeted[#new_budgeted + 1] = host end
-      elseif kind == '0' and pattern_cap > 0 and string.sub(e, 10, 17) ~= NO_PATTERN
-          and redis.call('HINCRBY', P .. 'pp:' .. host, string.sub(e, 10, 17), 1) > pattern_cap then
-        pcapped = pcapped + 1
-        cash = cash + (CREDIT and number or 0)
-        if redis.call('HSETNX', hk, 'pcapped', 1) == 1 then new_pcapped[#new_pcapped + 1] = host end
-      else
-        local band = band_of(number)
-        local item = string.sub(e, tab2 + 1)
-        if CREDIT then
-          -- A URL not seen before cannot be queued; a dont_filter one may be:
-          -- its second copy gets a key of its own (FF FF FF .. seq), which no
-          -- 8-byte URL fingerprint is expected to take.
-          if kind == '1' and redis.call('HEXISTS', P .. 'b:' .. host, fp) == 1 then
-            seq = seq + 1
-            fp = '\255\255\255' .. seq_bytes(seq)
-          end
-          band = band_of(math.max(number, MIN_CREDIT))
-          item = credit_item(fp, number, item)
-        end
-        -- Only a queue that was empty can change the host's readiness: a
-        -- non-empty one is in `ready`/`due` or waits for a slot to be released.
-        push(host, band, item)
-        added = added + 1
+    if CREDIT then
+      -- A URL not seen before cannot be queued; a dont_filter one may be:
+      -- its second copy gets a key of its own (FF FF FF .. seq), which no
+      -- 8-byte URL fingerprint is expected to take.
+      if kind == '1' and redis.call('HEXISTS', P .. 'b:' .. host, fp) == 1 then
+        seq = seq + 1
+        fp = '\255\255\255' .. seq_bytes(seq)
       end
+      push_new_credit(host, fp, number, sub(e, tab + 1))
+    else
+      push(host, band_of(number), sub(e, tab + 1))
     end
+    added = added + 1
   end
-  end
+end
+
+local i = FIRST
+while i <= #ARGV do
+  local host = ARGV[i]
+  local last = i + 1 + tonumber(ARGV[i + 1])
+  for j = i + 2, last do add_one(host, ARGV[j]) end
+  flush(host)
+  i = last + 1
 end
 if seq > seq0 then redis.call('SET', P .. 'qseq', seq) end
 if added > 0 then

@@ -3,22 +3,27 @@
 -- does not resolve): up to max_n of its queued URLs move to the shard's
 -- `parked` list, as "host \t band \t item" (see the prelude), kept for an
 -- operator to inspect or requeue, and the host is flagged so that URLs added
--- later go there too (add.lua). The host leaves `ready`/`due` once its queue
+-- later go there too (add.lua). The host leaves `ready` and due once its queue
 -- is empty. Returns the number parked (call again while it is max_n).
 local host = ARGV[2]
 local max_n = tonumber(ARGV[3])
 local reason = ARGV[4] or 'parked'
-redis.call('HSET', P .. 'h:' .. host, 'parked', reason)
+local hk = P .. 'h:' .. host
+redis.call('HSET', hk, 'parked', reason)
 local n = 0
+local mask, d = split_qb(redis.call('HGET', hk, 'qb'))
 while n < max_n do
-  local band, item = queue_pop(host)
+  local band, item
+  band, item, mask = queue_pop(host, mask)
   if not item then break end
   redis.call('RPUSH', P .. 'parked', host .. '\t' .. band .. '\t' .. item)
   n = n + 1
 end
-if not best_band(host) then
+if mask == 0 then
   redis.call('ZREM', P .. 'ready', host)
-  leave_due(host)
+  redis.call('HDEL', hk, 'qb')  -- and its due entry, if any, is stale now
+else
+  write_qb(hk, mask, d)
 end
 if n > 0 then
   redis.call('HINCRBY', P .. 'n', 'queued', -n)

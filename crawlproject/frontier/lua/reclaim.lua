@@ -10,14 +10,15 @@ local dconc = tonumber(ARGV[3])
 local max_n = tonumber(ARGV[4])
 local max_reclaims = tonumber(ARGV[5]) or 0
 local ids = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', NOW, 'LIMIT', 0, max_n)
+if #ids == 0 then return {0, 0} end
+redis.call('ZREMRANGEBYRANK', P .. 'leases', 0, #ids - 1)  -- exactly these: the first by expiry
 local n, pushed, poisoned = 0, 0, 0
 for _, id in ipairs(ids) do
   local v = redis.call('HGET', P .. 'lease', id)
-  redis.call('ZREM', P .. 'leases', id)
   if v then
     local state, worker, host, band, item = parse_lease(v)
     redis.call('HDEL', P .. 'lease', id)
-    local key = max_reclaims > 0 and reclaim_key(item)
+    local key = max_reclaims > 0 and reclaim_key(host, item)
     if key and redis.call('HINCRBY', P .. 'reclaims', key, 1) >= max_reclaims then
       redis.call('HDEL', P .. 'reclaims', key)
       redis.call('RPUSH', P .. 'poison', host .. '\t' .. band .. '\t' .. item)

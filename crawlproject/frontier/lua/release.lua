@@ -11,32 +11,39 @@
 -- Returns the number of slots released.
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
-local tune = {factor = tonumber(ARGV[4]), amax = tonumber(ARGV[5]), bmax = tonumber(ARGV[6])}
+local factor, amax, bmax = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local released, requeued, pushed = 0, 0, 0
-for i = 7, #ARGV - 4, 5 do
-  local id = ARGV[i]
-  local flags = tonumber(ARGV[i + 4]) or 0
-  -- Clamped, so a bogus age cannot move the host's next fetch far back; the
-  -- start-to-start floor set at claim time (claim + delay) holds regardless.
-  local age = math.min(math.max(tonumber(ARGV[i + 1]) or 0, 0), ddelay + 60000)
-  local hold = math.min(math.max(tonumber(ARGV[i + 3]) or 0, 0), tune.bmax)
-  local v = redis.call('HGET', P .. 'lease', id)
+local ids = {}
+for i = 7, #ARGV - 4, 5 do ids[#ids + 1] = ARGV[i] end
+if #ids == 0 then return 0 end
+local records = call('HMGET', P .. 'lease', unpack(ids))
+local processing, gone = {}, {}  -- HSET lease id 'p...', and leases forgotten
+local done = {}  -- ids handled in this call: a repeated one is a no-op
+for k = 1, #ids do
+  local i = 7 + 5 * (k - 1)
+  local id = ids[k]
+  local v = not done[id] and records[k]
+  done[id] = true
   if v then
+    local flags = tonumber(ARGV[i + 4]) or 0
     local state, worker, host, band, item = parse_lease(v)
     local back = flags % 4 >= 2
     if back then
-      redis.call('HDEL', P .. 'lease', id)
-      redis.call('ZREM', P .. 'leases', id)
+      gone[#gone + 1] = id
       pushed = pushed + requeue(host, band, item)
       requeued = requeued + 1
     elseif state == 'f' then
-      redis.call('HSET', P .. 'lease', id, 'p' .. string.sub(v, 2))
+      processing[#processing + 1] = id
+      processing[#processing + 1] = 'p' .. sub(v, 2)
     end
     if state == 'f' then
+      -- Clamped, so a bogus age cannot move the host's next fetch far back; the
+      -- start-to-start floor set at claim time (claim + delay) holds regardless.
+      local age = math.min(math.max(tonumber(ARGV[i + 1]) or 0, 0), ddelay + 60000)
+      local hold = math.min(math.max(tonumber(ARGV[i + 3]) or 0, 0), bmax)
       release_slot(host, ddelay, dconc, age, {
-        factor = tune.factor, amax = tune.amax, bmax = tune.bmax,
-        fetch = tonumber(ARGV[i + 2]) or -1, hold = hold, throttled = flags % 2 == 1,
-        nocontact = flags % 8 >= 4,
+        factor = factor, amax = amax, bmax = bmax, fetch = tonumber(ARGV[i + 2]) or -1,
+        hold = hold, throttled = flags % 2 == 1, nocontact = flags % 8 >= 4,
       })
       released = released + 1
     elseif back then
@@ -44,10 +51,15 @@ for i = 7, #ARGV - 4, 5 do
     end
   end
 end
-if released > 0 then redis.call('HINCRBY', P .. 'n', 'releases', released) end
+if #processing > 0 then call('HSET', P .. 'lease', unpack(processing)) end
+if #gone > 0 then
+  call('HDEL', P .. 'lease', unpack(gone))
+  call('ZREM', P .. 'leases', unpack(gone))
+end
+if released > 0 then call('HINCRBY', P .. 'n', 'releases', released) end
 if requeued > 0 then
-  redis.call('HINCRBY', P .. 'n', 'leased', -requeued)
-  redis.call('HINCRBY', P .. 'n', 'queued', pushed)
-  redis.call('HINCRBY', P .. 'n', 'deferred', requeued)
+  call('HINCRBY', P .. 'n', 'leased', -requeued)
+  call('HINCRBY', P .. 'n', 'queued', pushed)
+  call('HINCRBY', P .. 'n', 'deferred', requeued)
 end
 return released

@@ -16,9 +16,14 @@ while n < max_n do
   local entry = redis.call('LPOP', P .. list)
   if not entry then break end
   local host, band, item = string.match(entry, '^([^\t]*)\t(%d+)\t(.*)$')
+  band = tonumber(band)
   if list == 'parked' then redis.call('HDEL', P .. 'h:' .. host, 'parked', 'ts') end
   if not (CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1) then
-    if queue_push(host, tonumber(band), item) then make_ready(host, ddelay, dconc) else raise_due(host, tonumber(band)) end
+    if queue_push(host, band, item) then
+      make_ready(host, ddelay, dconc, true)
+    else
+      raise_due(host, band)
+    end
     pushed = pushed + 1
   end
   n = n + 1

@@ -73,7 +73,7 @@ for _, m in ipairs(members) do
       local item = request
       if CREDIT then
         -- A seed's credit: a page due again is worth fetching again.
-        item = fp .. string.format('%.17g', 1) .. '\t' .. string.format('%.17g', L) .. '\t' .. request
+        item = credit_item(fp, 1, L, request)
         band = band_of(1)
       else
         band = band_of(depth)
@@ -84,11 +84,9 @@ for _, m in ipairs(members) do
         redis.call('RPUSH', P .. 'parked', host .. '\t' .. band .. '\t' .. item)
         redis.call('HINCRBY', P .. 'n', 'parked', 1)
       else
-        local best = h[2] and string.find(h[2], '1', 1, true)
-        local was_empty = queue_push(host, band, item, false, h[2])
-        if was_empty then
-          make_ready(host, ddelay, dconc)
-        elseif best and band < best - 1 then
+        if queue_push(host, band, item, false, h[2] or false) then
+          make_ready(host, ddelay, dconc, true)
+        else
           raise_due(host, band)
         end
         promoted = promoted + 1
