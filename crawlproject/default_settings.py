@@ -81,6 +81,11 @@ CRAWL_LOCAL_SEEN_SIZE = 100_000
 # 0 turns it off. About 220 bytes each with its URL: the default costs up to
 # ~22 MB per worker.
 CRAWL_KNOWN_LINKS_SIZE = 50_000
+# The worker's garbage collector (crawlproject/frontier/gc_tuning.py): when the
+# frontier opens, the start-up heap is frozen out of collections and the
+# youngest generation is collected every this many allocations (Python: 700).
+# 0 leaves Python's defaults.
+CRAWL_GC_THRESHOLD = 10_000
 
 # Query parameters dropped during canonicalization (session ids).
 CRAWL_SESSION_PARAMS: list[str] = [

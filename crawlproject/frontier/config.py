@@ -47,6 +47,7 @@ class FrontierConfig:
     max_claims_in_flight: int
     local_seen_size: int
     known_links_size: int
+    gc_threshold: int
     adaptive_delay_factor: float
     adaptive_delay_max_seconds: float
     backoff_http_codes: frozenset[int]
@@ -131,6 +132,7 @@ class FrontierConfig:
             max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
             local_seen_size=crawl_setting(settings, "CRAWL_LOCAL_SEEN_SIZE"),
             known_links_size=crawl_setting(settings, "CRAWL_KNOWN_LINKS_SIZE"),
+            gc_threshold=crawl_setting(settings, "CRAWL_GC_THRESHOLD"),
             adaptive_delay_factor=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_FACTOR"),
             adaptive_delay_max_seconds=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS"),
             backoff_http_codes=frozenset(
@@ -187,6 +189,8 @@ class FrontierConfig:
             raise ConfigError("CRAWL_PRIORITY_POLICY must be 'depth', 'aopic' or a class path")
         if self.idle_close_seconds < 0:
             raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
+        if self.gc_threshold < 0:
+            raise ConfigError("CRAWL_GC_THRESHOLD must be >= 0 (0: Python's own)")
         if self.local_seen_size < 0 or self.known_links_size < 0:
             raise ConfigError(
                 "CRAWL_LOCAL_SEEN_SIZE and CRAWL_KNOWN_LINKS_SIZE must be >= 0 (0: off)"

@@ -49,6 +49,7 @@ from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_end import CrawlEnd
 from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier, redacted
 from crawlproject.frontier.embedded import EmbeddedRedisError
+from crawlproject.frontier.gc_tuning import tune_gc
 from crawlproject.frontier.leases import LeaseBook
 from crawlproject.frontier.loops import Backoff, each_turn, wait_event
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
@@ -182,6 +183,8 @@ class FrontierScheduler(BaseScheduler):
         self.crawler.signals.connect(self._on_left_downloader, signals.request_left_downloader)
         loops = (self._claim_loop, self._release_loop, self._write_loop, self._maintenance_loop)
         self._tasks = [asyncio.ensure_future(self._guarded(loop_fn())) for loop_fn in loops]
+        # The start-up heap is built: keep later collections off it (gc_tuning.py).
+        tune_gc(c.gc_threshold)
         logger.info(
             "Frontier open: crawl %r, worker %s, %s, delay %.3f s, %d slot(s) per host",
             crawl,
