@@ -1,0 +1,183 @@
+"""The host queues as the scripts store them (queue layout bands2, keys.py):
+compact entries, band masks, due lists and their stale entries, credit mode's
+ZSET, and the refusal of an older layout. A real redis-server, no HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy import Request, Spider
+
+from crawlproject.frontier.client import FrontierMismatch, NewEntry, RedisFrontier, Release
+from crawlproject.frontier.codec import RequestCodec, whole_form
+from crawlproject.frontier.replies import reply_bytes
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from testkit.frontier_sim import claim_one, entry
+from tests.conftest import MakeFrontier
+
+CANON = UrlCanonicalizer([])
+CODEC = RequestCodec(["scrapy.http.request.Request"])
+
+
+class _Spider(Spider):
+    name = "web"
+
+    def parse(self, response: object) -> None: ...
+
+    def on_error(self, failure: object) -> None: ...
+
+
+SPIDER = _Spider()
+
+
+def link(url: str, depth: int) -> NewEntry:
+    """A link as the web spider makes it (callbacks, depth, its own scope)."""
+    canonical = CANON.canonicalize(url)
+    request = Request(
+        url,
+        callback=SPIDER.parse,
+        errback=SPIDER.on_error,
+        meta={"depth": depth, "crawl_scope": host_key(canonical)},
+    )
+    return NewEntry(
+        host_key(canonical),
+        CANON.fingerprint(canonical),
+        False,
+        CODEC.encode(request, SPIDER),
+        score=float(depth),
+    )
+
+
+@pytest.fixture
+def make(make_frontier: MakeFrontier) -> MakeFrontier:
+    async def build(crawl: str = "q", mode: str = "score", delay_ms: int = 0) -> RedisFrontier:
+        return await make_frontier(
+            crawl=crawl, shards=1, delay_ms=delay_ms, lease_ms=10_000, priority_mode=mode
+        )
+
+    return build
+
+
+async def test_a_link_is_stored_as_its_path_and_depth(make: MakeFrontier) -> None:
+    f = await make()
+    await f.add([link("http://a.test:8080/x/page.html", 3)])
+    stored = await f.redis.lrange(f.keys.queue(0, "a.test:8080") + ":3", 0, -1)
+    # tag W: parse, on_error, its own scope, after http:// + the host key; depth 3
+    assert stored == [b"W3/x/page.html"]
+    batch = await f.claim(0, 10, "w")
+    (_, data), = batch.items  # fmt: skip
+    request = CODEC.decode(data, SPIDER)
+    assert request.url == "http://a.test:8080/x/page.html"
+    assert request.meta == {"depth": 3, "crawl_scope": "a.test:8080"}
+    assert (request.callback, request.errback) == (SPIDER.parse, SPIDER.on_error)
+
+
+async def test_a_crawl_of_an_older_queue_layout_is_refused(make: MakeFrontier) -> None:
+    f = await make(crawl="old")
+    # What a version storing JSON requests and a due ZSET recorded.
+    await f.redis.hset(f.keys.meta, "queue_layout", "bands1")
+    with pytest.raises(FrontierMismatch, match=r"queue layout bands1.*cannot read its queues"):
+        await make(crawl="old")
+
+
+async def test_extreme_bands_keep_their_order(make: MakeFrontier) -> None:
+    f = await make()
+    # Band 31 is the mask's sign bit; band 0 its lowest.
+    await f.add([entry("http://a.test/last", 40), entry("http://a.test/mid", 12)])
+    await f.add([entry("http://a.test/first", -3)])
+    order = []
+    while got := await claim_one(f):
+        order.append(got[1])
+        await f.ack([got[0]])
+    assert order == ["http://a.test/first", "http://a.test/mid", "http://a.test/last"]
+    assert await f.redis.hget(f.keys.host(0, "a.test"), "qb") is None  # nothing queued
+
+
+async def test_a_raised_host_is_claimed_once_and_its_stale_entry_skipped(
+    make: MakeFrontier,
+) -> None:
+    f = await make()
+    await f.add([entry("http://a.test/slow", 9), entry("http://b.test/1", 5)])
+    # a is due in band 9; a better URL moves it to band 1 (its band-9 entry is stale).
+    await f.add([entry("http://a.test/fast", 1)])
+    prefix = f.keys.shard_prefixes[0]
+    assert await f.redis.lrange(prefix + "due:9", 0, -1) == [b"a.test"]
+    assert await f.redis.lrange(prefix + "due:1", 0, -1) == [b"a.test"]
+    first = await f.claim(0, 10, "w")
+    urls = [CODEC.decode(d, None).url for _, d in first.items]
+    assert urls == ["http://a.test/fast", "http://b.test/1"]  # a once, its slot now taken
+    assert await f.redis.llen(prefix + "due:9") == 0  # the stale entry went
+    assert (await f.claim(0, 10, "w")).items == []
+    await f.release([Release(lease, 0) for lease, _ in first.items])
+    again = await f.claim(0, 10, "w")
+    assert [CODEC.decode(d, None).url for _, d in again.items] == ["http://a.test/slow"]
+
+
+async def test_one_claim_takes_many_due_hosts(make: MakeFrontier) -> None:
+    f = await make()
+    await f.add([entry(f"http://h{i}.test/") for i in range(100)])
+    first = await f.claim(0, 64, "w")
+    second = await f.claim(0, 64, "w")
+    hosts = [host_key(CODEC.decode(d, None).url) for _, d in first.items + second.items]
+    assert (len(first.items), len(second.items)) == (64, 36)
+    assert sorted(hosts) == sorted(f"h{i}.test" for i in range(100))
+    assert (await f.counters())["leased"] == 100
+
+
+async def test_a_lease_released_twice_in_one_call_frees_one_slot(make: MakeFrontier) -> None:
+    f = await make()
+    await f.add([entry("http://a.test/1"), entry("http://a.test/2")])
+    (lease, _), = (await f.claim(0, 10, "w")).items  # fmt: skip
+    assert await f.release([Release(lease, 0), Release(lease, 0)]) == 1
+    assert (await f.host_state("a.test"))["inflight"] == 0
+    assert len((await f.claim(0, 10, "w")).items) == 1
+
+
+async def test_dead_entries_keep_their_host(make: MakeFrontier) -> None:
+    f = await make()
+    await f.add([link("http://a.test/x", 1)])
+    (lease, _), = (await f.claim(0, 10, "w")).items  # fmt: skip
+    assert await f.ack([lease], "dead") == (1, 0)
+    (dead,) = await f.redis.lrange(f.keys.shard_prefixes[0] + "dead", 0, -1)
+    host, _, stored = reply_bytes(dead).partition(b"\t")
+    assert host == b"a.test" and CODEC.decode(whole_form(stored, "a.test"), SPIDER).url == (
+        "http://a.test/x"
+    )
+
+
+@pytest.mark.parametrize("mode", ["score", "credit"])
+async def test_poisoned_urls_are_shown_whole(make: MakeFrontier, mode: str) -> None:
+    f = await make(crawl=f"p{mode}", mode=mode)
+    await f.add([link("https://a.test/p?q=1", 2)])
+    prefix = f.keys.shard_prefixes[0]
+    (lease, _), = (await f.claim(0, 10, "w")).items  # fmt: skip
+    record = await f.redis.hget(prefix + "lease", str(lease.id))
+    assert record is not None
+    _, _, host, band, item = reply_bytes(record).split(b"\t", 4)
+    await f.redis.rpush(prefix + "poison", host + b"\t" + band + b"\t" + item)
+    assert await f.poisoned_urls() == ["https://a.test/p?q=1"]
+
+
+async def test_credit_for_a_url_added_in_the_same_call_raises_it(make: MakeFrontier) -> None:
+    f = await make(mode="credit")
+    r = await f.add(
+        [entry("http://a.test/new", 0.25), entry("http://a.test/new", 0.5, credit_only=True)]
+    )
+    assert (r.added, r.credited) == (1, 1)
+    got = await claim_one(f)
+    assert got is not None and got[2] == pytest.approx(0.75 * 0.9)
+    # Credit for a URL not queued (claimed) goes to the lambda cash, not to a ghost entry.
+    r = await f.add([entry("http://a.test/new", 0.5, credit_only=True)])
+    assert r.credited == 0
+    assert await f.redis.exists(f.keys.queue(0, "a.test")) == 0
+    cash = float(await f.redis.hget(f.keys.shard_prefixes[0] + "aopic", "cash") or 0)
+    assert cash == pytest.approx(0.075 + 0.5)
+
+
+async def test_credit_mode_queue_is_a_zset_of_credit_units(make: MakeFrontier) -> None:
+    f = await make(mode="credit")
+    await f.add([entry("http://a.test/1", 0.5), entry("http://a.test/2", 2.0)])
+    key = f.keys.queue(0, "a.test")
+    fps = [CANON.fingerprint(f"http://a.test/{i}") for i in (1, 2)]
+    assert [await f.redis.zscore(key, fp) for fp in fps] == [0.5e12, 2.0e12]  # 1e-12 units
+    got = await claim_one(f)
+    assert got is not None and got[1] == "http://a.test/2"  # the most credit first
