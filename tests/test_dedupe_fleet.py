@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawlproject.frontier.urls import host_key
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
 from testkit.sites import SHARED_PAGES, site_pages
 from testkit.testweb import TestWeb, canonical_url, page_counts
@@ -147,7 +148,7 @@ def test_a_host_serving_a_run_of_duplicates_is_set_aside(
     # The operator's view, and the way back.
     cli = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "trap"]
     shown = subprocess.run([*cli, "parked"], cwd=REPO_ROOT, check=True, capture_output=True)
-    assert json.loads(shown.stdout) == {web.base_url(1).rstrip("/"): parked}
+    assert json.loads(shown.stdout) == {host_key(web.base_url(1)): parked}
     back = subprocess.run(
         [*cli, "parked", "--requeue"], cwd=REPO_ROOT, check=True, capture_output=True
     )

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from crawlproject.frontier.urls import host_key
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb, page_counts, politeness_report
@@ -104,8 +105,8 @@ def test_every_trap_family_is_contained_and_the_crawl_ends(
         [*cli, "parked", "--reasons"], cwd=REPO_ROOT, check=True, capture_output=True
     )
     reasons = json.loads(shown.stdout)
-    assert reasons[web.base_url(PATHSESSION).rstrip("/")]["token"] > 0, reasons
-    assert "soft404_probe" in reasons[web.base_url(SOFT404).rstrip("/")], reasons
+    assert reasons[host_key(web.base_url(PATHSESSION))]["token"] > 0, reasons
+    assert "soft404_probe" in reasons[host_key(web.base_url(SOFT404))], reasons
     status = subprocess.run(
         [*cli, "status", "--json"], cwd=REPO_ROOT, check=True, capture_output=True
     )

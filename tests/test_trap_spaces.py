@@ -97,8 +97,8 @@ def test_soft404_space_and_link_farm_are_held_and_the_crawl_ends(
     # The fleet's record names the soft-404 host (and its probe), and the
     # operator's status counts it.
     found = asyncio.run(recorded_soft404_hosts(redis_server.url, "spaces"))
-    assert list(found) == [f"http://{host_ip(SOFT404)}:{web.port}"]
-    assert PROBE_PATH.search(found[f"http://{host_ip(SOFT404)}:{web.port}"])
+    assert list(found) == [f"{host_ip(SOFT404)}:{web.port}"]
+    assert PROBE_PATH.search(found[f"{host_ip(SOFT404)}:{web.port}"])
     trap_group = crawl_status(redis_server.url, "spaces")["fleet"]["groups"]["trap"]
     assert trap_group["soft404_hosts"] == 1 and trap_group["soft404"] >= 1
 
