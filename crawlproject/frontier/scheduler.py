@@ -47,12 +47,13 @@ from crawlproject.frontier.client import FrontierMismatch, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_end import CrawlEnd
-from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier, redacted
+from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier
 from crawlproject.frontier.embedded import EmbeddedRedisError
 from crawlproject.frontier.gc_tuning import tune_gc
 from crawlproject.frontier.leases import LeaseBook
 from crawlproject.frontier.loops import Backoff, each_turn, wait_event
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.opening import log_open_failure, log_opened
 from crawlproject.frontier.outbox import Outbox
 from crawlproject.frontier.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
 from crawlproject.frontier.persist import end_crawl
@@ -60,6 +61,7 @@ from crawlproject.frontier.priority import CREDIT_MODE, PriorityPolicy, build_po
 from crawlproject.frontier.redis_settings import sources_line
 from crawlproject.frontier.seeds import SeedReader
 from crawlproject.frontier.seen import SeenWatch
+from crawlproject.frontier.shutdown import hand_back, stop_loops
 from crawlproject.frontier.urls import UrlCanonicalizer
 from crawlproject.frontier.wake import wake_engine
 from crawlproject.recrawl.store import StateWrite
@@ -139,13 +141,7 @@ class FrontierScheduler(BaseScheduler):
         try:
             await self._connect(spider)
         except (RedisError, OSError, EmbeddedRedisError, FrontierMismatch, ValueError) as exc:
-            url = self.config.redis_url
-            logger.error(
-                "Cannot open the frontier (%s at %s): %s",
-                type(exc).__name__,
-                "the embedded Redis" if url is None else redacted(url),
-                exc,
-            )
+            log_open_failure(self.config, exc)
             # Raising CloseSpider here would leave Scrapy's scraper unopened
             # (and its close failing noisily): let the engine finish opening,
             # then close the spider with a reason that says why.
@@ -185,14 +181,7 @@ class FrontierScheduler(BaseScheduler):
         self._tasks = [asyncio.ensure_future(self._guarded(loop_fn())) for loop_fn in loops]
         # The start-up heap is built: keep later collections off it (gc_tuning.py).
         tune_gc(c.gc_threshold)
-        logger.info(
-            "Frontier open: crawl %r, worker %s, %s, delay %.3f s, %d slot(s) per host",
-            crawl,
-            self.worker_id,
-            "embedded Redis" if shared.embedded else "shared Redis",
-            c.host_delay_seconds,
-            c.host_concurrency,
-        )
+        log_opened(c, crawl, self.worker_id, shared)
 
     def close(self, reason: str) -> Deferred[None]:
         return deferred_from_coro(self._close(reason))
@@ -202,26 +191,22 @@ class FrontierScheduler(BaseScheduler):
             # Last word for components that report to the crawl's Redis (the
             # status reporter): Scrapy's spider_closed comes after this close.
             await self.crawler.signals.send_catch_log_async(signal=frontier_closing)
-        # Cancelling a task in the middle of a redis-py call can leave the call
-        # half done (and redis-py may swallow the cancellation), so the loops
-        # are asked to stop and end at their next turn.
-        self._stop.set()
-        for event in (self.clock.event, self.leases.release_event, self.outbox.event):
-            event.set()
-        _, stuck = (
-            await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_SECONDS)
-            if self._tasks
-            else (set(), set())
-        )
-        for task in stuck:
-            logger.warning("Frontier task did not stop in %.0f s; cancelling", STOP_TIMEOUT_SECONDS)
-            task.cancel()
+        events = (self.clock.event, self.leases.release_event, self.outbox.event)
+        await stop_loops(self._stop, events, self._tasks, STOP_TIMEOUT_SECONDS)
         shared = self.crawl_redis
         if shared is None:
             return
         if self.frontier is not None and not self._open_failed:
             try:
-                await self._hand_back()
+                await hand_back(
+                    self.frontier,
+                    self.worker_id,
+                    self.leases,
+                    self.claims,
+                    self._write_once,
+                    self.seen,
+                    self.stats,
+                )
             except RedisError as exc:
                 logger.warning(
                     "Could not hand unfinished work back (%s): its leases expire within "
@@ -234,20 +219,6 @@ class FrontierScheduler(BaseScheduler):
                 await end_crawl(shared.redis, shared.keys, self.config.lease_ms)
         if await shared.close():
             logger.info("Last worker out: embedded Redis saved and stopped (%s)", reason)
-
-    async def _hand_back(self) -> None:
-        """Writes what is pending and returns unfinished URLs to their queues."""
-        assert self.frontier is not None
-        unfinished = self.leases.take_all()
-        self.claims.clear()
-        await self.leases.send_releases(self.frontier)
-        await self._write_once()
-        await self.seen.check(self.frontier.redis, self.frontier.keys, force=True)  # final stats
-        if unfinished:
-            acked, _ = await self.frontier.ack(unfinished, mode="return")
-            self.stats.inc_value("frontier/returned", acked)
-            logger.info("Returned %d unfinished URL(s) to the frontier", acked)
-        await self.frontier.forget_worker(self.worker_id)
 
     async def _guarded(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
