@@ -182,7 +182,12 @@ class DedupeSpiderMiddleware:
         async for obj in result:
             # Only a 2xx page is judged: an error page's record (the spider's
             # errback) must not enter the index as an original.
-            if outcome is None and is_item(obj) and 200 <= response.status < 300:
+            if (
+                outcome is None
+                and not isinstance(obj, Request)
+                and is_item(obj)
+                and 200 <= response.status < 300
+            ):
                 outcome = await self._judge(response, obj)
                 yield obj
                 if outcome.probe is not None:
@@ -292,8 +297,10 @@ class DedupeSpiderMiddleware:
         if ctype.split(";", 1)[0].strip() not in self.config.content_types:
             return NO_TEXT
         try:
-            # The tree the spider parsed (for its links) already: no second parse.
-            text = visible_text_of_tree(response.selector.root)
+            # The tree the spider parsed (for its links) already: no second
+            # parse. Whitespace as found: the fingerprint drops it, and the
+            # soft-404 echo test looks for a path (no whitespace in it).
+            text = visible_text_of_tree(response.selector.root, collapse=False)
         except (AttributeError, ValueError, TypeError):
             text = visible_text(response.text)
         simhash, chars = text_fingerprint(text)

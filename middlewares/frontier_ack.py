@@ -89,7 +89,7 @@ class FrontierAckSpiderMiddleware(_Base):
         self._items_in_pipelines.setdefault(key, 0)
         try:
             async for obj in result:
-                if is_item(obj):
+                if not isinstance(obj, Request) and is_item(obj):
                     # Counted before it leaves: its pipelines may finish at once.
                     self._items_in_pipelines[key] += 1
                 yield obj

@@ -24,7 +24,7 @@ from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.meta import SEED_META_KEY
 from crawlproject.frontier.priority import DepthPriority
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer
 from crawlproject.frontier.votes import LINK_FROM_META_KEY, vote_of
 from crawlproject.rules.url_rules import UrlRules
 from middlewares.known_links import KnownLinksMiddleware
@@ -183,3 +183,15 @@ def test_the_middleware_is_off_where_every_link_must_reach_the_scheduler() -> No
         )
     crawler = get_crawler(settings_dict={"SCHEDULER": FRONTIER})
     assert KnownLinksMiddleware.from_crawler(crawler) is not None
+
+
+def test_politeness_keys_are_remembered_per_origin() -> None:
+    admission = _admission()
+    assert admission.politeness_key("http://A.test/x?y=1") == "a.test"
+    assert admission.politeness_key("http://A.test/other#f") == "a.test"  # remembered
+    assert admission.politeness_key("https://a.test:8443/") == "a.test:8443"
+    assert admission.politeness_key("http://b.test") == "b.test"
+    with pytest.raises(InvalidURL):
+        admission.politeness_key("ftp://a.test/x")
+    domains = _admission(CRAWL_POLITENESS_KEY="domain")
+    assert domains.politeness_key("http://www.example.co.uk/a") == "example.co.uk"

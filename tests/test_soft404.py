@@ -131,6 +131,27 @@ async def test_one_worker_of_the_fleet_probes_a_host_and_all_see_the_verdict(
         await b.aclose()
 
 
+async def test_an_unsuspected_host_is_read_again_less_often_than_a_pending_one(
+    redis_url: str,
+) -> None:
+    key = "cp:{t/dd}:soft404"
+    a, b = redis_client(redis_url), redis_client(redis_url)
+    try:
+        prober = Soft404Registry(a, key)
+        other = Soft404Registry(b, key, refresh_seconds=0, unsuspected_refresh_seconds=60)
+        assert await other.state("http://h") is None
+        assert await prober.claim("http://h") is True
+        # Never suspected here: trusted for a minute (a suspect page reads it at once).
+        assert await other.state("http://h") is None
+        assert await other.state("http://h", fresh=True) == PENDING
+        page = NotFoundPage(7, "a" * 40, "http://h/0-1.html")
+        await prober.answer("http://h", page)
+        assert await other.state("http://h") == page  # a pending state: read again
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
 def test_testweb_soft404_and_farm_hosts(testweb_factory: Callable[..., TestWeb]) -> None:
     web = testweb_factory(hosts=3, pages=4, traps={2: "soft404", 3: "farm"})
     # Over HTTP: the normal pages stay what they are; every other path of the

@@ -41,9 +41,13 @@ from crawlproject.dedupe.fingerprint import hamming
 PENDING = "?"
 NO_SOFT404 = "-"
 PROBE_META_KEY = "crawl_soft404_probe"  # Request.meta: this request is a probe
-# How long a worker trusts its copy of a host's state while it is not final
-# (absent or "?"): another worker may meanwhile have probed it.
+# How long a worker trusts its copy of a host's state while it is not final:
+# "?" (a probe is out: its verdict comes within seconds) and absent (no worker
+# ever suspected the host, most hosts: read once per host and minute rather
+# than every few pages, since a suspect page of the host reads it at once
+# anyway and, until then, a near copy is still caught by the index).
 REFRESH_SECONDS = 5.0
+UNSUSPECTED_REFRESH_SECONDS = 60.0
 CACHED_HOSTS = 100_000  # per worker, least recently used dropped first
 MIN_ECHO_CHARS = 3  # shorter paths ("/", "/a") are not looked for in the text
 
@@ -123,18 +127,27 @@ def host_state(value: str | None) -> NotFoundPage | str | None:
 class Soft404Registry:
     """The fleet's soft-404 states (one Redis hash), with a per-worker cache."""
 
-    def __init__(self, redis: Redis, key: str, refresh_seconds: float = REFRESH_SECONDS) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        key: str,
+        refresh_seconds: float = REFRESH_SECONDS,
+        unsuspected_refresh_seconds: float = UNSUSPECTED_REFRESH_SECONDS,
+    ) -> None:
         self.redis = redis
         self.key = key
         self.refresh_seconds = refresh_seconds
+        self.unsuspected_refresh_seconds = unsuspected_refresh_seconds
         # host -> (state, monotonic time read); final states are never re-read
         self._cache: OrderedDict[str, tuple[NotFoundPage | str | None, float]] = OrderedDict()
         self._claimed: set[str] = set()  # hosts this worker tried to claim
 
     async def state(self, host: str, fresh: bool = False) -> NotFoundPage | str | None:
         """The host's state; a state that is not final yet is read again when
-        older than ``refresh_seconds``, or at once with ``fresh`` (a suspect
-        page: the trap grows while a worker trusts an old "never suspect")."""
+        older than ``refresh_seconds`` (``unsuspected_refresh_seconds`` while
+        no worker ever suspected the host), or at once with ``fresh`` (a
+        suspect page: the trap grows while a worker trusts an old "never
+        suspect")."""
         now = time.monotonic()
         cached = self._cache.get(host)
         if cached is not None:
@@ -142,7 +155,8 @@ class Soft404Registry:
             self._cache.move_to_end(host)
             if state == NO_SOFT404 or isinstance(state, NotFoundPage):
                 return state
-            if not fresh and now - read_at < self.refresh_seconds:
+            trust = self.refresh_seconds if state == PENDING else self.unsuspected_refresh_seconds
+            if not fresh and now - read_at < trust:
                 return state
         raw = await self.redis.hget(self.key, host)
         state = host_state(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)

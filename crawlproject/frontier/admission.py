@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
+ORIGINS_CACHED = 10_000  # origins whose politeness key is remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,7 @@ class Admission:
         self._trap_logged = OncePerKey(TRAP_LOG_HOSTS)
         self._recent = RecentFingerprints(config.local_seen_size)
         self._known = KnownLinks(config.known_links_size)
+        self._pkeys: dict[str, str] = {}  # origin as written -> politeness key
         self._votes = LinkVotes()
 
     def canonical_or_none(self, url: str) -> str | None:
@@ -102,8 +104,19 @@ class Admission:
             return None
 
     def politeness_key(self, url: str) -> str:
-        """The frontier's politeness key (host or registered domain) of ``url``."""
-        return self.pkey(self.canonicalizer.canonicalize(url))
+        """The frontier's politeness key (host or registered domain) of ``url``.
+
+        It depends on the URL's scheme and host alone, so it is remembered per
+        origin as written (the duplicate filter asks for every page, and
+        canonicalizing a whole URL costs ~30 us); InvalidURL is not remembered."""
+        origin = _origin_part(url)
+        key = self._pkeys.get(origin)
+        if key is None:
+            key = self.pkey(self.canonicalizer.canonicalize(url))
+            if len(self._pkeys) >= ORIGINS_CACHED:
+                self._pkeys.clear()  # bounded; refilled by the hosts crawled now
+            self._pkeys[origin] = key
+        return key
 
     def locate(self, url: str, method: str = "GET", body: bytes = b"") -> tuple[str, bytes] | None:
         """(politeness key, fingerprint) of ``url``; None if it is not a valid URL."""
@@ -276,6 +289,20 @@ class RecentFingerprints:
         if len(self._young) >= self.size:
             self._old, self._young = self._young, set()
         self._young.add(fp)
+
+
+def _origin_part(url: str) -> str:
+    """``url`` up to its path, query or fragment: its scheme and netloc as
+    written, all that its politeness key depends on."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = len(rest)
+    for stop in "/?#":
+        i = rest.find(stop, 0, end)
+        if i >= 0:
+            end = i
+    return f"{head.lower()}://{rest[:end]}"
 
 
 def _plain_link(request: Request) -> bool:
