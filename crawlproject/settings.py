@@ -49,9 +49,15 @@ REDIRECT_MAX_TIMES = 5
 # every URL it is given (links, seeds, sitemaps, redirects); Scrapy's
 # UrlLengthMiddleware would only cover links, and logs each one in full.
 URLLENGTH_LIMIT = 0
-# Scrapy 2.19 starts CONCURRENT_ITEMS tasks per response; at its default of 100
-# that took 15-17 % of a worker's CPU (bench/crawl_rate.py, BENCHMARKS.md).
-CONCURRENT_ITEMS = 16
+# Scrapy 2.19 starts CONCURRENT_ITEMS tasks per response, which wait until the
+# response's whole output is through the spider middlewares; the duplicate
+# filter holds a page's output for its batched verdict, so each task costs
+# wake-ups for nothing: a page yields one item and, once the links a worker
+# took before are dropped (middlewares/known_links.py), a link or two. At 100
+# (Scrapy's default) they took 15-17 % of a worker's CPU, at 16 still 7 %
+# against 2 (bench/crawl_rate.py, BENCHMARKS.md); plain Scrapy is no faster
+# with 16 than with 2.
+CONCURRENT_ITEMS = 2
 
 # Acknowledge a leased URL only once its outcome (and the links it produced)
 # reached the frontier: the spider middleware sits next to the engine (lowest
