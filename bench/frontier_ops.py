@@ -101,6 +101,7 @@ from crawlproject.frontier.urls import UrlCanonicalizer, host_key  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the target for one Redis
+SEED_CHUNK = 100_000  # seeds per RedisFrontier.add call
 T = TypeVar("T")
 Server = RedisServer | ClusterServer
 
@@ -410,7 +411,9 @@ def seed_ours(system: str, cfg: Config) -> None:
         f = _frontier(r, cfg, system)
         await f.prepare()
         seed_score = 1.0 if POLICY_MODES[system] == "credit" else 0.0  # a seed's credit
-        await f.add([replace(links.ours(k), score=seed_score) for k in ids])
+        for start in range(0, len(ids), SEED_CHUNK):  # 1M hosts: bounded memory per call
+            chunk = ids[start : start + SEED_CHUNK]
+            await f.add([replace(links.ours(k), score=seed_score) for k in chunk])
         await r.aclose()
 
     asyncio.run(go())

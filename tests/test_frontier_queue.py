@@ -89,7 +89,7 @@ async def test_extreme_bands_keep_their_order(make: MakeFrontier) -> None:
         order.append(got[1])
         await f.ack([got[0]])
     assert order == ["http://a.test/first", "http://a.test/mid", "http://a.test/last"]
-    assert await f.redis.hget(f.keys.host(0, "a.test"), "qb") is None  # nothing queued
+    assert await f.redis.hget(f.keys.host(0, "a.test"), "qb") in (None, b"0")  # nothing queued
 
 
 async def test_a_raised_host_is_claimed_once_and_its_stale_entry_skipped(

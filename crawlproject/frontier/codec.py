@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -244,28 +245,29 @@ def _url_at(data: bytes) -> int:
     return i
 
 
+@lru_cache(maxsize=65_536)
+def _key_prefixes(key: str) -> tuple[tuple[int, bytes], ...]:
+    """The URL beginnings a politeness key stands for, with their tag bits."""
+    k = key.encode("utf-8")
+    if b"://" in k:  # a key with its scheme (earlier host keys) starts the URL itself
+        return ((URL_AFTER_KEY, k),)
+    return tuple((how, prefix + k) for how, prefix in _URL_PREFIX.items())
+
+
 def stored_form(data: bytes, key: str) -> bytes:
     """``data`` as a host queue stores it: its URL without the politeness key
     ``key`` (host key or registered domain) it starts with, if it does."""
     # Only a compact form whose URL is whole: tags 0x40..0x47.
-    if not data or not TAG_BASE <= data[0] < TAG_BASE + (1 << URL_SHIFT):
+    if len(data) < 2 or not TAG_BASE <= data[0] < TAG_BASE + (1 << URL_SHIFT):
         return data
-    i = _url_at(data)
-    k = key.encode("utf-8")
-    if b"://" in k:  # a key with its scheme (earlier host keys) starts the URL itself
-        how, end = URL_AFTER_KEY, i + len(k)
-        if not data.startswith(k, i):
-            return data
-    else:
-        colon = data.find(b"://", i, i + 9)
-        scheme = data[i:colon]
-        how = URL_AFTER_HTTP if scheme == b"http" else URL_AFTER_HTTPS if scheme == b"https" else 0
-        end = colon + 3 + len(k)
-        if not how or not data.startswith(k, colon + 3):
-            return data
-    if data[end : end + 1] != b"/":
-        return data
-    return bytes((data[0] | how << URL_SHIFT,)) + data[1:i] + data[end:]
+    i = _url_at(data) if 48 <= data[1] <= 57 else 1
+    for how, prefix in _key_prefixes(key):
+        if data.startswith(prefix, i):
+            end = i + len(prefix)
+            if data[end : end + 1] != b"/":
+                return data
+            return bytes((data[0] | how << URL_SHIFT,)) + data[1:i] + data[end:]
+    return data
 
 
 def whole_form(data: bytes, key: str) -> bytes:

@@ -48,7 +48,7 @@ Per shard, prefix ``cp:{C/s}:``
                          ``qb`` (its non-empty bands and its due band: mask +
                          2^32 x d, mask bit b = band b (credit mode: the band of
                          its best URL), d = due band + 1 while it is due, else
-                         0; missing when both are 0); ``urls``
+                         0; missing, or 0, when both are 0); ``urls``
                          (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST
                          or CRAWL_HOST_BUDGET); ``capped`` / ``pcapped`` /
                          ``budgeted`` (a cap or its budget was reported for it);

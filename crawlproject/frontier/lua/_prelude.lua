@@ -56,7 +56,8 @@ local LOG2 = math.log(2)
 
 -- h:<host> `qb`: the host's non-empty bands and its place in due, one number
 -- mask + 2^32 x d (mask: bit b = band b, the `bit` library's 32-bit integers;
--- d: due band + 1 while the host is due, else 0), missing when both are 0.
+-- d: due band + 1 while the host is due, else 0), missing (or 0, as claim
+-- leaves a host it emptied) when both are 0.
 local D_UNIT = 4294967296
 
 local function split_qb(v)

@@ -122,6 +122,13 @@ local function push(host, band, item)
   list[#list + 1] = item
 end
 
+-- A credit as a score; the links of one page bring the same credit.
+local last_credit, last_units
+local function units_of(credit)
+  if credit ~= last_credit then last_credit, last_units = credit, units_s(credit) end
+  return last_units
+end
+
 -- A new URL in credit mode: its body (L now) and credit.
 local L_PACKED = struct.pack('>d', L)
 local function push_new_credit(host, fp, credit, req)
@@ -129,7 +136,7 @@ local function push_new_credit(host, fp, credit, req)
   credit = math.max(credit, MIN_CREDIT)
   st.mask = bit_or(st.mask, band_bit(band_of(credit)))
   call('HSET', P .. 'b:' .. host, fp, L_PACKED .. req)
-  call('ZADD', P .. 'q:' .. host, units_s(credit), fp)
+  call('ZADD', P .. 'q:' .. host, units_of(credit), fp)
 end
 
 -- Pushes the host's pending entries; a host that had nothing queued becomes
@@ -202,7 +209,7 @@ end
 -- its host's best makes it the host's (flush: the host moves up if due).
 local function give_credit(host, fp, credit)
   if credit <= 0 then return end
-  local c = call('ZADD', P .. 'q:' .. host, 'XX', 'INCR', units_s(credit), fp)
+  local c = call('ZADD', P .. 'q:' .. host, 'XX', 'INCR', units_of(credit), fp)
   if not c then
     cash = cash + credit
     return

@@ -69,8 +69,8 @@ local function claim_host(host, dband)
   local delay = host_delay(h[2], h[4], ddelay)
   local nxt_s = delay == 0 and NOW_S or fmt('%d', NOW + delay)
   if mask == 0 then
-    call('HDEL', hk, 'qb')
-    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s)
+    -- Nothing left: qb 0 (one call; a `qb` of 0 reads as no field).
+    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'qb', '0')
   else
     -- Claimed, it leaves due (its entry was this one): d = 0.
     call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'qb', qb_s(mask, 0))

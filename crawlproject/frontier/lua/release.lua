@@ -19,6 +19,7 @@ if #ids == 0 then return 0 end
 local records = call('HMGET', P .. 'lease', unpack(ids))
 local processing, gone = {}, {}  -- HSET lease id 'p...', and leases forgotten
 local done = {}  -- ids handled in this call: a repeated one is a no-op
+local tuning = {factor = factor, amax = amax, bmax = bmax}  -- one table, refilled per lease
 for k = 1, #ids do
   local i = 7 + 5 * (k - 1)
   local id = ids[k]
@@ -41,10 +42,9 @@ for k = 1, #ids do
       -- start-to-start floor set at claim time (claim + delay) holds regardless.
       local age = math.min(math.max(tonumber(ARGV[i + 1]) or 0, 0), ddelay + 60000)
       local hold = math.min(math.max(tonumber(ARGV[i + 3]) or 0, 0), bmax)
-      release_slot(host, ddelay, dconc, age, {
-        factor = factor, amax = amax, bmax = bmax, fetch = tonumber(ARGV[i + 2]) or -1,
-        hold = hold, throttled = flags % 2 == 1, nocontact = flags % 8 >= 4,
-      })
+      tuning.fetch, tuning.hold = tonumber(ARGV[i + 2]) or -1, hold
+      tuning.throttled, tuning.nocontact = flags % 2 == 1, flags % 8 >= 4
+      release_slot(host, ddelay, dconc, age, tuning)
       released = released + 1
     elseif back then
       make_ready(host, ddelay, dconc)
