@@ -225,27 +225,31 @@ class RobotsTxtMiddleware:
         shard = store.keys.shard_of(pkey)
         poll = WAIT_POLL_MIN_SECONDS
         waited = False
+        lock_ms = scheduler.config.lease_ms
         while True:
-            record = await store.get(shard, origin)
-            if record is not None and _now_ms() < record.expires_ms:
+            # The record, and the lock if it is stale: read together, so the
+            # record is the latest (records are only written under the lock).
+            now = _now_ms()
+            latest, locked = await store.get_or_lock(shard, origin, now, self.owner, lock_ms)
+            if latest is not None and now < latest.expires_ms:
                 self.stats.inc_value("robotstxt/cache/redis_hits")
-                return self._remember(origin, record), None
-            lock_ms = scheduler.config.lease_ms
-            if await store.try_lock(shard, origin, self.owner, lock_ms):
+                return self._remember(origin, latest), None
+            if locked:
                 done = asyncio.Event()
                 keeper = asyncio.ensure_future(self._keep_lock(store, shard, origin, lock_ms, done))
+                stored = False
                 try:
-                    # Someone may have stored it between our read and our lock.
-                    latest = await store.get(shard, origin)
-                    if latest is not None and _now_ms() < latest.expires_ms:
-                        return self._remember(origin, latest), None
                     fetched = await self.fetcher.fetch(origin, scheduler.config.host_delay_seconds)
                     record = next_record(latest, fetched.outcome, _now_ms(), self.config)
-                    await store.put(shard, origin, record)
-                finally:
                     done.set()  # the keeper ends at its next turn, never cancelled mid-call
                     await keeper
-                    await store.unlock(shard, origin, self.owner)
+                    await store.put_and_unlock(shard, origin, record, self.owner)
+                    stored = True
+                finally:
+                    if not stored:
+                        done.set()
+                        await keeper
+                        await store.unlock(shard, origin, self.owner)
                 rules = self._remember(origin, record)
                 await self._after_fetch(origin, pkey, rules, request, scheduler)
                 return rules, fetched

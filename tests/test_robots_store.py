@@ -54,3 +54,26 @@ async def test_the_fetch_lock_has_one_owner_and_expires(store: RobotsStore) -> N
     assert await store.try_lock(0, ORIGIN, "w2", 300)
     await store.unlock(0, ORIGIN, "w2")
     assert await store.try_lock(0, ORIGIN, "w3", 300)
+
+
+async def test_a_missing_or_stale_record_comes_with_the_lock_in_one_call(
+    store: RobotsStore,
+) -> None:
+    now = int(time.time() * 1000)
+    assert await store.get_or_lock(0, ORIGIN, now, "w1", 5_000) == (None, True)
+    assert await store.get_or_lock(0, ORIGIN, now, "w2", 5_000) == (None, False)  # w1 fetches
+    ok = RobotsRecord(RobotsKind.OK, 200, now, now + 60_000, body=b"User-agent: *\n")
+    await store.put_and_unlock(0, ORIGIN, ok, "w2")  # not w2's lock: stored, lock kept
+    assert not await store.try_lock(0, ORIGIN, "w3", 5_000)
+    await store.put_and_unlock(0, ORIGIN, ok, "w1")
+    key = store.keys.robots(0, ORIGIN)
+    assert await store.get(0, ORIGIN) == ok  # as put stores it, same expiry
+    assert await store.redis.pexpiretime(key) == ok.expires_ms + OUTAGE_MS
+    # Fresh: the record, no lock taken.
+    assert await store.get_or_lock(0, ORIGIN, now, "w3", 5_000) == (ok, False)
+    assert await store.try_lock(0, ORIGIN, "w3", 5_000)
+    await store.unlock(0, ORIGIN, "w3")
+    # Stale at a later time: the old record (its copy is the fallback) and the lock.
+    later = ok.expires_ms + 1
+    assert await store.get_or_lock(0, ORIGIN, later, "w4", 5_000) == (ok, True)
+    assert await store.get_or_lock(0, ORIGIN, later, "w5", 5_000) == (ok, False)

@@ -1,5 +1,10 @@
 """robots.txt records in Redis, shared by the fleet (keys ``r:`` and ``rl:`` in
-:mod:`crawlproject.frontier.keys`). Single-key commands only: Cluster-safe."""
+:mod:`crawlproject.frontier.keys`). Cluster-safe: a script touches an origin's
+record and its lock, which share their shard's hash tag (one slot).
+
+A worker that has no fresh copy makes two calls per fetch: ``get_or_lock``
+(the record, and the fleet's fetch lock if it is stale) and, once fetched,
+``put_and_unlock`` (robots/lua/)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.lua import load_script
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 
 # Delete the lock only if we still hold it: an expired lock may be someone else's now.
@@ -30,6 +36,38 @@ class RobotsStore:
         self.outage_ms = outage_ms
         self._unlock = redis.register_script(_UNLOCK_LUA)
         self._renew = redis.register_script(_RENEW_LUA)
+        self._get_or_lock = redis.register_script(load_script("crawlproject.robots", "get_or_lock"))
+        self._put_unlock = redis.register_script(load_script("crawlproject.robots", "put_unlock"))
+
+    async def get_or_lock(
+        self, shard: int, origin: str, now_ms: int, owner: str, ttl_ms: int
+    ) -> tuple[RobotsRecord | None, bool]:
+        """The stored record, and whether this call took the fetch lock: only
+        when the record is missing or stale (expired at ``now_ms``) and no other
+        worker holds the lock. One round trip (robots/lua/get_or_lock.lua)."""
+        reply = await self._get_or_lock(
+            keys=[self.keys.robots(shard, origin), self.keys.robots_lock(shard, origin)],
+            args=[now_ms, owner, ttl_ms],
+        )
+        fields = dict(zip(reply[1::2], reply[2::2], strict=True))
+        return RobotsRecord.from_fields(cast(dict[bytes, bytes], fields)), bool(int(reply[0]))
+
+    async def put_and_unlock(
+        self, shard: int, origin: str, record: RobotsRecord, owner: str
+    ) -> None:
+        """``put`` and ``unlock`` in one round trip (robots/lua/put_unlock.lua)."""
+        args: list[bytes | int | str] = [self._expire_at(record), owner]
+        for name, value in record.to_fields().items():
+            args += [name, value]
+        await self._put_unlock(
+            keys=[self.keys.robots(shard, origin), self.keys.robots_lock(shard, origin)],
+            args=args,
+        )
+
+    def _expire_at(self, record: RobotsRecord) -> int:
+        # The last good copy must survive an outage as long as the outage window.
+        keeps_copy = record.kind is RobotsKind.OK or record.good_body is not None
+        return record.expires_ms + (self.outage_ms if keeps_copy else PLAIN_RECORD_GRACE_MS)
 
     async def get(self, shard: int, origin: str) -> RobotsRecord | None:
         fields = await self.redis.hgetall(self.keys.robots(shard, origin))
@@ -37,9 +75,7 @@ class RobotsStore:
 
     async def put(self, shard: int, origin: str, record: RobotsRecord) -> None:
         key = self.keys.robots(shard, origin)
-        # The last good copy must survive an outage as long as the outage window.
-        keeps_copy = record.kind is RobotsKind.OK or record.good_body is not None
-        expire_at = record.expires_ms + (self.outage_ms if keeps_copy else PLAIN_RECORD_GRACE_MS)
+        expire_at = self._expire_at(record)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(key)
             pipe.hset(key, mapping=record.to_fields())  # type: ignore[arg-type]
