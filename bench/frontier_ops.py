@@ -98,7 +98,21 @@ from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
 from crawlproject.frontier.priority import DepthPriority  # noqa: E402
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key  # noqa: E402
 
+try:  # the compact form's queue form (revisions before it have none: --revs)
+    from crawlproject.frontier.codec import stored_form
+except ImportError:
+    stored_form = None  # type: ignore[assignment]
+
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def stored(data: bytes, pkey: str) -> bytes:
+    """A request in its host queue's form, made when the link is (as a worker
+    could at admission), so that the driver's add() has nothing left to strip;
+    revisions before the compact form (--revs) store it whole."""
+    return stored_form(data, pkey) if stored_form is not None else data
+
+
 CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the issue's target for one Redis
 SEED_CHUNK = 100_000  # seeds per RedisFrontier.add call
@@ -163,15 +177,17 @@ class Links:
             req = self.request(k)
             canonical = self.canon.canonicalize(req.url)
             fp = self.canon.fingerprint(canonical, req.method, req.body)
+            pkey = host_key(canonical)
             return NewEntry(
-                host_key(canonical), fp, req.dont_filter, self.codec.encode(req, None),
+                pkey, fp, req.dont_filter, stored(self.codec.encode(req, None), pkey),
                 score=DepthPriority().value(req),
             )  # fmt: skip
         host = self.space.host(k)
         url = self.space.url(k, host)  # already canonical (checked in verify)
-        data = fill_probe(self._template, url, 1 + k % 5, host)
+        pkey = host_key(url)
+        data = stored(fill_probe(self._template, url, 1 + k % 5, host), pkey)
         fp = self.canon.fingerprint(url)
-        return NewEntry(host_key(url), fp, False, data, score=float(1 + k % 5))
+        return NewEntry(pkey, fp, False, data, score=float(1 + k % 5))
 
     def theirs(self, k: int) -> tuple[str, bytes]:
         """(RFPDupeFilter.request_fingerprint, PriorityQueue._encode_request) of link k."""
