@@ -86,6 +86,10 @@ CRAWL_KNOWN_LINKS_SIZE = 50_000
 # youngest generation is collected every this many allocations (Python: 700).
 # 0 leaves Python's defaults.
 CRAWL_GC_THRESHOLD = 10_000
+# Claimed URLs a worker keeps ready beyond CONCURRENT_REQUESTS: when its
+# downloader is full, a freed slot takes one at once instead of waiting on a
+# claim round trip (each holds its host's slot meanwhile, like any claim).
+CRAWL_CLAIM_PREFETCH = 8
 
 # Query parameters dropped during canonicalization (session ids).
 CRAWL_SESSION_PARAMS: list[str] = [

@@ -70,6 +70,7 @@ from crawlproject.frontier.outcomes import FRONTIER_UNAVAILABLE
 from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
 from crawlproject.frontier.scheduler import FrontierScheduler
 from crawlproject.frontier.urls import InvalidURL
+from crawlproject.once import OncePerKey
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ SIMHASH_HEX_CHARS = 16
 # credit share (AOPIC), so that the originals' own links go first.
 LINK_BAND_PENALTY = 4
 LINK_CREDIT_WEIGHT = 0.25
+PARKED_HOSTS_REMEMBERED = 100_000
 
 
 class Links(enum.Enum):
@@ -131,7 +133,9 @@ class DedupeSpiderMiddleware:
         self.probes = Soft404Probes(crawler, stats, enabled=probe)  # CRAWL_SOFT404_PROBE
         self.credit_mode = credit_mode  # AOPIC: lower a link's credit, not its band
         self._index: DedupeBatcher | None = None
-        self._parked_hosts: set[str] = set()
+        # Hosts whose streak was logged (and counted) here: bounded, like every
+        # per-host memory of a worker (a host forgotten may be counted again).
+        self._parked_hosts = OncePerKey(PARKED_HOSTS_REMEMBERED)
         self._unannotatable_logged = False
         self._closing: asyncio.Future[None] | None = None
 
@@ -334,16 +338,14 @@ class DedupeSpiderMiddleware:
             return
         host = self._host(url)
         if self.config.streak_action == "off":
-            if host not in self._parked_hosts:
-                self._parked_hosts.add(host)
+            if self._parked_hosts.first(host):
                 logger.info("%s: %d duplicate pages in a row", host, verdict.host_streak)
             return
         frontier = self._scheduler().frontier
         assert frontier is not None
         parked = await frontier.park_host(host)
         self.stats.inc_value("dedupe/streak_parked_urls", parked)
-        if host not in self._parked_hosts:
-            self._parked_hosts.add(host)
+        if self._parked_hosts.first(host):
             self.stats.inc_value("dedupe/streak_hosts")
             logger.info(
                 "%s: %d duplicate pages in a row (a trap?): %d queued URL(s) set aside",

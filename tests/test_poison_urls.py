@@ -164,6 +164,7 @@ def crawl_until_a_worker_finishes(
         "CRAWL_IDLE_POLL_SECONDS": 0.2,
         # One fetch at a time: the worker dies holding the poison URL alone.
         "CONCURRENT_REQUESTS": 1,
+        "CRAWL_CLAIM_PREFETCH": 0,
         "DOWNLOADER_MIDDLEWARES": {
             **project_settings.DOWNLOADER_MIDDLEWARES,
             POISON_MIDDLEWARE: 950,

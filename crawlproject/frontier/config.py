@@ -44,7 +44,7 @@ class FrontierConfig:
     request_classes: tuple[str, ...]
     idle_poll_seconds: float
     flush_interval_seconds: float
-    max_claims_in_flight: int
+    max_claims_in_flight: int  # CONCURRENT_REQUESTS + CRAWL_CLAIM_PREFETCH
     local_seen_size: int
     known_links_size: int
     gc_threshold: int
@@ -129,7 +129,8 @@ class FrontierConfig:
             request_classes=tuple(crawl_setting(settings, "CRAWL_REQUEST_CLASSES")),
             idle_poll_seconds=crawl_setting(settings, "CRAWL_IDLE_POLL_SECONDS"),
             flush_interval_seconds=crawl_setting(settings, "CRAWL_FLUSH_INTERVAL_SECONDS"),
-            max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16),
+            max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16)
+            + max(0, crawl_setting(settings, "CRAWL_CLAIM_PREFETCH")),
             local_seen_size=crawl_setting(settings, "CRAWL_LOCAL_SEEN_SIZE"),
             known_links_size=crawl_setting(settings, "CRAWL_KNOWN_LINKS_SIZE"),
             gc_threshold=crawl_setting(settings, "CRAWL_GC_THRESHOLD"),
@@ -189,6 +190,8 @@ class FrontierConfig:
             raise ConfigError("CRAWL_PRIORITY_POLICY must be 'depth', 'aopic' or a class path")
         if self.idle_close_seconds < 0:
             raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
+        if crawl_setting(settings, "CRAWL_CLAIM_PREFETCH") < 0:
+            raise ConfigError("CRAWL_CLAIM_PREFETCH must be >= 0")
         if self.gc_threshold < 0:
             raise ConfigError("CRAWL_GC_THRESHOLD must be >= 0 (0: Python's own)")
         if self.local_seen_size < 0 or self.known_links_size < 0:
