@@ -13,6 +13,13 @@ figure (they go between phases). Redis counts its own time in commandstats,
 so the per-script µs are comparable in one run but move with the machine's
 load; the calls per page do not.
 
+With ``--callgrind`` the redis-server runs under valgrind's callgrind,
+instrumented only while each phase runs, and each script's figure is the
+number of instructions Redis executes per page: slow (a few thousand pages),
+but the same at any load, so that two revisions compare on a shared machine
+(run the other one's export with ``FRONTIER_OPS_CODE=<export>``, as
+frontier_ops.py's --revs does).
+
 Results: bench/results/frontier_profile.json.
 """
 
@@ -20,8 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import subprocess
 import sys
+import time
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -32,6 +43,7 @@ import redis
 from benchlib import RedisServer
 from frontier_ops import (
     POLICY_MODES,
+    REV_CODE_ENV,
     Config,
     Links,
     Picker,
@@ -45,6 +57,7 @@ from frontier_ops import (
 from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, Release
 from crawlproject.frontier.connection import redis_client
+from testkit.processes import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PHASES = ("claim", "release", "add", "ack")
@@ -64,6 +77,127 @@ def delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> dict[
         if calls > c0 and name not in ("info",):
             out[name] = [calls - c0, usec - u0]
     return out
+
+
+class CallgrindRedis:
+    """A redis-server under callgrind, instrumented only between start() and
+    stop(phase); stop() dumps the counts under the phase's name."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for old in self.dir.glob("cg.out.*"):
+            old.unlink()
+        port = free_port()
+        self.url = f"redis://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [
+                "valgrind", "--tool=callgrind", "--instr-atstart=no",
+                f"--callgrind-out-file={self.dir}/cg.out.%p",
+                "/usr/bin/redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.client = redis.Redis(port=port, socket_timeout=600)
+        for _ in range(600):
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.2)
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(
+            ["callgrind_control", *args, str(self.proc.pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
+
+    def start(self) -> None:
+        self._ctl("-i", "on")
+
+    def stop(self, phase: str) -> None:
+        self._ctl("-i", "off")
+        self._ctl("-d", phase)
+
+    def flushall(self) -> None:
+        self.client.flushall()
+
+    def instructions(self) -> dict[str, int]:
+        """Phase -> instructions executed in it, over every dump."""
+        out: dict[str, int] = defaultdict(int)
+        for path in self.dir.glob("cg.out.*"):
+            text = path.read_text(errors="replace").splitlines()
+            trigger = next((ln for ln in text if ln.startswith("desc: Trigger:")), "")
+            totals = next((ln for ln in text if ln.startswith("totals:")), "")
+            if trigger and totals and trigger.split()[-1] in PHASES:
+                out[trigger.split()[-1]] += int(totals.split()[1])
+        return dict(out)
+
+    def stop_server(self) -> None:
+        with contextlib.suppress(redis.RedisError):  # it closes the connection
+            self.client.shutdown(nosave=True)
+        self.proc.wait(timeout=600)
+
+
+async def count_instructions(
+    server: CallgrindRedis, system: str, cfg: Config, pages_wanted: int
+) -> dict[str, Any]:
+    """The page loop with each phase instrumented on its own."""
+    r = redis_client(cfg.url)
+    f = _frontier(r, cfg, system)
+    await f.prepare()
+    links, pick = Links(UrlSpace(cfg.hosts, 1), False), Picker(cfg.seen_fraction, 1)
+    entry = pooled(links.ours, pool_size(replace(cfg, max_pages=pages_wanted), False))
+    pages = 0
+    while pages < pages_wanted:
+        server.start()
+        items: list[tuple[Any, bytes]] = []
+        shares: list[float | None] = []
+        for shard in range(cfg.shards):
+            batch = await f.claim(shard, cfg.claim_n, "profile")
+            items += batch.items
+            shares += batch.shares or [None] * len(batch.items)
+        server.stop("claim")
+        if not items:
+            continue
+        leases = [lease for lease, _ in items]
+        server.start()
+        await f.release([Release(lease, 0) for lease in leases])
+        server.stop("release")
+        entries = links_of(entry, pick, shares, cfg, len(items))
+        server.start()
+        await f.add(entries)
+        server.stop("add")
+        server.start()
+        await f.ack(leases)
+        server.stop("ack")
+        pages += len(items)
+    await r.aclose()
+    counts = server.instructions()
+    per_page = {phase: round(counts.get(phase, 0) / pages) for phase in PHASES}
+    return {
+        "system": system,
+        "hosts": cfg.hosts,
+        "pages": pages,
+        "instructions_per_page": per_page,
+        "total_instructions_per_page": sum(per_page.values()),
+    }
+
+
+def links_of(
+    entry: Any, pick: Picker, shares: list[float | None], cfg: Config, pages: int
+) -> list[NewEntry]:
+    """A page's links as the frontier_ops driver makes them (AOPIC: its share each)."""
+    if any(share is not None for share in shares):
+        return [
+            NewEntry(e.pkey, e.fingerprint, e.dont_filter, e.data, (share or 0.0) / cfg.links)
+            for share in shares
+            for e in (entry(pick()) for _ in range(cfg.links))
+        ]
+    return [entry(pick()) for _ in range(cfg.links * pages)]
 
 
 async def profile(
@@ -92,14 +226,7 @@ async def profile(
         leases = [lease for lease, _ in items]
         await f.release([Release(lease, 0) for lease in leases])
         s2 = commandstats(client)
-        if any(share is not None for share in shares):
-            entries = [
-                NewEntry(e.pkey, e.fingerprint, e.dont_filter, e.data, (share or 0.0) / cfg.links)
-                for share in shares
-                for e in (entry(pick()) for _ in range(cfg.links))
-            ]
-        else:
-            entries = [entry(pick()) for _ in range(cfg.links * len(items))]
+        entries = links_of(entry, pick, shares, cfg, len(items))
         s3 = commandstats(client)
         await f.add(entries)
         s4 = commandstats(client)
@@ -138,24 +265,62 @@ async def profile(
     return out
 
 
+def config(a: argparse.Namespace, url: str) -> Config:
+    return Config(
+        a.hosts, a.seeds_per_host, 64, 20, 0.5, 3600.0, a.pages, ds.CRAWL_FRONTIER_SHARDS, url=url
+    )
+
+
+def report_instructions(rows: list[dict[str, Any]], a: argparse.Namespace) -> None:
+    for row in rows:
+        parts = ", ".join(f"{k} {v / 1000:,.0f}k" for k, v in row["instructions_per_page"].items())
+        print(
+            f"{row['system']}, {row['hosts']:,} hosts, {row['pages']:,} pages: "
+            f"{row['total_instructions_per_page'] / 1000:,.0f}k Redis instructions per page "
+            f"({parts})"
+        )
+    RESULTS.mkdir(exist_ok=True)
+    result = {
+        "benchmark": "frontier_profile --callgrind",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["bench/frontier_profile.py", *sys.argv[1:]]),
+        "code": os.environ.get(REV_CODE_ENV) or "this checkout",
+        "results": rows,
+    }
+    (RESULTS / "frontier_instructions.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS / 'frontier_instructions.json'}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--systems", default="ours,ours-aopic")
     p.add_argument("--pages", type=int, default=20_000)
     p.add_argument("--hosts", type=int, default=1000)
     p.add_argument("--seeds-per-host", type=int, default=4)
+    p.add_argument(
+        "--callgrind", action="store_true", help="count Redis's instructions per phase instead"
+    )
     a = p.parse_args()
+    if any(system not in POLICY_MODES for system in a.systems.split(",")):
+        p.error(f"--systems: {', '.join(POLICY_MODES)}")
     rows = []
+    if a.callgrind:
+        info = {"redis_server": "/usr/bin/redis-server under valgrind --tool=callgrind"}
+        for system in a.systems.split(","):
+            cg = CallgrindRedis(RESULTS / "callgrind")
+            try:
+                cfg = config(a, cg.url)
+                seed(cg, system, cfg)  # type: ignore[arg-type]
+                rows.append(asyncio.run(count_instructions(cg, system, cfg, a.pages)))
+            finally:
+                cg.stop_server()
+        report_instructions(rows, a)
+        return
     srv = RedisServer()
     try:
         info = srv.versions()
         for system in a.systems.split(","):
-            if system not in POLICY_MODES:
-                p.error(f"--systems: {', '.join(POLICY_MODES)}")
-            cfg = Config(
-                a.hosts, a.seeds_per_host, 64, 20, 0.5, 3600.0, a.pages,
-                ds.CRAWL_FRONTIER_SHARDS, url=srv.url,
-            )  # fmt: skip
+            cfg = config(a, srv.url)
             seed(srv, system, cfg)  # frontier_ops's seeding (its own event loop)
             rows.append(asyncio.run(profile(srv, system, cfg, a.pages)))
     finally:
