@@ -315,11 +315,11 @@ async def test_a_slot_released_without_contact_does_not_wait_a_delay(
 async def test_park_host_sets_its_queue_aside(
     make_frontier: MakeFrontier, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import crawlproject.frontier.client as client
+    import crawlproject.frontier.parking as parking
 
     f = await make_frontier(shards=1, delay_ms=0)
     await f.add([entry(f"http://trap.test/{i}") for i in range(5)] + [entry("http://ok.test/1")])
-    monkeypatch.setattr(client, "PARK_BATCH", 2)  # several calls
+    monkeypatch.setattr(parking, "PARK_BATCH", 2)  # several calls
     assert await f.park_host("trap.test") == 5
     items = await claim_all(f)
     assert urls_of(items) == ["http://ok.test/1"]

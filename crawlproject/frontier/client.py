@@ -32,24 +32,14 @@ from crawlproject.frontier.entries import (
     Release,
 )
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.replies import (
-    entry_url,
-    group_by_shard,
-    host_and_shape,
-    reply_bytes,
-    reply_lines,
-    reply_text,
-)
-from crawlproject.frontier.seen import SeenFilter, prepare_seen, refuse_old_layout
+from crawlproject.frontier.layout import prepare_layout
+from crawlproject.frontier.parking import ParkedUrls
+from crawlproject.frontier.replies import group_by_shard, host_and_shape, reply_lines, reply_text
+from crawlproject.frontier.seen import SeenFilter
 from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, load_script
 
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
-PARK_BATCH = 1000  # URLs per park_host call: bounds one script's run time
-# Host queues in priority bands (keys.py), requests in codec.py's compact form,
-# band masks, due lists. Older crawls: "bands1" (JSON requests, band strings, a
-# due ZSET), and before it none (one list per host queue): refused.
-QUEUE_LAYOUT = "bands2"
 PRIORITY_MODES = ("score", "credit")
 
 # The values the operations take and return live in entries.py (re-exported).
@@ -76,8 +66,9 @@ def load_lua(name: str, prelude: bool = True) -> str:
     return load_script("crawlproject.frontier", name, SHARD_PRELUDE if prelude else None)
 
 
-class RedisFrontier:
-    """The frontier of one crawl, seen from one worker (or a CLI)."""
+class RedisFrontier(ParkedUrls):
+    """The frontier of one crawl, seen from one worker (or a CLI); its
+    operations on set-aside URLs are in parking.py."""
 
     def __init__(
         self,
@@ -135,48 +126,8 @@ class RedisFrontier:
     # -- layout -----------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """Records the crawl's fixed layout, or checks it against ours."""
-        fields = {
-            # First: older versions wrote "shards" and no layout, and another
-            # worker preparing the same new crawl at this moment must never be
-            # seen with "shards" but no layout yet (one HSETNX after another).
-            "queue_layout": QUEUE_LAYOUT,
-            "shards": str(self.keys.shards),
-            # Scores of the two modes mean different things: never mixed in a crawl.
-            "priority_mode": self.priority_mode,
-        }
-        before = await self.redis.hgetall(self.keys.meta)
-        refuse_old_layout(self.keys.crawl, before)
-        if b"shards" in before and b"queue_layout" not in before:
-            raise FrontierMismatch(
-                f"crawl {self.keys.crawl!r} was created by an older version (one list per "
-                "host queue); use another crawl name"
-            )
-        old_layout = reply_text(before.get(b"queue_layout", b""))
-        if old_layout and old_layout != QUEUE_LAYOUT:
-            # Its queued requests and host states are in another form (keys.py):
-            # read by this version, they would be misread, never silently.
-            raise FrontierMismatch(
-                f"crawl {self.keys.crawl!r} was created by an older version (queue layout "
-                f"{old_layout}; this version stores {QUEUE_LAYOUT}); this version cannot read "
-                "its queues. Finish the crawl with the version that created it, or start it "
-                "again under another CRAWL_NAME."
-            )
-        await self.redis.hsetnx(self.keys.meta, "created", str(int(time.time())))
-        for name, value in fields.items():
-            await self.redis.hsetnx(self.keys.meta, name, value)
-        stored = await self.redis.hgetall(self.keys.meta)
-        for name, value in fields.items():
-            have = reply_text(stored.get(name.encode(), b""))
-            if have != value:
-                raise FrontierMismatch(
-                    f"crawl {self.keys.crawl!r} was created with {name}={have}; this worker "
-                    f"has {value}. Use the same settings, or another crawl name."
-                )
-        await prepare_seen(self.redis, self.keys, self.seen)
-        # The scripts read the mode from each shard (it is in their hash slot).
-        for shard in range(self.keys.shards):
-            await self.redis.set(self.keys.priority_mode(shard), self.priority_mode)
+        """Records the crawl's fixed layout, or checks it against ours (layout.py)."""
+        await prepare_layout(self.redis, self.keys, self.priority_mode, self.seen)
 
     def _args(self, shard: int, *rest: Any) -> list[Any]:
         return [self.keys.shard_prefixes[shard], *rest]
@@ -341,19 +292,6 @@ class RedisFrontier:
         )
         return int(out[0]), int(out[1])
 
-    async def poisoned_urls(self) -> list[str]:
-        """URLs set aside after CRAWL_MAX_RECLAIMS reclaims (``poison`` lists), all shards."""
-        urls: list[str] = []
-        for shard in range(self.keys.shards):
-            credit = await self.redis.get(self.keys.priority_mode(shard)) == b"credit"
-            start = 0
-            while batch := await self.redis.lrange(
-                self.keys.poison(shard), start, start + PARK_BATCH - 1
-            ):
-                urls += [entry_url(reply_bytes(e), credit) for e in batch]
-                start += len(batch)
-        return urls
-
     # -- hosts, seeds, scope, workers -------------------------------------------------
 
     async def set_host_config(self, pkey: str, delay_ms: int | None, conc: int | None) -> None:
@@ -375,65 +313,6 @@ class RedisFrontier:
         shard = self.keys.shard_of(pkey)
         raw = await self.redis.hgetall(self.keys.host(shard, pkey))
         return {reply_text(k): int(float(v)) for k, v in raw.items()}
-
-    async def park_host(self, pkey: str, reason: str = "parked") -> int:
-        """Sets a host's queued URLs aside (shard's ``parked`` list), and those
-        added later, for ``reason`` (a word: ``duplicates``, ``dns``, ...);
-        returns how many were queued."""
-        shard = self.keys.shard_of(pkey)
-        total = 0
-        while True:
-            n = int(await self._run("park_host", shard, pkey, PARK_BATCH, reason))
-            total += n
-            if n < PARK_BATCH:
-                return total
-
-    async def parked_by_host(self) -> dict[str, int]:
-        """Parked URLs per host (politeness key), all shards."""
-        counts: dict[str, int] = defaultdict(int)
-        for shard in range(self.keys.shards):
-            start = 0
-            while batch := await self.redis.lrange(
-                self.keys.parked(shard), start, start + PARK_BATCH - 1
-            ):
-                for entry in batch:
-                    raw = entry if isinstance(entry, bytes) else entry.encode()
-                    counts[raw.partition(b"\t")[0].decode("utf-8", "replace")] += 1
-                start += len(batch)
-        return dict(counts)
-
-    async def trap_reasons(self) -> dict[str, dict[str, int]]:
-        """Host -> reason -> URLs contained for it (parked, or over budget and
-        waiting in the host's overflow), all shards; hosts with none left out."""
-        out: dict[str, dict[str, int]] = defaultdict(dict)
-        for shard in range(self.keys.shards):
-            raw = await self.redis.hgetall(self.keys.trap_reasons(shard))
-            for field_, value in raw.items():
-                host, _, reason = reply_text(field_).rpartition("\t")
-                if int(value) > 0:
-                    out[host][reason] = int(value)
-        return dict(out)
-
-    async def unpark_all(self, list_name: str = "parked") -> int:
-        """Puts every URL of the ``parked`` (trap verdicts) or ``poison``
-        (reclaimed too often) lists back in its host queue; returns how many."""
-        total = 0
-        for shard in range(self.keys.shards):
-            while True:
-                n = int(
-                    await self._run(
-                        "unpark",
-                        shard,
-                        self.default_delay_ms,
-                        self.default_concurrency,
-                        PARK_BATCH,
-                        list_name,
-                    )
-                )
-                total += n
-                if n < PARK_BATCH:
-                    break
-        return total
 
     async def read_start_urls(self, max_n: int) -> list[bytes]:
         """The oldest ``max_n`` seeds pushed on ``<crawl>:start_urls``, oldest last."""

@@ -1,0 +1,68 @@
+"""A crawl's fixed layout (``meta`` in keys.py): recorded by its first worker,
+checked by every later one, so no worker misreads another's queues.
+
+Called by :meth:`crawlproject.frontier.client.RedisFrontier.prepare`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from redis.asyncio import Redis
+
+from crawlproject.frontier.entries import FrontierMismatch
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.replies import reply_text
+from crawlproject.frontier.seen import SeenFilter, prepare_seen, refuse_old_layout
+
+# Host queues in priority bands (keys.py), requests in codec.py's compact form,
+# band masks, due lists. Older crawls: "bands1" (JSON requests, band strings, a
+# due ZSET), and before it none (one list per host queue): refused.
+QUEUE_LAYOUT = "bands2"
+
+
+async def prepare_layout(
+    redis: Redis, keys: CrawlKeys, priority_mode: str, seen: SeenFilter
+) -> None:
+    """Records the crawl's fixed layout, or checks it against this worker's."""
+    fields = {
+        # First: older versions wrote "shards" and no layout, and another
+        # worker preparing the same new crawl at this moment must never be
+        # seen with "shards" but no layout yet (one HSETNX after another).
+        "queue_layout": QUEUE_LAYOUT,
+        "shards": str(keys.shards),
+        # Scores of the two modes mean different things: never mixed in a crawl.
+        "priority_mode": priority_mode,
+    }
+    before = await redis.hgetall(keys.meta)
+    refuse_old_layout(keys.crawl, before)
+    if b"shards" in before and b"queue_layout" not in before:
+        raise FrontierMismatch(
+            f"crawl {keys.crawl!r} was created by an older version (one list per "
+            "host queue); use another crawl name"
+        )
+    old_layout = reply_text(before.get(b"queue_layout", b""))
+    if old_layout and old_layout != QUEUE_LAYOUT:
+        # Its queued requests and host states are in another form (keys.py):
+        # read by this version, they would be misread, never silently.
+        raise FrontierMismatch(
+            f"crawl {keys.crawl!r} was created by an older version (queue layout "
+            f"{old_layout}; this version stores {QUEUE_LAYOUT}); this version cannot read "
+            "its queues. Finish the crawl with the version that created it, or start it "
+            "again under another CRAWL_NAME."
+        )
+    await redis.hsetnx(keys.meta, "created", str(int(time.time())))
+    for name, value in fields.items():
+        await redis.hsetnx(keys.meta, name, value)
+    stored = await redis.hgetall(keys.meta)
+    for name, value in fields.items():
+        have = reply_text(stored.get(name.encode(), b""))
+        if have != value:
+            raise FrontierMismatch(
+                f"crawl {keys.crawl!r} was created with {name}={have}; this worker "
+                f"has {value}. Use the same settings, or another crawl name."
+            )
+    await prepare_seen(redis, keys, seen)
+    # The scripts read the mode from each shard (it is in their hash slot).
+    for shard in range(keys.shards):
+        await redis.set(keys.priority_mode(shard), priority_mode)
