@@ -14,6 +14,9 @@ from scrapy.settings import Settings
 from crawlproject import default_settings
 from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dns.resolver import DnsConfig
+from crawlproject.frontier.addresses import AddressConfig
+from crawlproject.frontier.config import FrontierConfig
+from crawlproject.guard.policy import GuardPolicy
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.setting_values import ConfigError, Setting, _settings_of, read_config
@@ -22,8 +25,11 @@ from crawlproject.store.config import BodyStoreConfig, StoreConfig
 from middlewares.path_ascending import PathAscendingConfig
 
 CONFIGS = (
+    AddressConfig,
     DedupeConfig,
     DnsConfig,
+    FrontierConfig,
+    GuardPolicy,
     RecrawlConfig,
     RobotsConfig,
     StatusReporterConfig,

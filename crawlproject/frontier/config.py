@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from scrapy.settings import BaseSettings
 
@@ -12,7 +13,7 @@ from crawlproject.frontier.host_overrides import HostOverride, read_host_overrid
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.redis_settings import redis_target, refuse_scrapy_redis, start_urls_key
 from crawlproject.frontier.seen import SeenFilter
-from crawlproject.setting_values import ConfigError, crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 __all__ = ["ConfigError", "FrontierConfig", "HostOverride"]
 
@@ -24,45 +25,50 @@ def politeness_key_of(setting: str) -> str:
 
 @dataclass(frozen=True)
 class FrontierConfig:
+    """The frontier's settings: each field annotated with a Setting is that
+    ``CRAWL_*`` setting (read by read_config); the others are computed from
+    several settings or are Scrapy's own (from_settings)."""
+
     redis_url: str | None
     # Where redis_url came from, for the start's log line (redis_settings.py).
     redis_source: str
-    data_dir: str
-    crawl: str
+    data_dir: Annotated[str, Setting("CRAWL_DATA_DIR")]
+    crawl: Annotated[str, Setting("CRAWL_NAME")]
     # REDIS_START_URLS_KEY (%(name)s: the crawl) and SCHEDULER_PERSIST, as in scrapy-redis.
     start_urls_template: str | None
     persist: bool
-    host_delay_seconds: float
-    host_concurrency: int
-    host_overrides: dict[str, HostOverride]
-    politeness_key: str
-    lease_seconds: float
-    idle_close_seconds: float
-    shards: int
+    host_delay_seconds: Annotated[float, Setting("CRAWL_HOST_DELAY")]
+    host_concurrency: Annotated[int, Setting("CRAWL_HOST_CONCURRENCY")]
+    host_overrides: dict[str, HostOverride]  # CRAWL_HOST_OVERRIDES
+    politeness_key: str  # CRAWL_POLITENESS_KEY, "host" in address mode (politeness_key_of)
+    lease_seconds: Annotated[float, Setting("CRAWL_LEASE_SECONDS")]
+    idle_close_seconds: Annotated[float, Setting("CRAWL_IDLE_CLOSE_SECONDS")]
+    shards: Annotated[int, Setting("CRAWL_FRONTIER_SHARDS")]
     seen: SeenFilter  # CRAWL_SEEN_FILTER, _CAPACITY, _ERROR_RATE (checked there)
-    session_params: tuple[str, ...]
-    request_classes: tuple[str, ...]
-    idle_poll_seconds: float
-    flush_interval_seconds: float
+    session_params: tuple[str, ...]  # CRAWL_SESSION_PARAMS
+    request_classes: tuple[str, ...]  # CRAWL_REQUEST_CLASSES
+    idle_poll_seconds: Annotated[float, Setting("CRAWL_IDLE_POLL_SECONDS")]
+    flush_interval_seconds: Annotated[float, Setting("CRAWL_FLUSH_INTERVAL_SECONDS")]
+    claim_prefetch: Annotated[int, Setting("CRAWL_CLAIM_PREFETCH")]
     max_claims_in_flight: int  # CONCURRENT_REQUESTS + CRAWL_CLAIM_PREFETCH
-    local_seen_size: int
-    known_links_size: int
-    gc_threshold: int
-    adaptive_delay_factor: float
-    adaptive_delay_max_seconds: float
-    backoff_http_codes: frozenset[int]
-    backoff_max_seconds: float
-    priority_policy: str
-    aopic_tax: float
-    aopic_seed_credit: float
-    max_depth: int
-    max_pages_per_host: int
-    max_urls_per_pattern: int
-    max_reclaims: int
-    host_budget: int
-    host_budget_seed_votes: int
-    trap_token_urls: int
-    trap_token_repeat_rate: float
+    local_seen_size: Annotated[int, Setting("CRAWL_LOCAL_SEEN_SIZE")]
+    known_links_size: Annotated[int, Setting("CRAWL_KNOWN_LINKS_SIZE")]
+    gc_threshold: Annotated[int, Setting("CRAWL_GC_THRESHOLD")]
+    adaptive_delay_factor: Annotated[float, Setting("CRAWL_ADAPTIVE_DELAY_FACTOR")]
+    adaptive_delay_max_seconds: Annotated[float, Setting("CRAWL_ADAPTIVE_DELAY_MAX_SECONDS")]
+    backoff_http_codes: frozenset[int]  # CRAWL_BACKOFF_HTTP_CODES
+    backoff_max_seconds: Annotated[float, Setting("CRAWL_BACKOFF_MAX_SECONDS")]
+    priority_policy: Annotated[str, Setting("CRAWL_PRIORITY_POLICY")]
+    aopic_tax: Annotated[float, Setting("CRAWL_AOPIC_TAX")]
+    aopic_seed_credit: Annotated[float, Setting("CRAWL_AOPIC_SEED_CREDIT")]
+    max_depth: Annotated[int, Setting("CRAWL_MAX_DEPTH")]
+    max_pages_per_host: Annotated[int, Setting("CRAWL_MAX_PAGES_PER_HOST")]
+    max_urls_per_pattern: Annotated[int, Setting("CRAWL_MAX_URLS_PER_PATTERN")]
+    max_reclaims: Annotated[int, Setting("CRAWL_MAX_RECLAIMS")]
+    host_budget: Annotated[int, Setting("CRAWL_HOST_BUDGET")]
+    host_budget_seed_votes: Annotated[int, Setting("CRAWL_HOST_BUDGET_SEED_VOTES")]
+    trap_token_urls: Annotated[int, Setting("CRAWL_TRAP_TOKEN_URLS")]
+    trap_token_repeat_rate: Annotated[float, Setting("CRAWL_TRAP_TOKEN_REPEAT_RATE")]
     # Politeness per server: CRAWL_ADDRESS_*, CRAWL_POLITENESS_KEY = "address".
     addresses: AddressConfig
 
@@ -100,63 +106,37 @@ class FrontierConfig:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
         refuse_scrapy_redis(settings)
-        overrides = read_host_overrides(
-            settings.getdict("CRAWL_HOST_OVERRIDES") or {},
-            crawl_setting(settings, "CRAWL_POLITENESS_KEY"),
-        )
+        politeness = crawl_setting(settings, "CRAWL_POLITENESS_KEY")
+        overrides = read_host_overrides(settings.getdict("CRAWL_HOST_OVERRIDES") or {}, politeness)
         target = redis_target(settings)
         template = settings.get("REDIS_START_URLS_KEY") or None
         if template is not None:
             start_urls_key(settings, "web")  # refuses a template it cannot expand
-        config = cls(
+        config = read_config(
+            cls,
+            settings,
             redis_url=target.url,
             redis_source=target.source,
-            data_dir=crawl_setting(settings, "CRAWL_DATA_DIR"),
-            crawl=crawl_setting(settings, "CRAWL_NAME"),
             start_urls_template=template,
             persist=settings.getbool("SCHEDULER_PERSIST", True),
-            host_delay_seconds=crawl_setting(settings, "CRAWL_HOST_DELAY"),
-            host_concurrency=crawl_setting(settings, "CRAWL_HOST_CONCURRENCY"),
             host_overrides=overrides,
             # Address mode queues per host (an address is known only at claim
             # time): its slot per address is addresses.by_address.
-            politeness_key=politeness_key_of(crawl_setting(settings, "CRAWL_POLITENESS_KEY")),
-            lease_seconds=crawl_setting(settings, "CRAWL_LEASE_SECONDS"),
-            idle_close_seconds=crawl_setting(settings, "CRAWL_IDLE_CLOSE_SECONDS"),
-            shards=crawl_setting(settings, "CRAWL_FRONTIER_SHARDS"),
+            politeness_key=politeness_key_of(politeness),
             seen=SeenFilter.from_settings(settings),
             session_params=tuple(crawl_setting(settings, "CRAWL_SESSION_PARAMS")),
             request_classes=tuple(crawl_setting(settings, "CRAWL_REQUEST_CLASSES")),
-            idle_poll_seconds=crawl_setting(settings, "CRAWL_IDLE_POLL_SECONDS"),
-            flush_interval_seconds=crawl_setting(settings, "CRAWL_FLUSH_INTERVAL_SECONDS"),
             max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16)
             + max(0, crawl_setting(settings, "CRAWL_CLAIM_PREFETCH")),
-            local_seen_size=crawl_setting(settings, "CRAWL_LOCAL_SEEN_SIZE"),
-            known_links_size=crawl_setting(settings, "CRAWL_KNOWN_LINKS_SIZE"),
-            gc_threshold=crawl_setting(settings, "CRAWL_GC_THRESHOLD"),
-            adaptive_delay_factor=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_FACTOR"),
-            adaptive_delay_max_seconds=crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS"),
             backoff_http_codes=frozenset(
                 int(c) for c in crawl_setting(settings, "CRAWL_BACKOFF_HTTP_CODES")
             ),
-            backoff_max_seconds=crawl_setting(settings, "CRAWL_BACKOFF_MAX_SECONDS"),
-            priority_policy=crawl_setting(settings, "CRAWL_PRIORITY_POLICY"),
-            aopic_tax=crawl_setting(settings, "CRAWL_AOPIC_TAX"),
-            aopic_seed_credit=crawl_setting(settings, "CRAWL_AOPIC_SEED_CREDIT"),
-            max_depth=crawl_setting(settings, "CRAWL_MAX_DEPTH"),
-            max_pages_per_host=crawl_setting(settings, "CRAWL_MAX_PAGES_PER_HOST"),
-            max_urls_per_pattern=crawl_setting(settings, "CRAWL_MAX_URLS_PER_PATTERN"),
-            max_reclaims=crawl_setting(settings, "CRAWL_MAX_RECLAIMS"),
-            host_budget=crawl_setting(settings, "CRAWL_HOST_BUDGET"),
-            host_budget_seed_votes=crawl_setting(settings, "CRAWL_HOST_BUDGET_SEED_VOTES"),
-            trap_token_urls=crawl_setting(settings, "CRAWL_TRAP_TOKEN_URLS"),
-            trap_token_repeat_rate=crawl_setting(settings, "CRAWL_TRAP_TOKEN_REPEAT_RATE"),
             addresses=AddressConfig.from_settings(settings),
         )
-        config.validate(settings)
+        refuse_scrapy_politeness(settings, config.host_concurrency)
         return config
 
-    def validate(self, settings: BaseSettings) -> None:
+    def validate(self) -> None:
         if self.host_delay_seconds < 0:
             raise ConfigError("CRAWL_HOST_DELAY must be >= 0")
         if self.host_concurrency < 1:
@@ -190,7 +170,7 @@ class FrontierConfig:
             raise ConfigError("CRAWL_PRIORITY_POLICY must be 'depth', 'aopic' or a class path")
         if self.idle_close_seconds < 0:
             raise ConfigError("CRAWL_IDLE_CLOSE_SECONDS must be >= 0")
-        if crawl_setting(settings, "CRAWL_CLAIM_PREFETCH") < 0:
+        if self.claim_prefetch < 0:
             raise ConfigError("CRAWL_CLAIM_PREFETCH must be >= 0")
         if self.gc_threshold < 0:
             raise ConfigError("CRAWL_GC_THRESHOLD must be >= 0 (0: Python's own)")
@@ -203,20 +183,25 @@ class FrontierConfig:
                 o.concurrency is not None and o.concurrency < 1
             ):
                 raise ConfigError(f"CRAWL_HOST_OVERRIDES[{host!r}] out of range")
-        # Scrapy's own per-process delay would stack on top of the fleet-wide one.
-        if settings.getfloat("DOWNLOAD_DELAY") > 0:
-            raise ConfigError(
-                "DOWNLOAD_DELAY must be 0 with the shared frontier: set CRAWL_HOST_DELAY "
-                "(fleet-wide) instead"
-            )
-        if settings.getbool("AUTOTHROTTLE_ENABLED"):
-            raise ConfigError(
-                "AUTOTHROTTLE_ENABLED conflicts with the frontier's fleet-wide politeness"
-            )
-        per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
-        if per_domain < self.host_concurrency:
-            raise ConfigError(
-                f"CONCURRENT_REQUESTS_PER_DOMAIN ({per_domain}) is below "
-                f"CRAWL_HOST_CONCURRENCY ({self.host_concurrency}); Scrapy would throttle "
-                "hosts a second time"
-            )
+
+
+def refuse_scrapy_politeness(settings: BaseSettings, host_concurrency: int) -> None:
+    """Refuses Scrapy's own per-process politeness settings where they would
+    throttle hosts a second time, on top of the frontier's fleet-wide one."""
+    # Scrapy's own per-process delay would stack on top of the fleet-wide one.
+    if settings.getfloat("DOWNLOAD_DELAY") > 0:
+        raise ConfigError(
+            "DOWNLOAD_DELAY must be 0 with the shared frontier: set CRAWL_HOST_DELAY "
+            "(fleet-wide) instead"
+        )
+    if settings.getbool("AUTOTHROTTLE_ENABLED"):
+        raise ConfigError(
+            "AUTOTHROTTLE_ENABLED conflicts with the frontier's fleet-wide politeness"
+        )
+    per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+    if per_domain < host_concurrency:
+        raise ConfigError(
+            f"CONCURRENT_REQUESTS_PER_DOMAIN ({per_domain}) is below "
+            f"CRAWL_HOST_CONCURRENCY ({host_concurrency}); Scrapy would throttle "
+            "hosts a second time"
+        )

@@ -40,9 +40,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from crawlproject.setting_values import ConfigError, crawl_setting
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -104,50 +104,58 @@ def parse_address(text: str) -> IPAddress | None:
         return None
 
 
+def parse_allow(
+    allow: list[str] | tuple[str, ...],
+) -> tuple[tuple[IPNetwork, ...], frozenset[str], frozenset[str]]:
+    """``CRAWL_GUARD_ALLOW`` as (networks, exact names, name suffixes); an
+    entry that is none of them is a ConfigError (one line)."""
+    networks: list[IPNetwork] = []
+    names: set[str] = set()
+    suffixes: set[str] = set()
+    for raw in allow:
+        entry = str(raw).strip().lower()
+        if not entry:
+            continue
+        if entry.startswith("*."):
+            suffix = entry[2:].rstrip(".")
+            if not _HOSTNAME.fullmatch(suffix):
+                raise ConfigError(f"CRAWL_GUARD_ALLOW: {raw!r} is not *.<host name>")
+            suffixes.add(suffix)
+        elif _ADDRESS_LIKE.fullmatch(entry):
+            try:
+                networks.append(ipaddress.ip_network(entry.strip("[]")))
+            except ValueError as exc:
+                raise ConfigError(
+                    f"CRAWL_GUARD_ALLOW: {raw!r} is not a network in CIDR form ({exc})"
+                ) from None
+        elif _HOSTNAME.fullmatch(entry.rstrip(".")):
+            names.add(entry.rstrip("."))
+        else:
+            raise ConfigError(
+                f"CRAWL_GUARD_ALLOW: {raw!r} is neither a network (CIDR) nor a host name"
+            )
+    return tuple(networks), frozenset(names), frozenset(suffixes)
+
+
 @dataclass(frozen=True)
 class GuardPolicy:
     """``CRAWL_GUARD_*``: whether the guard is on and what it lets through."""
 
-    enabled: bool = True
+    enabled: Annotated[bool, Setting("CRAWL_GUARD_ENABLED")] = True
+    # CRAWL_GUARD_ALLOW, parsed by parse_allow:
     networks: tuple[IPNetwork, ...] = ()
     names: frozenset[str] = frozenset()
     suffixes: frozenset[str] = frozenset()  # "corp.example" for "*.corp.example"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> GuardPolicy:
-        return cls.from_values(
-            crawl_setting(settings, "CRAWL_GUARD_ENABLED"),
-            crawl_setting(settings, "CRAWL_GUARD_ALLOW"),
-        )
+        networks, names, suffixes = parse_allow(crawl_setting(settings, "CRAWL_GUARD_ALLOW"))
+        return read_config(cls, settings, networks=networks, names=names, suffixes=suffixes)
 
     @classmethod
     def from_values(cls, enabled: bool, allow: list[str] | tuple[str, ...]) -> GuardPolicy:
-        networks: list[IPNetwork] = []
-        names: set[str] = set()
-        suffixes: set[str] = set()
-        for raw in allow:
-            entry = str(raw).strip().lower()
-            if not entry:
-                continue
-            if entry.startswith("*."):
-                suffix = entry[2:].rstrip(".")
-                if not _HOSTNAME.fullmatch(suffix):
-                    raise ConfigError(f"CRAWL_GUARD_ALLOW: {raw!r} is not *.<host name>")
-                suffixes.add(suffix)
-            elif _ADDRESS_LIKE.fullmatch(entry):
-                try:
-                    networks.append(ipaddress.ip_network(entry.strip("[]")))
-                except ValueError as exc:
-                    raise ConfigError(
-                        f"CRAWL_GUARD_ALLOW: {raw!r} is not a network in CIDR form ({exc})"
-                    ) from None
-            elif _HOSTNAME.fullmatch(entry.rstrip(".")):
-                names.add(entry.rstrip("."))
-            else:
-                raise ConfigError(
-                    f"CRAWL_GUARD_ALLOW: {raw!r} is neither a network (CIDR) nor a host name"
-                )
-        return cls(bool(enabled), tuple(networks), frozenset(names), frozenset(suffixes))
+        """The policy of these setting values (as from_settings reads them)."""
+        return cls(bool(enabled), *parse_allow(allow))
 
     @property
     def allows_anything(self) -> bool:
