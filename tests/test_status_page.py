@@ -7,11 +7,13 @@ redis-server; the figures it shows equal ``crawlproject status --json``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,7 +28,7 @@ from scrapy import Request
 from scrapy.http import Response
 
 from crawlproject.status.hosts import HostTally, merge_reports, stale_fields
-from crawlproject.status.page import parse_listen
+from crawlproject.status.page import StatusServer, parse_listen
 from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
 from testkit.processes import free_port
 from testkit.redis_server import RedisServer
@@ -302,6 +304,25 @@ def dom_hosts(page: Any, table: str) -> list[dict[str, Any]]:
     return [{"host": h, "pages": number(p), "errors": number(e)} for h, p, e in rows]
 
 
+def dom_addresses(page: Any) -> dict[str, list[dict[str, Any]]]:
+    """The addresses section's two tables, as --json's ``at_cap`` and ``waited_on``."""
+    rows = {
+        table: page.eval_on_selector_all(
+            f"#{table} tbody tr[data-address]",
+            "rows => rows.map(r => [r.dataset.address, "
+            "...[...r.querySelectorAll('[data-col]')].map(c => c.textContent)])",
+        )
+        for table in ("at-cap", "waited-on")
+    }
+    return {
+        "at-cap": [{"address": a, "in_flight": number(n)} for a, n in rows["at-cap"]],
+        "waited-on": [
+            {"address": a, "hosts_waiting": number(n), "first": first.split(", ")}
+            for a, n, first in rows["waited-on"]
+        ],
+    }
+
+
 def test_the_status_page_in_a_browser_shows_what_status_json_says(
     redis_server: RedisServer,
     testweb_factory: Callable[..., TestWeb],
@@ -350,6 +371,7 @@ def test_the_status_page_in_a_browser_shows_what_status_json_says(
                       line: c.querySelector('polyline').getAttribute('points')})""",
         )
         shown_at = float(page.evaluate("document.body.dataset.loaded"))
+        addresses = dom_addresses(page)
         worker_rows = page.locator("#workers tbody tr[data-worker]").count()
         after = crawl_status(redis_server.url, "paged")
         shot = tmp_path / "status_page.png"
@@ -380,6 +402,11 @@ def test_the_status_page_in_a_browser_shows_what_status_json_says(
     assert figures["workers.alive"] == 0 and worker_rows == 0
     for group, key, text in groups:
         assert number(text) == before["fleet"]["groups"][group][key], (group, key)
+    # The addresses section is on the page, as in --json and the terminal view.
+    assert {"addresses.taken", "addresses.denied", "addresses.woken"} <= figures.keys()
+    assert figures["addresses.taken"] > 0
+    assert addresses == {"at-cap": before["addresses"]["at_cap"],
+                         "waited-on": before["addresses"]["waited_on"]}  # fmt: skip
     assert {group for group, _, _ in groups} >= {"robotstxt", "store"}
 
     # The hosts: as --json says, and as the test web saw them (responses per
@@ -409,3 +436,49 @@ def test_the_status_page_in_a_browser_shows_what_status_json_says(
     assert requested
     assert {urlsplit(u).netloc for u in requested} == {f"127.0.0.1:{port}"}
     assert shot.stat().st_size > 10_000
+
+
+def test_the_page_shows_the_addresses_at_their_cap_and_waited_on(
+    redis_server: RedisServer, browser_page: Any
+) -> None:
+    """Rows a short test crawl leaves empty once it is over (every place comes
+    back): a real --json object of a crawl, its addresses section filled in,
+    served by the page's own server to the browser."""
+    status = crawl_status(redis_server.url, "quiet")
+    status["addresses"] = {
+        "taken": 1234, "denied": 56, "woken": 7,
+        "at_cap": [{"address": "192.0.2.7", "in_flight": 4},
+                   {"address": "2001:db8::1", "in_flight": 2}],
+        "waited_on": [{"address": "192.0.2.7", "hosts_waiting": 9,
+                       "first": ["a.example", "<b>.example"]}],
+    }  # fmt: skip
+
+    async def collect() -> dict[str, Any]:
+        return status
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    server = StatusServer(("127.0.0.1", 0), collect, loop, refresh_seconds=0.5)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    page = browser_page
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        wait_js(page, "document.body.dataset.loaded !== undefined", True)
+        figures = dom_figures(page)
+        addresses = dom_addresses(page)
+    finally:
+        server.shutdown()
+        server.server_close()
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+    assert {k: figures[f"addresses.{k}"] for k in ("taken", "denied", "woken")} == {
+        "taken": 1234,
+        "denied": 56,
+        "woken": 7,
+    }
+    assert addresses == {
+        "at-cap": status["addresses"]["at_cap"],
+        "waited-on": status["addresses"]["waited_on"],  # host names shown as text
+    }
