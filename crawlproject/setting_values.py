@@ -1,4 +1,4 @@
-"""Reading a ``CRAWL_*`` setting with its declared default (default_settings.py).
+"""Reading a ``CRAWL_*`` setting with its declared default (crawlproject/default_settings/).
 
 The default's type says how Scrapy's settings parse the value (``getint`` for
 an int default, ``getlist`` for a list, …), so each component's config reads a

@@ -2,7 +2,7 @@
 
 A rule looks at a canonical URL and returns why it is refused (a short name,
 counted as the stat ``rules/<name>``) or None. The built-in rules are set by
-``CRAWL_*`` settings (see crawlproject/default_settings.py); a user adds one by
+``CRAWL_*`` settings (see crawlproject/default_settings/); a user adds one by
 writing a class with ``from_settings(settings)`` and ``check(url) -> str | None``
 and naming it in ``CRAWL_URL_RULES``::
 

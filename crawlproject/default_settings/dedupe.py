@@ -1,0 +1,31 @@
+"""Duplicate pages and soft 404s."""
+
+# Duplicate pages, fleet-wide (middlewares/dedupe.py decides, pipelines/dedupe.py
+# drops): an exact test on the body's SHA-1, then, for HTML, a near-duplicate
+# test on a 64-bit SimHash of the visible text (char 4-grams) in Redis.
+CRAWL_DEDUPE_ENABLED = True
+# Fingerprints within this many bits are near-duplicates (Manku et al.: 3 of 64).
+CRAWL_SIMHASH_K = 3
+# Content types fingerprinted for near-duplicates (all bodies get the exact test).
+CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]
+# Pages with less visible text than this (normalised characters) only get the
+# exact test: a few words make no reliable fingerprint.
+CRAWL_DEDUPE_MIN_TEXT_CHARS = 200
+# Links of a page found to be a duplicate: "other_host" follows them, after the
+# originals' own links, when its original is on another host (a mirror's copy
+# links to the mirror's pages, some of which may exist there only); "all" does
+# so for every duplicate; "none" never (True/False: "all"/"none").
+CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = "other_host"
+# Soft-404 detection: the first time a host serves a suspect page (a near copy of
+# another of its pages, or one whose text shows its own path), one worker fetches
+# a path that cannot exist there; if that answers 2xx, the host's pages within
+# CRAWL_SIMHASH_K of it are soft 404s: not kept, links not followed (trap/soft404).
+CRAWL_SOFT404_PROBE = True
+# Remember which URL each fingerprint came from, so a duplicate names its
+# original (costs Redis memory per page: see BENCHMARKS.md).
+CRAWL_DEDUPE_RECORD_ORIGINALS = True
+# A host whose last CRAWL_DEDUPE_STREAK pages in a row were duplicates (a
+# soft-404 or session-id trap) gets its queued URLs set aside ("park": moved to
+# the frontier's parked list, kept for an operator; "off": only logged). 0: never.
+CRAWL_DEDUPE_STREAK = 20
+CRAWL_DEDUPE_STREAK_ACTION = "park"
