@@ -38,9 +38,12 @@ def socket_alive(path: Path) -> bool:
 def test_embedded_redis_is_shared_persisted_and_stopped(
     testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
-    web = testweb_factory(hosts=4, pages=12, latency_ms=(5, 20), links=3, cross_links=1)
+    # Long enough (30 pages a host, 0.5 s apart: 15 s at least) that worker a cannot
+    # finish the crawl alone while b starts on a loaded machine (b fetched nothing
+    # when a crawled 48 pages at 0.2 s in the time b took to start).
+    web = testweb_factory(hosts=4, pages=30, latency_ms=(5, 20), links=3, cross_links=1)
     data = tmp_path / "data"
-    settings = {**FAST, "CRAWL_DATA_DIR": str(data)}
+    settings = {**FAST, "CRAWL_HOST_DELAY": 0.5, "CRAWL_DATA_DIR": str(data)}
     sock = data / "redis" / "redis.sock"
 
     def worker(tag: str) -> WorkerProcess:
@@ -54,9 +57,10 @@ def test_embedded_redis_is_shared_persisted_and_stopped(
         return sum(r.headers.get("user-agent") == f"crawlproject-{tag}" for r in web.log)
 
     a = worker("a")
-    wait_until(lambda: fetched_by("a") >= 3)
+    # b starts as soon as a's server is up, so both start up at once.
+    wait_until(lambda: "Started the embedded Redis" in a.log_path.read_text(errors="replace"))
     b = worker("b")  # joins the server that a started
-    wait_until(lambda: fetched_by("b") >= 1)
+    wait_until(lambda: fetched_by("a") >= 3 and fetched_by("b") >= 1, timeout=90)
     for p in (a, b):
         stop_worker(p)
     wait_all([a, b], timeout=60)
