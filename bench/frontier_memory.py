@@ -38,11 +38,10 @@ import statistics
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import scrapy_redis
-from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RedisServer, fill_probe
+from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RESULTS, RedisServer, fill_probe
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy_redis.dupefilter import RFPDupeFilter
@@ -54,7 +53,6 @@ from crawlproject.frontier.codec import RequestCodec, stored_form, url_of
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "mem"
 TARGET_SEEN_BYTES = 16  # the target; scrapy-redis was measured at 88
 THEIR_SEEN_KEY, THEIR_QUEUE_KEY = "mem:dupefilter", "mem:requests"

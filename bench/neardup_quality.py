@@ -51,32 +51,27 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
+from benchlib import REPO, RESULTS  # also puts the repository on sys.path
 
-import numpy as np  # noqa: E402
-
-from crawlproject.dedupe.fingerprint import (  # noqa: E402
+from crawlproject.dedupe.fingerprint import (
     FEATURES_VERSION,
     normalise,
     page_fingerprint,
     simhash64,
     visible_text,
 )
-from testkit.neardup import (  # noqa: E402
+from testkit.neardup import (
     EDITS,
     DocPage,
     edited_copies,
     real_pages,
     synthetic_pages,
 )
-from testkit.testweb import _sentence  # noqa: E402
+from testkit.testweb import _sentence
 
-RESULTS = REPO / "bench" / "results"
 K = 3
 
 Fingerprint = Callable[[str], int]  # HTML -> 64-bit SimHash

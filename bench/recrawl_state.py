@@ -32,10 +32,9 @@ import shlex
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from benchlib import RedisServer
+from benchlib import RESULTS, RedisServer
 from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject import default_settings as ds
@@ -46,7 +45,6 @@ from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, encode_state
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CRAWL = "rc"
 SHARDS = ds.CRAWL_FRONTIER_SHARDS
 SECTIONS = ("news/world/eu", "archive/2024/05", "products/item/detail", "blog/posts/eng",

@@ -56,19 +56,16 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchlib import REPO, RESULTS  # also puts the repository on sys.path
 
-from bench import crawl_rate  # noqa: E402
-from testkit.testweb import (  # noqa: E402
+from bench import crawl_rate
+from testkit.testweb import (
     OUT_OF_SCOPE_IP,
     RequestRecord,
     host_ip,
     politeness_report,
 )
 
-RESULTS = crawl_rate.RESULTS
 ROBOTS = "/robots.txt"
 CRAWL_DELAY_EVERY = 10  # every tenth host's robots.txt has a Crawl-delay
 

@@ -59,15 +59,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
+import simhash
+from benchlib import REPO, RESULTS  # also puts the repository on sys.path
+from lxml import etree
 
-import numpy as np  # noqa: E402
-import simhash  # noqa: E402
-from lxml import etree  # noqa: E402
-
-from crawlproject.dedupe.fingerprint import (  # noqa: E402
+from crawlproject.dedupe.fingerprint import (
     FEATURES_VERSION,
     normalise,
     page_fingerprint,
@@ -76,9 +73,8 @@ from crawlproject.dedupe.fingerprint import (  # noqa: E402
     visible_text,
     visible_text_of_tree,
 )
-from testkit.pages import make_pages  # noqa: E402
+from testkit.pages import make_pages
 
-RESULTS = REPO / "bench" / "results"
 # As parsel parses a response (what the middleware's tree is): comments kept.
 _TREE_PARSER = etree.HTMLParser(encoding="utf-8", huge_tree=True)
 

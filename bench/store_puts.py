@@ -48,19 +48,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchlib import REPO, RESULTS  # also puts the repository on sys.path
 
-from bench import crawl_rate  # noqa: E402
-from testkit.s3_server import (  # noqa: E402
+from bench import crawl_rate
+from testkit.s3_server import (
     TEST_ACCESS_KEY_ID,
     TEST_REGION,
     TEST_SECRET_ACCESS_KEY,
     MotoServer,
 )
 
-RESULTS = crawl_rate.RESULTS
 BUCKET = "bench-bodies"
 PREFIX = "bodies"
 GB = 1_000_000_000

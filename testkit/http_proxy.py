@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import urlsplit
 
 HOP_BY_HOP = {
@@ -88,7 +87,5 @@ class HttpProxy:
     def __enter__(self) -> HttpProxy:
         return self.start()
 
-    def __exit__(
-        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

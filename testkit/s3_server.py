@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from testkit.processes import free_port, stop_process
@@ -149,11 +148,6 @@ class MotoServer:
     def __enter__(self) -> MotoServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
         self.logfile.unlink(missing_ok=True)

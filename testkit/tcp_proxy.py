@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from types import TracebackType
 
 BUFFER_BYTES = 64 * 1024
 
@@ -56,12 +55,7 @@ class TcpProxy:
     def __enter__(self) -> TcpProxy:
         return self.restore()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.cut()
 
     def _accept(self, listener: socket.socket) -> None:

@@ -101,6 +101,10 @@ if #sim == 8 then
     if s then
       local lim = best - 1
       local last = #s - 7
+      -- The two loops differ only in which byte of an entry they compare
+      -- first (its first, or its last): written out twice on purpose, as a
+      -- test or a byte permutation per entry would cost in the index's
+      -- hottest loop.
       if string.sub(order, i, i) == 'f' then
         for p = 1, last, 8 do
           local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
