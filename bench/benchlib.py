@@ -3,12 +3,14 @@ and the probe-request templating that builds payloads without encoding each one.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -25,6 +27,15 @@ if "TEST_REDIS_SERVER" not in os.environ and _SYSTEM_REDIS.exists():
     os.environ["TEST_REDIS_SERVER"] = str(_SYSTEM_REDIS)
 from testkit.redis_cluster import RedisCluster as TestRedisCluster  # noqa: E402
 from testkit.redis_server import RedisServer as TestRedisServer  # noqa: E402
+
+
+def write_result(name: str, result: dict[str, Any]) -> Path:
+    """``result`` as bench/results/<name> (indented JSON); its path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / name
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return out
+
 
 PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchlib import RESULTS, RedisServer
+from benchlib import RedisServer, write_result
 from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
@@ -421,9 +421,7 @@ def main() -> None:
         "originals_bytes_per_page_by_used_memory": originals_by_difference(runs),
     }
     report(result)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / a.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / a.out}")
+    print(f"\nwrote {write_result(a.out, result)}")
 
 
 def report(res: dict[str, Any]) -> None:

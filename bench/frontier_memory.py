@@ -41,7 +41,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import scrapy_redis
-from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, RESULTS, RedisServer, fill_probe
+from benchlib import (
+    PROBE_DEPTH,
+    PROBE_SCOPE,
+    PROBE_URL,
+    RedisServer,
+    fill_probe,
+    write_result,
+)
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy_redis.dupefilter import RFPDupeFilter
@@ -317,9 +324,7 @@ def main() -> None:
         },
     }
     report(result)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "frontier_memory.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / 'frontier_memory.json'}")
+    print(f"\nwrote {write_result('frontier_memory.json', result)}")
 
 
 def report(res: dict[str, Any]) -> None:

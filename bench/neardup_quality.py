@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import json
 import math
 import platform
 import random
@@ -54,7 +53,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from benchlib import REPO, RESULTS  # also puts the repository on sys.path
+from benchlib import REPO, write_result  # also puts the repository on sys.path
 
 from crawlproject.dedupe.fingerprint import (
     FEATURES_VERSION,
@@ -334,9 +333,9 @@ def main() -> None:
             "features_version": FEATURES_VERSION,
         }
     )
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / ("neardup_quality-quick.json" if args.quick else "neardup_quality.json")
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = write_result(
+        "neardup_quality-quick.json" if args.quick else "neardup_quality.json", report
+    )
     print(markdown(report))
     print(f"\nwrote {out.relative_to(REPO)}")
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import shlex
 import sys
@@ -34,7 +33,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from benchlib import RESULTS, RedisServer
+from benchlib import RedisServer, write_result
 from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject import default_settings as ds
@@ -177,9 +176,7 @@ def main() -> None:
         "add_new_urls_per_s": n / add_s,
     }
     res["promote_over_add"] = res["promote_urls_per_s"] / res["add_new_urls_per_s"]
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "recrawl_state.json"
-    out.write_text(json.dumps(res, indent=1))
+    out = write_result("recrawl_state.json", res)
     print(f"`{res['command']}` ({res['when']}, redis {versions['redis_server']})\n")
     print(f"- {n:,} tracked URLs over {args.hosts:,} hosts; state text "
           f"{text_bytes:.1f} B/URL")  # fmt: skip

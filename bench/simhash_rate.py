@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import math
 import os
 import platform
@@ -61,7 +60,7 @@ from typing import Any
 
 import numpy as np
 import simhash
-from benchlib import REPO, RESULTS  # also puts the repository on sys.path
+from benchlib import REPO, write_result  # also puts the repository on sys.path
 from lxml import etree
 
 from crawlproject.dedupe.fingerprint import (
@@ -332,9 +331,7 @@ def main() -> None:
             "simhash": metadata.version("simhash"),
         }
     )
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / ("simhash_rate-quick.json" if args.quick else "simhash_rate.json")
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = write_result("simhash_rate-quick.json" if args.quick else "simhash_rate.json", report)
     print(markdown(report))
     print(f"\nwrote {out.relative_to(REPO)}")
 
