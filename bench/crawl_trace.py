@@ -28,7 +28,8 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
-LEASE_META_KEY = "crawl_lease"
+from crawlproject.frontier.meta import LEASE_META_KEY
+
 TICK = 0.01
 
 

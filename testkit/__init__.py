@@ -7,3 +7,7 @@ imports the other (benchmarks import no test module: issue 17). It is not part
 of the project's distribution (pyproject.toml packages only crawlproject,
 spiders, middlewares and pipelines), so it never reaches an egg or a wheel.
 """
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the repository: crawls run there

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from testkit import REPO_ROOT
+
 LOOPBACK_ALLOW = "127.0.0.0/8"  # CRAWL_GUARD_ALLOW for a crawl of a loopback test web
 
 

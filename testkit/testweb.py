@@ -176,6 +176,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from testkit import REPO_ROOT
+
 OUT_OF_SCOPE_IP = "127.0.2.1"
 REASONS = {
     200: "OK",
@@ -191,13 +193,13 @@ REASONS = {
 }
 MAX_HOSTS = 253 * 250
 VARIANT_QUERY = ("a=1", "b=2")
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SPECIAL_KEYS = frozenset(
     {
         "status", "body", "body_b64", "content_type", "headers", "gzip", "reset", "times",
         "repeat", "delay",
     }
 )  # fmt: skip
+
 INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
 POPULAR_PAGE = -1  # the popular page's number in ``graph``
 TRAP_KINDS = ("calendar", "session", "repeat", "minted", "pathsession", "soft404", "farm")

@@ -67,26 +67,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from crawlproject.body_digest import payload_digest
-from crawlproject.store.index import url_key
-from crawlproject.store.rolling import RollingFile, RollingWriter, hand_over, write_all
+from crawlproject.default_settings import CRAWL_STORE_ROTATE_BYTES, CRAWL_STORE_ROTATE_SECONDS
+from crawlproject.store.index import INDEX_SUFFIX, url_key
+from crawlproject.store.rolling import (
+    RECOVERY_READ_BYTES,
+    RollingFile,
+    RollingWriter,
+    hand_over,
+    write_all,
+)
 from crawlproject.store.rolling import recover_open_files as rolling_recover
 
 logger = logging.getLogger(__name__)
 
 OBJECT_SUFFIX = ".gz"
-CDXJ_SUFFIX = ".cdxj"
 TMP_SUFFIX = ".tmp"
 OBJECTS_KEY_DIR = "objects"
 INDEX_KEY_DIR = "index"
 # Digests this process wrote, remembered so a repeated body costs no gzip and
 # no disk I/O; 65,536 entries of ~100 bytes are ~7 MB.
 STORED_DIGESTS_MAX_ENTRIES = 65_536
-DEFAULT_MAX_INDEX_BYTES = 1_000_000_000
-DEFAULT_MAX_INDEX_SECONDS = 3600.0
 # zlib's default level: a body is compressed once, on the crawl's hot path.
 OBJECT_GZIP_LEVEL = 6
-# Recovery looks for the last newline backwards, this much at a time.
-RECOVERY_READ_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +111,7 @@ def object_name(digest: str) -> str:
 def store_key(key_prefix: str, path: Path) -> str:
     """The store key of a spooled file: ``<prefix>objects/<name>`` for an object,
     ``<prefix>index/<name>`` for an index file (the uploader's ``key_for``)."""
-    folder = INDEX_KEY_DIR if path.name.endswith(CDXJ_SUFFIX) else OBJECTS_KEY_DIR
+    folder = INDEX_KEY_DIR if path.name.endswith(INDEX_SUFFIX) else OBJECTS_KEY_DIR
     return f"{key_prefix}{folder}/{path.name}"
 
 
@@ -129,8 +131,8 @@ class ObjectWriter(RollingWriter):
         directory: Path,
         prefix: str,
         key_prefix: str,
-        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
-        max_index_seconds: float = DEFAULT_MAX_INDEX_SECONDS,
+        max_index_bytes: int = CRAWL_STORE_ROTATE_BYTES,
+        max_index_seconds: float = CRAWL_STORE_ROTATE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         on_finished: Callable[[Path], None] | None = None,
         max_stored_digests: int = STORED_DIGESTS_MAX_ENTRIES,
@@ -143,7 +145,7 @@ class ObjectWriter(RollingWriter):
         self.max_stored_digests = max_stored_digests
         self._stored: OrderedDict[str, None] = OrderedDict()  # LRU, newest last
         self._file = RollingFile(
-            directory, prefix, CDXJ_SUFFIX, max_index_bytes, max_index_seconds, "Index", clock,
+            directory, prefix, INDEX_SUFFIX, max_index_bytes, max_index_seconds, "Index", clock,
             on_finished,
         )  # fmt: skip
 
@@ -246,7 +248,7 @@ def sweep_object_spool(directory: Path) -> list[Path]:
             "Recovered %d index file(s) a killed worker left in %s", len(recovered), directory
         )
     objects = sorted(p for p in directory.glob(f"*{OBJECT_SUFFIX}") if not p.name.startswith("."))
-    indexes = sorted(directory.glob(f"*{CDXJ_SUFFIX}"), key=_index_age_order)
+    indexes = sorted(directory.glob(f"*{INDEX_SUFFIX}"), key=_index_age_order)
     return objects + indexes
 
 
@@ -273,7 +275,7 @@ def remove_stale_tmp_files(directory: Path) -> int:
 def recover_open_indexes(directory: Path) -> list[Path]:
     """Finish the ``.cdxj.open`` files killed writers left (module doc); the
     renamed paths. Skips files a live writer holds."""
-    return rolling_recover(directory, CDXJ_SUFFIX, "Index", _whole_lines)
+    return rolling_recover(directory, INDEX_SUFFIX, "Index", _whole_lines)
 
 
 def _whole_lines(fd: int, size: int) -> tuple[int, str]:
@@ -297,6 +299,6 @@ def _end_of_last_line(fd: int, size: int) -> int:
 def _index_age_order(path: Path) -> tuple[str, str]:
     """Sort key: the UTC opening time in the name
     (``<prefix>-<yyyymmddHHMMSS>-<seq>.cdxj``), then the name."""
-    parts = path.name.removesuffix(CDXJ_SUFFIX).rsplit("-", 2)
+    parts = path.name.removesuffix(INDEX_SUFFIX).rsplit("-", 2)
     stamp = parts[1] if len(parts) == 3 and parts[1].isdigit() else ""
     return stamp, path.name

@@ -32,6 +32,9 @@ OPEN_SUFFIX = ".open"  # appended to the final name while the file is written
 # keep_bytes(fd, size) -> (bytes whole at the start of a file, what they hold).
 KeepBytes = Callable[[int, int], tuple[int, str]]
 SEQ_DIGITS = 5
+# A recovery (objects.py: the last newline, backwards; warc_recovery.py: the
+# gzip members) reads a file this much at a time.
+RECOVERY_READ_BYTES = 1 << 20
 
 
 @dataclass(slots=True)

@@ -62,14 +62,13 @@ from warcio.statusandheaders import (
 from warcio.warcwriter import WARCWriter
 
 from crawlproject.body_digest import payload_digest
+from crawlproject.default_settings import CRAWL_STORE_ROTATE_BYTES, CRAWL_STORE_ROTATE_SECONDS
 from crawlproject.store.rolling import RollingFile, RollingWriter
 
 logger = logging.getLogger(__name__)
 
 WARC_VERSION = "WARC/1.1"
 WARC_SUFFIX = ".warc.gz"
-DEFAULT_MAX_FILE_BYTES = 1_000_000_000
-DEFAULT_MAX_FILE_SECONDS = 3600.0
 CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 
 _RESPONSE_CONTENT_TYPE = "application/http; msgtype=response"
@@ -211,8 +210,8 @@ class RollingWarcWriter(RollingWriter):
         self,
         directory: Path,
         prefix: str,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        max_file_seconds: float = DEFAULT_MAX_FILE_SECONDS,
+        max_file_bytes: int = CRAWL_STORE_ROTATE_BYTES,
+        max_file_seconds: float = CRAWL_STORE_ROTATE_SECONDS,
         warcinfo: dict[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_finished: Callable[[Path], None] | None = None,

@@ -14,12 +14,13 @@ import re
 import zlib
 from pathlib import Path
 
+from crawlproject.store.rolling import RECOVERY_READ_BYTES
 from crawlproject.store.rolling import recover_open_files as rolling_recover
 from crawlproject.store.warc import WARC_SUFFIX
 
-# Recovery reads the file in chunks and inflates with a cap on the output of one
-# call, so a member of highly compressible data cannot balloon memory.
-RECOVERY_READ_BYTES = 1 << 20
+# Recovery reads the file in chunks (RECOVERY_READ_BYTES) and inflates with a
+# cap on the output of one call, so a member of highly compressible data cannot
+# balloon memory.
 RECOVERY_INFLATE_MAX_BYTES = 1 << 20
 # The WARC header block of a record fits in this much of its member's inflated start.
 RECORD_HEAD_BYTES = 8192
