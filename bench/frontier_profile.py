@@ -84,7 +84,9 @@ class CallgrindRedis:
     stop(phase); stop() dumps the counts under the phase's name."""
 
     def __init__(self, workdir: Path) -> None:
-        self.dir = workdir
+        # One directory per run: two runs at once (helpers share a tree) must
+        # not delete or count each other's dumps.
+        self.dir = workdir / str(os.getpid())
         self.dir.mkdir(parents=True, exist_ok=True)
         for old in self.dir.glob("cg.out.*"):
             old.unlink()

@@ -39,6 +39,13 @@ local SEEN_MAX_LEVEL = 40  -- 2^41 buckets at most: their numbers stay exact in 
 local seen_bloom, seen_load, seen_group, seen_blocks, seen_per_segment, seen_block, seen_k
 local seen_L, seen_s, seen_n  -- exact: read at the first test of the call
 local seen_added = 0
+-- Exact, per (L, s) (seen_level): 2^L, 2^(L+1), the split threshold, and per
+-- depth L / L + 1 the bytes an entry skips and its width. A test runs only
+-- Lua operators and a few library calls: each call costs hundreds of
+-- instructions (Redis's Lua is most of a seen test's cost, not its command).
+local seen_span, seen_span2, seen_limit, seen_cut, seen_cut2, seen_w, seen_w2
+local seen_keys = {}  -- g -> the name of hash `seen:<g>`, made once per call
+local byte, strfmt = string.byte, string.format
 
 local function seen_open(spec)
   local f = {}
@@ -52,74 +59,105 @@ local function seen_open(spec)
   end
 end
 
+local function seen_level(L, s)
+  seen_L, seen_s = L, s
+  seen_span = 2 ^ L
+  seen_span2 = 2 * seen_span
+  seen_limit = seen_load * (seen_span + s)
+  seen_cut = math.floor(L / 8)
+  seen_cut2 = math.floor((L + 1) / 8)
+  seen_w, seen_w2 = 8 - seen_cut, 8 - seen_cut2
+end
+
 -- Entries are packed back to back: a match only counts on a boundary.
 local function seen_contains(s, e, width)
   local init = 1
   while true do
-    local i = string.find(s, e, init, true)
+    local i = find(s, e, init, true)
     if not i then return false end
     if (i - 1) % width == 0 then return true end
     init = i + 1
   end
 end
 
--- Bucket n's hash and field.
+-- Bucket n's hash and field, as strings: a number given to redis.call or
+-- concatenated is formatted with '%.14g', the costliest step of a seen test;
+-- '%d' is a few times cheaper, and a hash's name is made once per call.
 local function seen_where(n)
-  return P .. 'seen:' .. math.floor(n / seen_group), n % seen_group
+  local f = n % seen_group
+  local g = (n - f) / seen_group
+  local key = seen_keys[g]
+  if not key then
+    key = P .. 'seen:' .. strfmt('%d', g)
+    seen_keys[g] = key
+  end
+  return key, strfmt('%d', f)
 end
 
 -- Splits bucket s (depth L) into s and s + 2^L (depth L + 1), by bit L of x:
 -- bit L % 8 of the entries' first byte (fingerprint byte floor(L/8) + 1).
 local function seen_split()
   local L, s = seen_L, seen_s
-  local width = 8 - math.floor(L / 8)
-  local drop = (L % 8 == 7) and 1 or 0
+  local width = seen_w
+  local drop = seen_cut2 - seen_cut  -- 1 when L + 1 completes a byte
   local bit = 2 ^ (L % 8)
+  local bit2 = 2 * bit
   local src, field = seen_where(s)
-  local old = redis.call('HGET', src, field)
+  local old = call('HGET', src, field)
   local lo, hi = {}, {}
+  local nlo, nhi = 0, 0
   if old then
+    local last = width - 1
     for i = 1, #old, width do
-      local half = (math.floor(string.byte(old, i) / bit) % 2 == 1) and hi or lo
-      half[#half + 1] = string.sub(old, i + drop, i + width - 1)
+      if byte(old, i) % bit2 >= bit then
+        nhi = nhi + 1
+        hi[nhi] = sub(old, i + drop, i + last)
+      else
+        nlo = nlo + 1
+        lo[nlo] = sub(old, i + drop, i + last)
+      end
     end
   end
-  if #lo > 0 then
-    redis.call('HSET', src, field, table.concat(lo))
+  if nlo > 0 then
+    call('HSET', src, field, table.concat(lo))
   elseif old then
-    redis.call('HDEL', src, field)
+    call('HDEL', src, field)
   end
-  if #hi > 0 then
-    local dst, dfield = seen_where(s + 2 ^ L)
-    redis.call('HSET', dst, dfield, table.concat(hi))
+  if nhi > 0 then
+    local dst, dfield = seen_where(s + seen_span)
+    call('HSET', dst, dfield, table.concat(hi))
   end
   s = s + 1
-  if s == 2 ^ L then
-    seen_L, seen_s = L + 1, 0
+  if s == seen_span then
+    seen_level(L + 1, 0)
   else
-    seen_s = s
+    seen_level(L, s)
   end
 end
 
 local function seen_exact(fp)
   if not seen_n then
-    local st = redis.call('HMGET', P .. 'seen', 'L', 's', 'n')
-    seen_L, seen_s, seen_n = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+    local st = call('HMGET', P .. 'seen', 'L', 's', 'n')
+    seen_n = tonumber(st[3]) or 0
+    seen_level(tonumber(st[1]) or 0, tonumber(st[2]) or 0)
   end
-  local b1, b2, b3, b4, b5, b6 = string.byte(fp, 1, 6)
+  local b1, b2, b3, b4, b5, b6 = byte(fp, 1, 6)
   local x = ((((b6 * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1
-  local span = 2 ^ seen_L
-  local a, d = x % span, seen_L
-  if a < seen_s then a, d = x % (2 * span), seen_L + 1 end
-  local cut = math.floor(d / 8)
-  local e = string.sub(fp, cut + 1, 8)
+  local a = x % seen_span
+  local e, width
+  if a < seen_s then
+    a = x % seen_span2
+    e, width = sub(fp, seen_cut2 + 1, 8), seen_w2
+  else
+    e, width = sub(fp, seen_cut + 1, 8), seen_w
+  end
   local key, field = seen_where(a)
-  local s = redis.call('HGET', key, field)
-  if s and seen_contains(s, e, 8 - cut) then return true end
-  redis.call('HSET', key, field, s and s .. e or e)
+  local s = call('HGET', key, field)
+  if s and seen_contains(s, e, width) then return true end
+  call('HSET', key, field, s and s .. e or e)
   seen_n = seen_n + 1
   seen_added = seen_added + 1
-  if seen_n > seen_load * (span + seen_s) and seen_L < SEEN_MAX_LEVEL then seen_split() end
+  if seen_n > seen_limit and seen_L < SEEN_MAX_LEVEL then seen_split() end
   return false
 end
 
