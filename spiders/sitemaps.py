@@ -24,13 +24,14 @@ from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
+from crawlproject.limits import SITEMAP_MAX_BYTES
+
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
 
 SITEMAP_MAX_ENTRIES = 50_000  # per sitemap file (sitemaps.org); the rest are dropped
-SITEMAP_DEFAULT_MAX_BYTES = 50 * 1024 * 1024  # decompressed, when DOWNLOAD_MAXSIZE is 0
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -73,14 +74,14 @@ def sitemap_body(response: Response, default_max: int, default_warn: int) -> byt
 
     Content-Encoding: gzip is undone by HttpCompressionMiddleware; this is for
     ``.xml.gz`` files served as application/x-gzip or octet-stream. Limits as
-    in Scrapy's SitemapSpider, except that no limit means SITEMAP_DEFAULT_MAX_BYTES.
+    in Scrapy's SitemapSpider, except that no limit means SITEMAP_MAX_BYTES.
     """
     body = response.body
     if not body.startswith(GZIP_MAGIC):
         return body
     max_size = response.meta.get("download_maxsize", default_max)
     if max_size <= 0:
-        max_size = SITEMAP_DEFAULT_MAX_BYTES
+        max_size = SITEMAP_MAX_BYTES  # decompressed, when DOWNLOAD_MAXSIZE is 0
     warn_size = response.meta.get("download_warnsize", default_warn)
     try:
         xml = gunzip(body, max_size=max_size)

@@ -57,6 +57,7 @@ from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.limits import SITEMAP_META_KEY
 from crawlproject.once import OncePerKey
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
+from crawlproject.recrawl.schedule import NOT_MODIFIED_STATUS
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import RESPONSE_ITEM_KEY
 from spiders.records import RECORD_KEYS, fetch_record
@@ -73,7 +74,6 @@ logger = logging.getLogger(__name__)
 SCOPES = ("hosts", "domains", "any")
 
 MODES = ("once", "continuous")
-NOT_MODIFIED = 304
 # (outcome, host) pairs remembered for "logged once per host" (LRU).
 LOGGED_ONCE_KEYS = 100_000
 
@@ -175,7 +175,7 @@ class WebSpider(Spider):
         depth = response.meta.get("depth", 0)
         # title: the content processor's, if it finds one
         item = fetch_record(response.meta, response.url, response, {"title": None}, response.url)
-        if response.status == NOT_MODIFIED:
+        if response.status == NOT_MODIFIED_STATUS:
             # A recrawl's conditional GET answered "unchanged": no body to
             # store, judge or follow (middlewares/recrawl.py records it).
             item["not_modified"] = True

@@ -244,7 +244,7 @@ def test_gzip_over_max_size_is_invalid(caplog: pytest.LogCaptureFixture) -> None
 
 
 def test_gzip_max_size_zero_falls_back_to_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sitemaps, "SITEMAP_DEFAULT_MAX_BYTES", 5_000)
+    monkeypatch.setattr(sitemaps, "SITEMAP_MAX_BYTES", 5_000)
     spider = make_spider(settings={"DOWNLOAD_MAXSIZE": 0})
     big = gzip.compress(urlset(*[(f"{SEED}page/{i}", None) for i in range(1000)]))
     assert run(spider, sitemap_response(big, url=SEED + "big.xml.gz", cls=Response)) == []

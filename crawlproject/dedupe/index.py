@@ -35,6 +35,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.recrawl.config import MAX_SIMHASH_K
 
 # Pages judged within this window go to Redis in one round trip.
 DEDUPE_BATCH_WINDOW_SECONDS = 0.02
@@ -42,7 +43,9 @@ DEDUPE_BATCH_MAX_PAGES = 64
 
 DIGEST_BYTES = 20  # SHA-1
 SIMHASH_BITS = 64
-MAX_K = 15  # CRAWL_SIMHASH_K's range; the block width must stay >= 4 bits
+# CRAWL_SIMHASH_K's range (recrawl/config.py checks it too); the block width
+# must stay >= 4 bits.
+MAX_K = MAX_SIMHASH_K
 
 
 class DedupeKind(enum.StrEnum):
