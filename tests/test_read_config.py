@@ -16,6 +16,7 @@ from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dns.resolver import DnsConfig
 from crawlproject.frontier.addresses import AddressConfig
 from crawlproject.frontier.config import FrontierConfig
+from crawlproject.frontier.seen import SeenFilter
 from crawlproject.guard.policy import GuardPolicy
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.robots.config import RobotsConfig
@@ -32,6 +33,7 @@ CONFIGS = (
     GuardPolicy,
     RecrawlConfig,
     RobotsConfig,
+    SeenFilter,
     StatusReporterConfig,
     BodyStoreConfig,
     StoreConfig,

@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from scrapy.settings import BaseSettings
 
@@ -32,7 +32,7 @@ from crawlproject.frontier.entries import FrontierMismatch
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
 from crawlproject.lua import load_script
-from crawlproject.setting_values import ConfigError, crawl_setting, is_given
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, is_given, read_config
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -148,9 +148,9 @@ class BloomShape:
 class SeenFilter:
     """CRAWL_SEEN_FILTER, CRAWL_SEEN_CAPACITY, CRAWL_SEEN_ERROR_RATE."""
 
-    kind: str = "exact"
-    capacity: int = 0
-    error_rate: float = 0.001
+    kind: str = "exact"  # CRAWL_SEEN_FILTER, lowercased
+    capacity: Annotated[int, Setting("CRAWL_SEEN_CAPACITY")] = 0
+    error_rate: Annotated[float, Setting("CRAWL_SEEN_ERROR_RATE")] = 0.001
 
     def __post_init__(self) -> None:
         if self.kind not in SEEN_FILTERS:
@@ -175,11 +175,8 @@ class SeenFilter:
                 "CRAWL_SEEN_BUCKET_BITS is retired: the seen set now grows by itself "
                 "(CRAWL_SEEN_FILTER); remove the setting"
             )
-        return cls(
-            kind=str(crawl_setting(settings, "CRAWL_SEEN_FILTER")).lower(),
-            capacity=crawl_setting(settings, "CRAWL_SEEN_CAPACITY"),
-            error_rate=crawl_setting(settings, "CRAWL_SEEN_ERROR_RATE"),
-        )
+        kind = str(crawl_setting(settings, "CRAWL_SEEN_FILTER")).lower()
+        return read_config(cls, settings, kind=kind)
 
     def bloom(self, shards: int) -> BloomShape:
         return BloomShape.of(self.capacity, self.error_rate, shards)
