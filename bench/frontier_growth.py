@@ -37,9 +37,18 @@ them (``--rounds``), so every size is measured under the same load; medians.
 Each round adds 10,000 new URLs per server; a page run adds its own: N is the
 size at the start.
 
-**Hosts.** bench/frontier_ops.py's ``scenario`` as it is (a fresh Redis seeded
-with 4 URLs per host, the exact seen set), at each ``--hosts``: Redis CPU per
-page, and the seeded Redis's bytes per URL (queued, with its seen entry).
+**Hosts.** Each ``--hosts`` count on a redis-server of its own, seeded with the
+same number of URLs, ``--host-urls`` (4 M: 4 per host at 1 M hosts, 4,000 at
+1,000), through the real add (the exact seen set), so that only the number of
+hosts differs: seeded with 4 per host instead, 1,000 hosts would hold 4,000
+URLs and a seen set of 4,000 fingerprints, 1 M hosts 4 M, and the ratio would
+mix the crawl's size into the host count. Then bench/frontier_ops.py's
+``scenario`` (frontier mode, one driver) on each server in turn,
+``--host-rounds`` rounds in alternating order, each round's driver with links
+of its own (a namespace per round); medians. Redis CPU per page, and the
+seeded Redis's bytes per URL (queued, with its seen entry). ``--sizes ""``
+runs the hosts axis alone and keeps the URLs-seen axis of the last
+frontier_growth.json (its date and commit are kept with it).
 
 Writes bench/results/frontier_growth.json and bench/frontier_growth.png
 (``--redraw``: the PNG again from the JSON). ``--thp``: every redis-server may
@@ -313,10 +322,12 @@ def clear_queues(srv: RedisServer) -> int:
     return len(doomed)
 
 
-def page_config(hosts: int, url: str, duration: float, max_pages: int, capacity: int) -> Any:
+def page_config(
+    hosts: int, url: str, duration: float, max_pages: int, capacity: int, seeds_per_host: int = 4
+) -> Any:
     return frontier_ops.Config(
         hosts=hosts,
-        seeds_per_host=4,
+        seeds_per_host=seeds_per_host,
         claim_n=64,
         links=20,
         seen_fraction=0.5,
@@ -361,31 +372,51 @@ def page_run(g: Grown, duration: float, max_pages: int) -> dict[str, Any]:
         frontier_ops.seed = original
 
 
-def hosts_run(hosts: int, duration: float, max_pages: int) -> dict[str, Any]:
-    srv = GrowthRedis()
-    seeded: dict[str, float] = {}
+def hosts_axis(
+    counts: list[int], host_urls: int, rounds: int, duration: float, max_pages: int
+) -> list[dict[str, Any]]:
+    """Per host count: a redis-server seeded with host_urls URLs, then page runs
+    round-robin over the servers (rounds alternating in order); medians."""
+    servers: list[tuple[GrowthRedis, Any, dict[str, Any], list[dict[str, Any]]]] = []
     original = frontier_ops.seed
-
-    def seed(server: Any, system: str, cfg: Any, code: Any = None) -> None:
-        server.flushall()
-        empty, t = server.used_memory(), time.perf_counter()
-        seed_in_chunks(system, cfg)
-        seeded["seconds"] = round(time.perf_counter() - t, 1)
-        seeded["bytes"] = server.used_memory() - empty
-        seeded["urls"] = cfg.hosts * cfg.seeds_per_host
-
-    frontier_ops.seed = seed
+    frontier_ops.seed = lambda server, system, cfg, code=None: None  # seeded once, below
     try:
-        cfg = page_config(hosts, srv.url, duration, max_pages, 0)
-        r = frontier_ops.scenario(srv, "single", "ours", "frontier", 1, cfg)
+        for hosts in counts:
+            srv = GrowthRedis()
+            per_host = max(1, host_urls // hosts)
+            cfg = page_config(hosts, srv.url, duration, max_pages, 0, per_host)
+            print(f"seeding {hosts:,} hosts x {per_host:,} URLs ...", flush=True)
+            empty, t = srv.used_memory(), time.perf_counter()
+            seed_in_chunks("ours", cfg)
+            row: dict[str, Any] = {
+                "hosts": hosts,
+                "seeds_per_host": per_host,
+                "seeded_urls": hosts * per_host,
+                "seed_s": round(time.perf_counter() - t, 1),
+                "seeded_bytes_per_url": round((srv.used_memory() - empty) / (hosts * per_host), 1),
+            }
+            servers.append((srv, cfg, row, []))
+        for rnd in range(rounds):
+            for srv, cfg, row, runs in servers if rnd % 2 == 0 else servers[::-1]:
+                r = frontier_ops.scenario(srv, "single", "ours", "frontier", 1, cfg, ns0=rnd)
+                runs.append(r)
+                print(
+                    f"  round {rnd + 1}, {row['hosts']:,} hosts: "
+                    f"{r['redis_cpu_us_per_page']} us/page, {r['pages_per_s']} pages/s",
+                    flush=True,
+                )
     finally:
         frontier_ops.seed = original
-        srv.stop()
-    r["hosts"] = hosts
-    r["seeded_urls"] = seeded["urls"]
-    r["seed_s"] = seeded["seconds"]
-    r["seeded_bytes_per_url"] = round(seeded["bytes"] / seeded["urls"], 1)
-    return r
+        for srv, *_ in servers:
+            srv.stop()
+    out = []
+    for _, _, row, runs in servers:
+        for key in PAGE_KEYS:
+            row[key] = round(statistics.median(r[key] for r in runs), 3)
+        row["redis_cpu_us_per_page_rounds"] = [r["redis_cpu_us_per_page"] for r in runs]
+        row["pages_per_s_rounds"] = [r["pages_per_s"] for r in runs]
+        out.append(row)
+    return out
 
 
 PAGE_KEYS = ("pages", "pages_per_s", "redis_cpu_us_per_page", "seen_hit_fraction", "seconds")
@@ -452,6 +483,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--sizes", default="1000000,10000000,100000000", help="URLs seen")
     p.add_argument("--hosts", default="1000,100000,1000000", help="hosts, per page runs")
+    p.add_argument(
+        "--host-urls", type=int, default=4_000_000, help="URLs seeded at every host count"
+    )
+    p.add_argument("--host-rounds", type=int, default=3, help="page runs per host count")
     p.add_argument("--rounds", type=int, default=5, help="per-add rounds over all sets")
     p.add_argument("--duration", type=float, default=15.0, help="seconds per page run")
     p.add_argument("--max-pages", type=int, default=40_000, help="per page run")
@@ -486,8 +521,8 @@ def main() -> None:
                 print(
                     f"  {r['bytes_per_url']} B/URL, {r['keys']:,} keys, {r['load_s']} s", flush=True
                 )
-        smallest = min(sizes)
-        lua = lua_filled(smallest, a.seed + smallest) if "exact" in kinds else None
+        smallest = min(sizes, default=0)
+        lua = lua_filled(smallest, a.seed + smallest) if sizes and "exact" in kinds else None
         rng = random.Random(a.seed)
         for rnd in range(a.rounds):
             for g in grown:
@@ -507,19 +542,20 @@ def main() -> None:
     finally:
         for g in grown:
             g.server.stop()
-    result = summary(a, kinds, [g.row for g in grown], [], load, started)
-    write(result)  # the seen axis is kept if a hosts run fails
-    for h in (int(x) for x in a.hosts.split(",") if x):
-        print(f"pages with {h:,} hosts ...", flush=True)
-        try:
-            r = hosts_run(h, a.duration, a.max_pages)
-        except Exception as exc:  # recorded, and the other runs go on
-            print(f"  failed: {exc!r}", flush=True)
-            result["hosts"].append({"hosts": h, "error": repr(exc)})
-            continue
-        keys = ("hosts", "seeded_urls", "seeded_bytes_per_url", "seed_s", *PAGE_KEYS)
-        result["hosts"].append({k: r[k] for k in keys})
-    result = summary(a, kinds, result["seen"], result["hosts"], load, started)
+    seen_rows, seen_from = [g.row for g in grown], None
+    last = RESULTS / ("frontier_growth-thp.json" if THP["on"] else "frontier_growth.json")
+    if not sizes and last.exists():  # the hosts axis alone: the last seen axis stays
+        before = json.loads(last.read_text())
+        seen_rows = before["seen"]
+        seen_from = before.get("seen_from") or {k: before[k] for k in ("date", "commit", "command")}
+    result = summary(a, kinds, seen_rows, [], load, started)
+    if sizes:
+        write(result)  # the seen axis is kept if a hosts run fails
+    counts = [int(x) for x in a.hosts.split(",") if x]
+    hosts = hosts_axis(counts, a.host_urls, a.host_rounds, a.duration, a.max_pages)
+    result = summary(a, kinds, seen_rows, hosts, load, started)
+    if seen_from:
+        result["seen_from"] = seen_from
     report(result)
     write(result)
     if not (a.no_picture or a.thp):
@@ -552,6 +588,8 @@ def summary(
             "add_hosts": ADD_HOSTS,
             "page_duration_s": a.duration,
             "page_max_pages": a.max_pages,
+            "host_urls": a.host_urls,
+            "host_rounds": a.host_rounds,
         },
         "seen": seen_rows,
         "hosts": hosts,

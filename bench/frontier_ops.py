@@ -462,15 +462,18 @@ def scenario(
     procs: int,
     cfg: Config,
     code: Path | None = None,
+    ns0: int = 0,
 ) -> dict[str, Any]:
-    """One scenario; ``code``: the export of the revision the drivers run (--revs)."""
+    """One scenario; ``code``: the export of the revision the drivers run (--revs);
+    ``ns0``: the drivers' link namespaces start after it (another run on the same
+    seeded Redis finds links of its own, not the last run's, which are seen)."""
     seed(server, system, cfg, code)
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
     per_proc = Config(**{**asdict(cfg), "max_pages": cfg.max_pages // procs})
     workers = [
         ctx.Process(target=driver, args=(system, mode, per_proc, ns, barrier, out))
-        for ns in range(1, procs + 1)
+        for ns in range(ns0 + 1, ns0 + procs + 1)
     ]
     with rev_code(code):
         for w in workers:
