@@ -106,8 +106,8 @@ end
 -- same call must find it queued); flush updates the host's state.
 local function push(host, band, item)
   local st = host_state(host)
-  st.mask = bit_or(st.mask, band_bit(band))
   if CREDIT then
+    st.mask = bit_or(st.mask, band_bit(band))
     local fp = sub(item, 1, 8)
     local c, lq = item_credit(item)
     call('HSET', P .. 'b:' .. host, fp, struct.pack('>d', lq) .. sub(item, 25))
@@ -118,6 +118,7 @@ local function push(host, band, item)
   if not list then
     list = {}
     st.pend[band] = list
+    st.mask = bit_or(st.mask, band_bit(band))  -- once per band and call, not per URL
   end
   list[#list + 1] = item
 end
@@ -284,6 +285,8 @@ local function token_contained(host, shape, seen)
   return true
 end
 
+local K_NEW, K_DONT_FILTER = byte('0'), byte('1')
+
 local function park(host, number, item, why)
   redis.call('RPUSH', P .. 'parked', host .. '\t' .. band_of(math.max(number, MIN_CREDIT)) .. '\t' .. item)
   redis.call('HINCRBY', P .. 'tr', host .. '\t' .. why, 1)
@@ -292,16 +295,17 @@ end
 
 -- One URL of `host`; `e` its entry.
 local function add_one(host, e)
-  local kind = sub(e, 9, 9)
+  local k, opt = byte(e, 9, 10)  -- kind and options, as byte values: no string made
   local seen = false
-  if kind == '0' or kind == '1' then
+  if k == K_NEW or k == K_DONT_FILTER then
     seen = seen_test_and_add(e)  -- its first 8 bytes: the fingerprint
   end
-  local opt = string.byte(e, 10) - 64
-  if seen and kind == '0' and not CREDIT and opt <= 1 then
+  opt = opt - 64
+  if seen and k == K_NEW and not CREDIT and opt <= 1 then
     hits = hits + 1  -- the common case, parsed no further
     return
   end
+  local kind = sub(e, 9, 9)
   local pos = 11
   local pattern, tshape, v = NO_PATTERN, NO_PATTERN, NO_VOTE
   if opt % 2 == 1 then
@@ -316,7 +320,7 @@ local function add_one(host, e)
     v = sub(e, pos, pos + 3)
     pos = pos + 4
   end
-  local fp = sub(e, 1, 8)
+  local fp = (CREDIT or kind ~= '0') and sub(e, 1, 8)
   local number = struct.unpack('>d', e, pos)
   local tab = pos + 7  -- the request starts after it
   if v ~= NO_VOTE then vote(host, v) end
@@ -346,7 +350,7 @@ local function add_one(host, e)
     tparked = tparked + 1
     return
   end
-  local hk = P .. 'h:' .. host
+  local hk = (host_cap > 0 or budget_base > 0 or pattern_cap > 0) and P .. 'h:' .. host
   local n = (kind == '0' and (host_cap > 0 or budget_base > 0))
     and redis.call('HINCRBY', hk, 'urls', 1)
   local budget = n and budget_of(host, st)
