@@ -50,7 +50,7 @@ class FrontierConfig:
     idle_poll_seconds: Annotated[float, Setting("CRAWL_IDLE_POLL_SECONDS")]
     flush_interval_seconds: Annotated[float, Setting("CRAWL_FLUSH_INTERVAL_SECONDS")]
     claim_prefetch: Annotated[int, Setting("CRAWL_CLAIM_PREFETCH")]
-    max_claims_in_flight: int  # CONCURRENT_REQUESTS + CRAWL_CLAIM_PREFETCH
+    concurrent_requests: int  # Scrapy's CONCURRENT_REQUESTS
     local_seen_size: Annotated[int, Setting("CRAWL_LOCAL_SEEN_SIZE")]
     known_links_size: Annotated[int, Setting("CRAWL_KNOWN_LINKS_SIZE")]
     gc_threshold: Annotated[int, Setting("CRAWL_GC_THRESHOLD")]
@@ -94,6 +94,11 @@ class FrontierConfig:
         )
 
     @property
+    def max_claims_in_flight(self) -> int:
+        """Claimed URLs a worker holds at most: its downloader's and the prefetched."""
+        return self.concurrent_requests + self.claim_prefetch
+
+    @property
     def lease_ms(self) -> int:
         return round(self.lease_seconds * 1000)
 
@@ -126,8 +131,7 @@ class FrontierConfig:
             seen=SeenFilter.from_settings(settings),
             session_params=tuple(crawl_setting(settings, "CRAWL_SESSION_PARAMS")),
             request_classes=tuple(crawl_setting(settings, "CRAWL_REQUEST_CLASSES")),
-            max_claims_in_flight=settings.getint("CONCURRENT_REQUESTS", 16)
-            + max(0, crawl_setting(settings, "CRAWL_CLAIM_PREFETCH")),
+            concurrent_requests=settings.getint("CONCURRENT_REQUESTS", 16),
             backoff_http_codes=frozenset(
                 int(c) for c in crawl_setting(settings, "CRAWL_BACKOFF_HTTP_CODES")
             ),
