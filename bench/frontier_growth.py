@@ -447,7 +447,11 @@ def draw(result: dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=7)
     hosts = [h for h in result["hosts"] if "error" not in h]
     hosts_ax.plot([h["hosts"] for h in hosts], [h["redis_cpu_us_per_page"] for h in hosts], "o-")
-    hosts_ax.set(xscale="log", xlabel="hosts", ylabel="µs", title="Redis CPU per page vs hosts")
+    urls = result["config"].get("host_urls")
+    per = f", {urls / 1e6:g} M URLs at each" if urls else ", 4 URLs per host"
+    hosts_ax.set(
+        xscale="log", xlabel="hosts", ylabel="µs", title=f"Redis CPU per page vs hosts{per}"
+    )
     hosts_ax.set_ylim(bottom=0)
     for h in hosts:
         hosts_ax.annotate(
@@ -459,6 +463,9 @@ def draw(result: dict[str, Any], path: Path) -> None:
             fontsize=7,
         )
     title = f"bench/frontier_growth.py at {result['commit'][:7]} ({result['date']})"
+    if "seen_from" in result:
+        seen = result["seen_from"]
+        title += f"; URLs-seen axis at {seen['commit'][:7]} ({seen['date']})"
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -524,7 +531,7 @@ def main() -> None:
         smallest = min(sizes, default=0)
         lua = lua_filled(smallest, a.seed + smallest) if sizes and "exact" in kinds else None
         rng = random.Random(a.seed)
-        for rnd in range(a.rounds):
+        for rnd in range(a.rounds if grown else 0):
             for g in grown:
                 g.seen_us.append(measure_seen_tests(g, rng))
                 g.add_us.append(measure_adds(g, rng))
