@@ -1016,6 +1016,7 @@ def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
     incl: dict[str, int] = defaultdict(int)
     self_time: dict[str, int] = defaultdict(int)
     by_package: dict[str, int] = defaultdict(int)
+    by_project_file: dict[str, int] = defaultdict(int)
     lines = path.read_text(errors="replace").splitlines()
     # With --threads the root frame is "thread (TID)[: NAME]": keep the reactor's thread
     # (Scrapy's other threads mostly wait, and py-spy cannot always tell waiting).
@@ -1038,6 +1039,7 @@ def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
             frame = frame.replace(prefix, "")
         self_time[frame] += n
         by_package[frame_package(frame)] += n
+        by_project_file[deepest_project_file(stack)] += n
     return {
         "samples": total,
         "inclusive_share": {label: incl[label] / total for label, _ in CATEGORIES if total},
@@ -1047,7 +1049,33 @@ def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
         "top_self": [
             (frame, n / total) for frame, n in sorted(self_time.items(), key=lambda kv: -kv[1])
         ][:top],
+        "by_project_file": [
+            (file, n / total) for file, n in sorted(by_project_file.items(), key=lambda kv: -kv[1])
+        ][:top],
     }
+
+
+PROJECT_DIRS = ("crawlproject/", "spiders/", "middlewares/", "pipelines/")
+ROOT_FRAME = "crawlproject/commands/crawl.py"  # `scrapy crawl`: every sample's root
+
+
+def deepest_project_file(stack: str) -> str:
+    """The project file of a sample's deepest project frame: the time a module spends
+    in its own code and in the libraries it calls, without the project code it drives.
+    (A spider middleware's inclusive share holds the spider's whole parse, which runs
+    inside its async generator; this one does not.) ``(Scrapy, Twisted, asyncio)``:
+    no project frame below the root."""
+    for frame in reversed(stack.split(";")):
+        file = frame.rsplit("(", 1)[-1].rsplit(":", 1)[0]
+        for root in (f"{CODE_ROOT}/", f"{REPO}/"):
+            if file.startswith(root):
+                file = file.removeprefix(root)
+                break
+        else:
+            continue
+        if file.startswith(PROJECT_DIRS) and file != ROOT_FRAME:
+            return file
+    return "(Scrapy, Twisted, asyncio)"
 
 
 def part_trace_cpu(args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -1161,6 +1189,13 @@ def print_profile(section: dict[str, Any]) -> None:
     )
     for pkg in pkgs[:18]:
         print(f"  {pkg:<44}" + "".join(f"{shares[n].get(pkg, 0):>10.1%}" for n in names))
+    print("\nby project file, deepest project frame (its own code and the libraries it calls)")
+    files = {n: dict(sides[n].get("by_project_file", [])) for n in names}
+    ranked = sorted(
+        {f for n in names for f in files[n]}, key=lambda f: -max(files[n].get(f, 0) for n in names)
+    )
+    for file in ranked[:18]:
+        print(f"  {file:<44}" + "".join(f"{files[n].get(file, 0):>10.1%}" for n in names))
     for n in names:
         print(f"\n{n}: {sides[n]['samples']} samples; top self frames:")
         for frame, share in sides[n]["top_self"][:15]:
