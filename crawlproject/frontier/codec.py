@@ -124,15 +124,7 @@ class RequestCodec:
             del meta[SCOPE_KEY]
         if meta:
             extra["meta"] = meta
-        for attr in request.attributes:
-            if attr in ("url", "callback", "errback", "meta"):
-                continue
-            value = getattr(request, attr)
-            if attr in _DEFAULTS and value == _DEFAULTS[attr]:
-                continue
-            extra[attr] = _jsonable(attr, value)
-        if type(request) is not Request:
-            extra["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+        _put_attributes(request, extra)
         head = chr(TAG_BASE + bits) + depth + url
         if not extra:
             return head.encode("utf-8")
@@ -150,15 +142,7 @@ class RequestCodec:
         for attr, value in (("callback", callback), ("errback", errback), ("meta", meta)):
             if value != _DEFAULTS[attr]:
                 out[attr] = value
-        for attr in request.attributes:
-            if attr in ("url", "callback", "errback", "meta"):
-                continue
-            value = getattr(request, attr)
-            if attr in _DEFAULTS and value == _DEFAULTS[attr]:
-                continue
-            out[attr] = _jsonable(attr, value)
-        if type(request) is not Request:
-            out["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+        _put_attributes(request, out)
         return _dumps(request, out).encode("utf-8")
 
     def decode(self, data: bytes | str, spider: Spider | None) -> Request:
@@ -309,6 +293,21 @@ def _dumps(request: Request, obj: dict[str, Any]) -> str:
 
 def _latin1(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def _put_attributes(request: Request, out: dict[str, Any]) -> None:
+    """Every attribute but url, callback, errback and meta that differs from a
+    plain Request's default, and the class when it is not Request: what both
+    stored forms carry beyond their own fields."""
+    for attr in request.attributes:
+        if attr in ("url", "callback", "errback", "meta"):
+            continue
+        value = getattr(request, attr)
+        if attr in _DEFAULTS and value == _DEFAULTS[attr]:
+            continue
+        out[attr] = _jsonable(attr, value)
+    if type(request) is not Request:
+        out["_class"] = f"{type(request).__module__}.{type(request).__name__}"
 
 
 def _method_name(spider: Spider | None, func: Any) -> str | None:
