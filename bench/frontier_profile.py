@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,10 +145,15 @@ class CallgrindRedis:
         self.proc.wait(timeout=600)
 
 
-async def count_instructions(
-    server: CallgrindRedis, system: str, cfg: Config, pages_wanted: int
-) -> dict[str, Any]:
-    """The page loop with each phase instrumented on its own."""
+async def page_loop(
+    system: str,
+    cfg: Config,
+    pages_wanted: int,
+    before: Callable[[], None],
+    after: Callable[[str], None],
+) -> int:
+    """The frontier_ops driver's page loop (claim, release, a page's links, ack) with
+    ``before()`` and ``after(phase)`` around each phase's calls; the pages done."""
     r = redis_client(cfg.url)
     f = _frontier(r, cfg, system)
     await f.prepare()
@@ -155,29 +161,37 @@ async def count_instructions(
     entry = pooled(links.ours, pool_size(replace(cfg, max_pages=pages_wanted), False))
     pages = 0
     while pages < pages_wanted:
-        server.start()
+        before()
         items: list[tuple[Any, bytes]] = []
         shares: list[float | None] = []
         for shard in range(cfg.shards):
             batch = await f.claim(shard, cfg.claim_n, "profile")
             items += batch.items
             shares += batch.shares or [None] * len(batch.items)
-        server.stop("claim")
+        after("claim")
         if not items:
             continue
         leases = [lease for lease, _ in items]
-        server.start()
+        before()
         await f.release([Release(lease, 0) for lease in leases])
-        server.stop("release")
+        after("release")
         entries = links_of(entry, pick, shares, cfg, len(items))
-        server.start()
+        before()
         await f.add(entries)
-        server.stop("add")
-        server.start()
+        after("add")
+        before()
         await f.ack(leases)
-        server.stop("ack")
+        after("ack")
         pages += len(items)
     await r.aclose()
+    return pages
+
+
+async def count_instructions(
+    server: CallgrindRedis, system: str, cfg: Config, pages_wanted: int
+) -> dict[str, Any]:
+    """The page loop with each phase instrumented on its own."""
+    pages = await page_loop(system, cfg, pages_wanted, server.start, server.stop)
     counts = server.instructions()
     per_page = {phase: round(counts.get(phase, 0) / pages) for phase in PHASES}
     return {
@@ -205,47 +219,21 @@ def links_of(
 async def profile(
     server: RedisServer, system: str, cfg: Config, pages_wanted: int
 ) -> dict[str, Any]:
-    r = redis_client(cfg.url)
-    f = _frontier(r, cfg, system)
-    await f.prepare()
-    links, pick = Links(UrlSpace(cfg.hosts, 1), False), Picker(cfg.seen_fraction, 1)
-    entry = pooled(links.ours, pool_size(replace(cfg, max_pages=pages_wanted), False))
     stats: dict[str, dict[str, list[int]]] = {p: defaultdict(lambda: [0, 0]) for p in PHASES}
     client = server.client
-    pages = 0
+    last: list[dict[str, tuple[int, int]]] = []
+
+    def before() -> None:
+        last[:] = [commandstats(client)]
+
+    def after(phase: str) -> None:
+        for name, (calls, usec) in delta(last[0], commandstats(client)).items():
+            stats[phase][name][0] += calls
+            stats[phase][name][1] += usec
+
     cpu0 = server.cpu_seconds()
-    while pages < pages_wanted:
-        s0 = commandstats(client)
-        items: list[tuple[Any, bytes]] = []
-        shares: list[float | None] = []
-        for shard in range(cfg.shards):
-            batch = await f.claim(shard, cfg.claim_n, "profile")
-            items += batch.items
-            shares += batch.shares or [None] * len(batch.items)
-        s1 = commandstats(client)
-        if not items:
-            continue
-        leases = [lease for lease, _ in items]
-        await f.release([Release(lease, 0) for lease in leases])
-        s2 = commandstats(client)
-        entries = links_of(entry, pick, shares, cfg, len(items))
-        s3 = commandstats(client)
-        await f.add(entries)
-        s4 = commandstats(client)
-        await f.ack(leases)
-        s5 = commandstats(client)
-        for phase, a, b in (
-            ("claim", s0, s1),
-            ("release", s1, s2),
-            ("add", s3, s4),
-            ("ack", s4, s5),
-        ):
-            for name, (calls, usec) in delta(a, b).items():
-                stats[phase][name][0] += calls
-                stats[phase][name][1] += usec
-        pages += len(items)
+    pages = await page_loop(system, cfg, pages_wanted, before, after)
     cpu1 = server.cpu_seconds()
-    await r.aclose()
     out: dict[str, Any] = {"system": system, "hosts": cfg.hosts, "pages": pages, "scripts": {}}
     for phase in PHASES:
         cmds = stats[phase]
@@ -307,7 +295,9 @@ def main() -> None:
         p.error(f"--systems: {', '.join(POLICY_MODES)}")
     rows = []
     if a.callgrind:
-        info = {"redis_server": "/usr/bin/redis-server under valgrind --tool=callgrind"}
+        info: dict[str, object] = {
+            "redis_server": "/usr/bin/redis-server under valgrind --tool=callgrind"
+        }
         for system in a.systems.split(","):
             cg = CallgrindRedis(RESULTS / "callgrind")
             try:
