@@ -9,6 +9,7 @@ import platform
 import sys
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,18 @@ if "TEST_REDIS_SERVER" not in os.environ and _SYSTEM_REDIS.exists():
     os.environ["TEST_REDIS_SERVER"] = str(_SYSTEM_REDIS)
 from testkit.redis_cluster import RedisCluster as TestRedisCluster  # noqa: E402
 from testkit.redis_server import RedisServer as TestRedisServer  # noqa: E402
+
+
+def result_record(benchmark: str, **fields: Any) -> dict[str, Any]:
+    """A result file's head (the benchmark, the date, the command as it was typed
+    from the repository's root), then ``fields``."""
+    command = " ".join([f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    return {
+        "benchmark": benchmark,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        **fields,
+    }
 
 
 def write_result(name: str, result: dict[str, Any]) -> Path:

@@ -69,14 +69,22 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import redis
 import scrapy_redis
-from benchlib import PROBE_DEPTH, PROBE_SCOPE, PROBE_URL, ClusterServer, RedisServer, fill_probe
+from benchlib import (
+    PROBE_DEPTH,
+    PROBE_SCOPE,
+    PROBE_URL,
+    ClusterServer,
+    RedisServer,
+    fill_probe,
+    result_record,
+    write_result,
+)
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy.settings import Settings
@@ -681,23 +689,19 @@ def main() -> None:
             r["ratio_aopic_vs_depth"] = round(r["pages_per_s"] / depth["pages_per_s"], 3)
     report(rows, cfg, info)
     by_rev = rev_medians(rows, [label for label, _ in revs]) if a.revs else []
-    RESULTS.mkdir(exist_ok=True)
-    result = {
-        "benchmark": "frontier_ops",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["bench/frontier_ops.py", *sys.argv[1:]]),
-        "machine": info,
-        "config": {**asdict(cfg), "url": None},
-        "target_pages_per_s": TARGET_PAGES_S,
-        "results": rows,
-    }
+    result = result_record(
+        "frontier_ops",
+        machine=info,
+        config={**asdict(cfg), "url": None},
+        target_pages_per_s=TARGET_PAGES_S,
+        results=rows,
+    )
     name = "frontier_ops.json"
     if a.revs:
         result["revs"] = [info for _, _, info in exports]
         result["rev_medians"] = by_rev
         name = "frontier_ops-revs.json"  # never overwrites the benchmark's own file
-    (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / name}")
+    print(f"\nwrote {write_result(name, result)}")
 
 
 def rev_medians(rows: list[dict[str, Any]], labels: list[str | None]) -> list[dict[str, Any]]:

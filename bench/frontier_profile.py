@@ -28,20 +28,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import redis
-from benchlib import RedisServer
+from benchlib import RedisServer, result_record, write_result
 from frontier_ops import (
     POLICY_MODES,
     REV_CODE_ENV,
@@ -269,16 +266,12 @@ def report_instructions(rows: list[dict[str, Any]], a: argparse.Namespace) -> No
             f"{row['total_instructions_per_page'] / 1000:,.0f}k Redis instructions per page "
             f"({parts})"
         )
-    RESULTS.mkdir(exist_ok=True)
-    result = {
-        "benchmark": "frontier_profile --callgrind",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["bench/frontier_profile.py", *sys.argv[1:]]),
-        "code": os.environ.get(REV_CODE_ENV) or "this checkout",
-        "results": rows,
-    }
-    (RESULTS / "frontier_instructions.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'frontier_instructions.json'}")
+    result = result_record(
+        "frontier_profile --callgrind",
+        code=os.environ.get(REV_CODE_ENV) or "this checkout",
+        results=rows,
+    )
+    print(f"wrote {write_result('frontier_instructions.json', result)}")
 
 
 def main() -> None:
@@ -331,16 +324,8 @@ def main() -> None:
                 f"  {phase:8} {s['redis_us_per_page']:7.1f} us/page, "
                 f"{s['calls_per_page']:5.1f} calls/page: {top}"
             )
-    RESULTS.mkdir(exist_ok=True)
-    result = {
-        "benchmark": "frontier_profile",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["bench/frontier_profile.py", *sys.argv[1:]]),
-        "machine": info,
-        "results": rows,
-    }
-    (RESULTS / "frontier_profile.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / 'frontier_profile.json'}")
+    result = result_record("frontier_profile", machine=info, results=rows)
+    print(f"\nwrote {write_result('frontier_profile.json', result)}")
 
 
 if __name__ == "__main__":

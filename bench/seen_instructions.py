@@ -21,15 +21,13 @@ Results: bench/results/seen_instructions.json.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
-import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import frontier_profile
 import numpy as np
+from benchlib import result_record, write_result
 from frontier_profile import RESULTS, CallgrindRedis
 
 from crawlproject.frontier.keys import CrawlKeys
@@ -113,16 +111,8 @@ def main() -> None:
         row = measure(n, a.cache_sim, lua, RESULTS / "callgrind")
         print(f"{n:,} URLs: per seen test {row['per_test']}", flush=True)
         rows.append(row)
-    RESULTS.mkdir(exist_ok=True)
-    out = {
-        "benchmark": "seen_instructions",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["bench/seen_instructions.py", *sys.argv[1:]]),
-        "batch": BATCH,
-        "results": rows,
-    }
-    (RESULTS / "seen_instructions.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'seen_instructions.json'}")
+    out = result_record("seen_instructions", batch=BATCH, results=rows)
+    print(f"wrote {write_result('seen_instructions.json', out)}")
 
 
 if __name__ == "__main__":
