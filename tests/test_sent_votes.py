@@ -5,7 +5,9 @@ repeats kept while others come and go. Pure logic."""
 from __future__ import annotations
 
 import pytest
+from scrapy.settings import Settings
 
+from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.votes import LinkVotes, SentVotes, vote_of
 
 VOTE = vote_of("other.org")
@@ -43,3 +45,15 @@ def test_link_votes_use_it_and_refuse_a_size_below_two() -> None:
     assert not votes.first(VOTE, "a.example")
     with pytest.raises(ValueError):
         SentVotes(1)
+
+
+def test_its_size_is_a_setting_refused_below_two() -> None:
+    def config(size: int) -> FrontierConfig:
+        settings = Settings()
+        settings.setmodule("crawlproject.settings")
+        settings.set("CRAWL_SENT_VOTES_SIZE", size)
+        return FrontierConfig.from_settings(settings)
+
+    assert config(1000).sent_votes_size == 1000
+    with pytest.raises(ConfigError, match="CRAWL_SENT_VOTES_SIZE must be >= 2"):
+        config(1)

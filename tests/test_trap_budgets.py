@@ -107,7 +107,7 @@ def test_token_shape_blanks_tokens_and_digits() -> None:
 
 
 def test_link_votes_count_other_registered_domains_once() -> None:
-    votes = LinkVotes()
+    votes = LinkVotes(200_000)
     assert votes.vote("a.example.com", "http://b.example.com/x") == NO_VOTE  # same domain
     assert votes.vote("b.example.com", "http://b.example.com/x") == NO_VOTE  # same host
     assert votes.vote(None, "http://b.example.com/x") == NO_VOTE

@@ -73,6 +73,12 @@ CRAWL_LOCAL_SEEN_SIZE = 100_000
 # 0 turns it off. About 220 bytes each with its URL: the default costs up to
 # ~22 MB per worker.
 CRAWL_KNOWN_LINKS_SIZE = 50_000
+# (vote, host) pairs a worker remembers having sent (crawlproject/frontier/
+# votes.py; two generations of half each): a host budget's vote (CRAWL_HOST_BUDGET)
+# goes to the frontier once per pair, not once per link. About 77 bytes a pair:
+# the default costs up to ~15 MB per worker. Forgetting a pair only sends its
+# vote again (the frontier counts a host's voters as a set). At least 2.
+CRAWL_SENT_VOTES_SIZE = 200_000
 # The worker's garbage collector (crawlproject/frontier/gc_tuning.py): when the
 # frontier opens, the start-up heap is frozen out of collections and the
 # youngest generation is collected every this many allocations (Python: 700).

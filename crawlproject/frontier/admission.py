@@ -95,7 +95,7 @@ class Admission:
         self._recent = RecentFingerprints(config.local_seen_size)
         self._known = KnownLinks(config.known_links_size)
         self._pkeys: dict[str, str] = {}  # origin as written -> politeness key
-        self._votes = LinkVotes()
+        self._votes = LinkVotes(config.sent_votes_size)
 
     def canonical_or_none(self, url: str) -> str | None:
         try:

@@ -53,6 +53,7 @@ class FrontierConfig:
     concurrent_requests: int  # Scrapy's CONCURRENT_REQUESTS
     local_seen_size: Annotated[int, Setting("CRAWL_LOCAL_SEEN_SIZE")]
     known_links_size: Annotated[int, Setting("CRAWL_KNOWN_LINKS_SIZE")]
+    sent_votes_size: Annotated[int, Setting("CRAWL_SENT_VOTES_SIZE")]
     gc_threshold: Annotated[int, Setting("CRAWL_GC_THRESHOLD")]
     adaptive_delay_factor: Annotated[float, Setting("CRAWL_ADAPTIVE_DELAY_FACTOR")]
     adaptive_delay_max_seconds: Annotated[float, Setting("CRAWL_ADAPTIVE_DELAY_MAX_SECONDS")]
@@ -182,6 +183,8 @@ class FrontierConfig:
             raise ConfigError(
                 "CRAWL_LOCAL_SEEN_SIZE and CRAWL_KNOWN_LINKS_SIZE must be >= 0 (0: off)"
             )
+        if self.sent_votes_size < 2:
+            raise ConfigError("CRAWL_SENT_VOTES_SIZE must be >= 2 (vote, host) pairs")
         for host, o in self.host_overrides.items():
             if (o.delay_seconds is not None and o.delay_seconds < 0) or (
                 o.concurrency is not None and o.concurrency < 1

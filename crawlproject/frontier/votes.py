@@ -25,7 +25,6 @@ from crawlproject.frontier.urls import registered_domain
 # middlewares/link_source.py; read and dropped before the request is stored).
 LINK_FROM_META_KEY = "crawl_from"
 VOTE_BYTES = 4
-SENT_VOTES = 200_000  # (voter, host) pairs a worker remembers having sent
 DOMAINS_CACHED = 65_536
 
 
@@ -42,7 +41,8 @@ def vote_of(domain: str) -> bytes:
 
 
 class SentVotes:
-    """The (vote, host) pairs a worker sent, at most ``remembered`` of them.
+    """The (vote, host) pairs a worker sent, at most ``remembered`` of them
+    (CRAWL_SENT_VOTES_SIZE).
 
     A pair is kept as its 64-bit hash alone, in two generations of
     ``remembered // 2`` (as RecentFingerprints and KnownLinks in admission.py):
@@ -56,7 +56,7 @@ class SentVotes:
     as a set (add.lua), and every other worker still sends its own.
     """
 
-    def __init__(self, remembered: int = SENT_VOTES) -> None:
+    def __init__(self, remembered: int) -> None:
         if remembered < 2:
             raise ValueError("SentVotes remembers at least 2 pairs")
         self.generation = remembered // 2
@@ -87,7 +87,7 @@ class SentVotes:
 class LinkVotes:
     """Per worker: the vote a link carries, and whether it was sent before."""
 
-    def __init__(self, remembered: int = SENT_VOTES) -> None:
+    def __init__(self, remembered: int) -> None:
         self._sent = SentVotes(remembered)
 
     def vote(self, source_host: object, canonical_url: str) -> bytes:
