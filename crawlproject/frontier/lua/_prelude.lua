@@ -399,3 +399,10 @@ local function requeue(host, band, item)
   if v ~= qb then call('HSET', hk, 'qb', v) end
   return 1
 end
+
+-- The counts after n leases ended with their URLs requeued: pushed of them
+-- (requeue's sum; a copy already queued is dropped) are queued again.
+local function count_requeued(n, pushed)
+  call('HINCRBY', P .. 'n', 'leased', -n)
+  call('HINCRBY', P .. 'n', 'queued', pushed)
+end

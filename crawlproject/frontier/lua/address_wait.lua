@@ -45,7 +45,6 @@ for i = 5, #ARGV - 1, 2 do
   end
 end
 if n > 0 then
-  redis.call('HINCRBY', P .. 'n', 'leased', -n)
-  redis.call('HINCRBY', P .. 'n', 'queued', pushed)
+  count_requeued(n, pushed)
 end
 return n

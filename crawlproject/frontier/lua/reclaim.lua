@@ -31,8 +31,7 @@ for _, id in ipairs(ids) do
   end
 end
 if n > 0 then
-  redis.call('HINCRBY', P .. 'n', 'leased', -n)
-  redis.call('HINCRBY', P .. 'n', 'queued', pushed)
+  count_requeued(n, pushed)
   redis.call('HINCRBY', P .. 'n', 'reclaimed', n)
 end
 if poisoned > 0 then redis.call('HINCRBY', P .. 'n', 'poisoned', poisoned) end

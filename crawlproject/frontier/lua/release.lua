@@ -58,8 +58,7 @@ if #gone > 0 then
 end
 if released > 0 then call('HINCRBY', P .. 'n', 'releases', released) end
 if requeued > 0 then
-  call('HINCRBY', P .. 'n', 'leased', -requeued)
-  call('HINCRBY', P .. 'n', 'queued', pushed)
+  count_requeued(requeued, pushed)
   call('HINCRBY', P .. 'n', 'deferred', requeued)
 end
 return released
