@@ -1,9 +1,15 @@
-"""OncePerKey: "log this once per host", bounded (a bottom-layer utility used
-by the frontier, the rules, the spider and the middlewares)."""
+"""Bounded memories of keys (bottom-layer utilities used by the frontier, the
+rules, the spider and the middlewares): OncePerKey, "log this once per host",
+an LRU; Generations, a set of hashable keys in two generations, cheaper per key
+for the worker's large caches."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 class OncePerKey:
@@ -30,4 +36,43 @@ class OncePerKey:
         self._seen[key] = None
         if len(self._seen) > self.size:
             self._seen.popitem(last=False)
+        return True
+
+
+class Generations(Generic[K]):
+    """A bounded set in two generations of ``size`` keys each: when the young one
+    is full it becomes the old one and the oldest generation is dropped, so it
+    holds at most 2 x ``size`` keys (``size`` <= 0: it holds none). Cheaper per
+    key than an LRU (no order kept). :meth:`first` moves a key it finds in the
+    old generation to the young one, so keys in steady use are kept;
+    ``in`` and :meth:`add` leave the old generation as it is."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._young: set[K] = set()
+        self._old: set[K] = set()
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._young or key in self._old
+
+    def add(self, key: K) -> None:
+        if self.size <= 0:
+            return
+        if len(self._young) >= self.size:
+            self._old, self._young = self._young, set()
+        self._young.add(key)
+
+    def first(self, key: K) -> bool:
+        """True if ``key`` was not held (it is now); a key found in the old
+        generation moves to the young one."""
+        if key in self._young:
+            return False
+        if key in self._old:
+            self._old.discard(key)
+            self.add(key)
+            return False
+        self.add(key)
         return True

@@ -184,13 +184,13 @@ def test_ack_middlewares_switch_off_without_the_frontier() -> None:
 
 
 def test_recent_fingerprints_are_bounded() -> None:
-    from crawlproject.frontier.admission import RecentFingerprints
+    from crawlproject.once import Generations
 
-    recent = RecentFingerprints(3)
+    recent: Generations[bytes] = Generations(3)
     for i in range(7):
         recent.add(bytes([i]))
     assert bytes([6]) in recent and bytes([3]) in recent  # young and old generations
     assert bytes([0]) not in recent and bytes([2]) not in recent  # dropped with the oldest
-    off = RecentFingerprints(0)
+    off: Generations[bytes] = Generations(0)
     off.add(b"x")
     assert b"x" not in off

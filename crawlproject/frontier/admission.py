@@ -34,7 +34,7 @@ from crawlproject.frontier.meta import SEED_META_KEY
 from crawlproject.frontier.priority import CREDIT_META_KEY, SHARE_META_KEY, PriorityPolicy
 from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
 from crawlproject.frontier.votes import LINK_FROM_META_KEY, LinkVotes
-from crawlproject.once import OncePerKey
+from crawlproject.once import Generations, OncePerKey
 from crawlproject.rules.traps import token_shape, url_pattern
 from crawlproject.rules.url_rules import UrlRules
 
@@ -92,7 +92,8 @@ class Admission:
         self.codec = codec
         self.pkey = host_key if config.politeness_key == "host" else domain_key
         self._trap_logged = OncePerKey(TRAP_LOG_HOSTS)
-        self._recent = RecentFingerprints(config.local_seen_size)
+        # The fingerprints this worker sent to the frontier (at most 2 x the size).
+        self._recent: Generations[bytes] = Generations(config.local_seen_size)
         self._known = KnownLinks(config.known_links_size)
         self._pkeys: dict[str, str] = {}  # origin as written -> politeness key
         self._votes = LinkVotes(config.sent_votes_size)
@@ -268,29 +269,6 @@ class Admission:
             logger.info("Trap guard %s: not queueing some URLs of %s (e.g. %s)", guard, host, url)
 
 
-class RecentFingerprints:
-    """A bounded set of the fingerprints this worker sent to the frontier.
-
-    Two generations: when the young one is full it becomes the old one and the
-    oldest generation is dropped, so memory stays within 2 x ``size`` entries.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._young: set[bytes] = set()
-        self._old: set[bytes] = set()
-
-    def __contains__(self, fp: bytes) -> bool:
-        return fp in self._young or fp in self._old
-
-    def add(self, fp: bytes) -> None:
-        if self.size <= 0:
-            return
-        if len(self._young) >= self.size:
-            self._old, self._young = self._young, set()
-        self._young.add(fp)
-
-
 def _origin_part(url: str) -> str:
     """``url`` up to its path, query or fragment: its scheme and netloc as
     written, all that its politeness key depends on."""
@@ -321,10 +299,10 @@ class KnownLinks:
     canonicalization), each with what admission found for it (:class:`KnownLink`).
 
     Two generations of at most ``size`` strings each, like
-    :class:`RecentFingerprints`; a string found in the old generation moves to
-    the young one, so the links a site repeats on every page stay while it is
-    crawled. Memory: up to 2 x ``size`` entries (a URL string and a small
-    tuple each).
+    :class:`~crawlproject.once.Generations` but holding a value per string; a
+    string found in the old generation moves to the young one, so the links a
+    site repeats on every page stay while it is crawled. Memory: up to 2 x
+    ``size`` entries (a URL string and a small tuple each).
     """
 
     def __init__(self, size: int) -> None:

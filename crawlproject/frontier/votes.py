@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from crawlproject.frontier.client import NO_VOTE, SEED_VOTE
 from crawlproject.frontier.urls import registered_domain
+from crawlproject.once import Generations
 
 # Request.meta key: the host of the page a link was found on (set by
 # middlewares/link_source.py; read and dropped before the request is stored).
@@ -45,12 +46,11 @@ class SentVotes:
     (CRAWL_SENT_VOTES_SIZE).
 
     A pair is kept as its 64-bit hash alone, in two generations of
-    ``remembered // 2`` (as RecentFingerprints and KnownLinks in admission.py):
-    when the young one is full it becomes the old one and the oldest goes; a
-    pair found in the old generation moves to the young one, so the pairs a
-    site repeats on every page stay. About 60 bytes a pair, against ~157 for the
-    LRU of strings it replaces (bench/worker_memory.py: one new pair per
-    cross-site link, ~16 MB over 100,000 pages of a 2,000-host web). Forgetting a
+    ``remembered // 2`` (crawlproject.once.Generations, as the worker's other
+    caches): a pair found in the old generation moves to the young one, so the
+    pairs a site repeats on every page stay. About 77 bytes a pair, against ~166
+    for the LRU of strings it replaces (bench/worker_memory.py: one new pair per
+    cross-site link). Forgetting a
     pair, or two pairs sharing a hash (~n / 2**64), costs at most a vote sent
     again or one not sent from this worker: the frontier counts a host's voters
     as a set (add.lua), and every other worker still sends its own.
@@ -59,29 +59,14 @@ class SentVotes:
     def __init__(self, remembered: int) -> None:
         if remembered < 2:
             raise ValueError("SentVotes remembers at least 2 pairs")
-        self.generation = remembered // 2
-        self._young: set[int] = set()
-        self._old: set[int] = set()
+        self._pairs: Generations[int] = Generations(remembered // 2)
 
     def __len__(self) -> int:
-        return len(self._young) + len(self._old)
+        return len(self._pairs)
 
     def first(self, vote: bytes, pkey: str) -> bool:
         """True the first time (as far as remembered) ``vote`` goes to ``pkey``."""
-        key = hash((vote, pkey))
-        if key in self._young:
-            return False
-        if key in self._old:
-            self._old.discard(key)
-            self._add(key)
-            return False
-        self._add(key)
-        return True
-
-    def _add(self, key: int) -> None:
-        if len(self._young) >= self.generation:
-            self._old, self._young = self._young, set()
-        self._young.add(key)
+        return self._pairs.first(hash((vote, pkey)))
 
 
 class LinkVotes:
