@@ -1,9 +1,9 @@
 """A model of the frontier's seen set (crawlproject/frontier/lua/_seen.lua) in
 Python, for tests and benchmarks: where a fingerprint goes, and the whole
-state the script builds from a sequence of new fingerprints, written straight
+state the script builds from a set of new fingerprints, written straight
 into Redis (``load_exact``, ``load_bloom``: a benchmark fills 100 million URLs
 in minutes instead of hours through Lua; tests/test_seen_set.py checks that
-the model and the script build the same bytes).
+the model and the script build the same sets and bits).
 
 ``SEEN_DRIVER`` is a script around the real ``_seen.lua`` (after the real
 shard prelude): ARGV = P, spec, fingerprint...; it answers one character per
@@ -19,7 +19,7 @@ import numpy as np
 import redis
 
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.seen import BLOCK_BITS, BUCKET_GROUP, SPLIT_LOAD, BloomShape
+from crawlproject.frontier.seen import BLOCK_BITS, SPLIT_LOAD, BloomShape
 from crawlproject.lua import SHARD_PRELUDE, load_script
 
 SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
@@ -28,13 +28,16 @@ SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
     "seen_close()\nreturn table.concat(out)\n"
 )
 
-# -- exact: linear hashing ----------------------------------------------------------
+# -- exact: linear hashing over sets of integers -------------------------------------
+
+MIN_LEVEL = 11  # _seen.lua's SEEN_MIN_LEVEL: a member is v >> 11
 
 
 def table_size(n: int, load: int = SPLIT_LOAD) -> tuple[int, int]:
-    """(L, s) after ``n`` adds: the script splits whenever n > load (2^L + s),
-    one bucket per add at most, so it holds ceil(n / load) buckets (at least 1)."""
-    buckets = max(1, -(-n // load))
+    """(L, s) after ``n`` adds: the script starts with 2^11 buckets and splits
+    whenever n > load (2^L + s), one bucket per add at most, so it holds
+    ceil(n / load) buckets, and at least 2^11."""
+    buckets = max(1 << MIN_LEVEL, -(-n // load))
     level = buckets.bit_length() - 1
     return level, buckets - (1 << level)
 
@@ -43,45 +46,40 @@ def x_of(fp: bytes) -> int:
     return int.from_bytes(fp[:6], "little")
 
 
-def address(fp: bytes, level: int, split: int) -> tuple[int, int]:
-    """(bucket, depth) of a fingerprint in a table of 2^level + split buckets."""
+def address(fp: bytes, level: int, split: int) -> int:
+    """The bucket of a fingerprint in a table of 2^level + split buckets."""
     x = x_of(fp)
     a = x % (1 << level)
-    if a < split:
-        return x % (1 << (level + 1)), level + 1
-    return a, level
+    return x % (1 << (level + 1)) if a < split else a
 
 
-def entry(fp: bytes, depth: int) -> bytes:
-    """What a bucket of that depth stores: the bytes its number does not imply."""
-    return fp[depth // 8 : 8]
+def member(fp: bytes) -> int:
+    """What a bucket stores of a fingerprint: v >> 11 (v: its 8 bytes, little-endian)."""
+    return int.from_bytes(fp, "little") >> MIN_LEVEL
 
 
-def exact_buckets(fps: np.ndarray, load: int = SPLIT_LOAD) -> Iterator[tuple[int, bytes]]:
-    """(bucket, its string) of the table the script builds from ``fps``
-    (n x 8 uint8, in the order added; all distinct). Entries keep their order
-    of arrival: a split keeps the order of what it partitions."""
+def fingerprint(bucket: int, m: int) -> bytes:
+    """The fingerprint a bucket's member stands for (the bucket holds its low 11 bits)."""
+    return ((m << MIN_LEVEL) | (bucket % (1 << MIN_LEVEL))).to_bytes(8, "little")
+
+
+def exact_buckets(fps: np.ndarray, load: int = SPLIT_LOAD) -> Iterator[tuple[int, np.ndarray]]:
+    """(bucket, its members as uint64) of the table the script builds from
+    ``fps`` (n x 8 uint8, all distinct; in any order: a set has none)."""
     level, split = table_size(len(fps), load)
-    weights = np.array([1 << (8 * i) for i in range(6)], dtype=np.uint64)
-    x = (fps[:, :6].astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    v = np.ascontiguousarray(fps).view("<u8").ravel()
+    x = v & np.uint64((1 << 48) - 1)
     a = x & np.uint64((1 << level) - 1)
-    deep = a < np.uint64(split)
-    a = np.where(deep, x & np.uint64((1 << (level + 1)) - 1), a)
-    deep |= a >= np.uint64(1 << level)
-    for depth, rows in ((level, ~deep), (level + 1, deep)):
-        if not rows.any():
-            continue
-        sel = np.flatnonzero(rows)
-        order = sel[np.argsort(a[sel], kind="stable")]
-        sorted_a = a[order]
-        cut = depth // 8
-        data = np.ascontiguousarray(fps[order, cut:]).tobytes()
-        width = 8 - cut
-        bounds = np.flatnonzero(np.diff(sorted_a)) + 1
-        starts = np.concatenate([[0], bounds])
-        ends = np.concatenate([bounds, [len(order)]])
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            yield int(sorted_a[start]), data[start * width : end * width]
+    a = np.where(a < np.uint64(split), x & np.uint64((1 << (level + 1)) - 1), a)
+    members = v >> np.uint64(MIN_LEVEL)
+    order = np.argsort(a, kind="stable")
+    sorted_a = a[order]
+    bounds = np.flatnonzero(np.diff(sorted_a)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if end > start:
+            yield int(sorted_a[start]), members[order[start:end]]
 
 
 def load_exact(
@@ -90,16 +88,13 @@ def load_exact(
     shard: int,
     fps: np.ndarray,
     load: int = SPLIT_LOAD,
-    batch: int = 20,
+    batch: int = 2000,
 ) -> None:
     """Writes the shard's table for ``fps`` as the script would have built
-    it, into an empty shard (``batch``: hashes of buckets per round trip)."""
-    groups: dict[int, dict[int, bytes]] = {}
-    for bucket, data in exact_buckets(fps, load):
-        groups.setdefault(bucket // BUCKET_GROUP, {})[bucket % BUCKET_GROUP] = data
+    it, into an empty shard (``batch``: buckets per round trip)."""
     pipe = client.pipeline(transaction=False)
-    for i, (group, fields) in enumerate(sorted(groups.items())):
-        pipe.hset(keys.seen_buckets(shard, group), mapping=fields)  # type: ignore[arg-type]
+    for i, (bucket, members) in enumerate(exact_buckets(fps, load)):
+        pipe.sadd(keys.seen_bucket(shard, bucket), *map(str, members.tolist()))
         if i % batch == batch - 1:
             pipe.execute()
     level, split = table_size(len(fps), load)
@@ -107,14 +102,27 @@ def load_exact(
     pipe.execute()
 
 
-def stored_buckets(client: redis.Redis, keys: CrawlKeys, shard: int) -> dict[int, bytes]:
-    """bucket -> its string, as the shard's hashes hold them."""
-    out: dict[int, bytes] = {}
-    prefix = keys.seen_buckets(shard, 0)[:-1]  # ...:seen:
+def stored_buckets(client: redis.Redis, keys: CrawlKeys, shard: int) -> dict[int, set[int]]:
+    """bucket -> its members, as the shard's sets hold them."""
+    out: dict[int, set[int]] = {}
+    prefix = keys.seen_bucket(shard, 0)[:-1]  # ...:seen:
     for key in client.scan_iter(match=prefix + "*", count=1000):
-        group = int(key[len(prefix) :])
-        for field, data in client.hgetall(key).items():
-            out[group * BUCKET_GROUP + int(field)] = bytes(data)  # type: ignore[arg-type]
+        bucket = int(key[len(prefix) :])
+        out[bucket] = {int(m) for m in client.smembers(key)}  # type: ignore[union-attr]
+    return out
+
+
+def stored_fingerprints(client: redis.Redis, keys: CrawlKeys, shard: int) -> set[bytes]:
+    """Every fingerprint the shard's sets hold; checks each sits in its bucket."""
+    state = client.hgetall(keys.seen_state(shard))
+    level = int(state.get(b"L", MIN_LEVEL))  # type: ignore[union-attr]
+    split = int(state.get(b"s", 0))  # type: ignore[union-attr]
+    out = set()
+    for bucket, members in stored_buckets(client, keys, shard).items():
+        for m in members:
+            fp = fingerprint(bucket, m)
+            assert address(fp, level, split) == bucket, (bucket, fp.hex())
+            out.add(fp)
     return out
 
 

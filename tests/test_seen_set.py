@@ -21,7 +21,7 @@ from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import (
     BLOCK_BYTES,
-    BUCKET_GROUP,
+    INTSET_ENTRIES_NEEDED,
     MAX_SEGMENT_BYTES,
     BloomShape,
     SeenFilter,
@@ -37,11 +37,12 @@ from testkit.seen_table import (
     SEEN_DRIVER,
     address,
     bloom_positions,
-    entry,
     exact_buckets,
     load_bloom,
     load_exact,
+    member,
     stored_buckets,
+    stored_fingerprints,
     table_size,
 )
 from testkit.testweb import TestWeb, page_counts
@@ -82,8 +83,10 @@ def as_array(fps: list[bytes]) -> np.ndarray:
 
 def test_exact_set_against_a_python_set_across_millions_and_splits(client: redis.Redis) -> None:
     """2.1M distinct fingerprints, 30 % of the calls re-adds of earlier ones, in
-    batches: every answer is the Python set's; the table split ~65,000 times,
-    through the depths where entries lose a byte (8 -> 7 -> 6)."""
+    batches: every answer is the Python set's, across the ~14,000 splits and
+    three levels (11 -> 14) the table grows through; every bucket stays an
+    intset, and the model builds the same sets (what bench/frontier_growth.py
+    loads)."""
     rng = random.Random(18)
     drive = Driver(client)
     known: set[bytes] = set()
@@ -108,42 +111,48 @@ def test_exact_set_against_a_python_set_across_millions_and_splits(client: redis
     state = client.hgetall(PREFIX + "seen")
     assert state == {b"L": str(level).encode(), b"s": str(split).encode(),
                      b"n": str(len(order)).encode()}  # fmt: skip
-    assert level == 16  # passed depths 8 and 16: entries of 8, 7 and now 6 bytes
-    # The model builds the same bytes (what bench/frontier_growth.py loads).
-    model = dict(exact_buckets(as_array(order)))
-    assert stored_buckets(client, KEYS, 0) == model
-    assert client.dbsize() == 1 + -(-len(model) // BUCKET_GROUP)  # `seen`, bucket hashes
+    assert level == 14  # grew from 2^11 buckets through three levels
+    stored = stored_buckets(client, KEYS, 0)
+    model = {bucket: set(members.tolist()) for bucket, members in exact_buckets(as_array(order))}
+    assert stored == model
+    assert stored_fingerprints(client, KEYS, 0) == known
+    assert client.dbsize() == 1 + len(model)  # `seen`, a set per bucket
+    assert max(len(m) for m in model.values()) < INTSET_ENTRIES_NEEDED
+    for bucket in list(model)[:: len(model) // 50]:
+        assert client.object("encoding", f"{PREFIX}seen:{bucket}") == b"intset"
 
 
 def test_exact_set_keeps_identity_over_all_64_bits(client: redis.Redis) -> None:
-    """Adversarial fingerprints: one suffix under every 2-byte prefix, and 3,000
-    in one bucket (same first 6 bytes): each is its own URL, and a string that
-    straddles two stored entries is not one of them."""
+    """Adversarial fingerprints: one suffix under every 2-byte prefix, the same
+    under every 2-byte ending, and 3,000 in one bucket (same first 6 bytes:
+    no split separates them, and Redis keeps that one set as a hash table): each
+    is its own URL."""
     drive = Driver(client)
     suffix = bytes.fromhex("a1b2c3d4e5f6")
     same_suffix = [i.to_bytes(2, "big") + suffix for i in range(65_536)]
     assert not any(drive(same_suffix))
     assert all(drive(same_suffix))
+    same_start = [suffix + i.to_bytes(2, "big") for i in range(65_536)]  # x equal too
+    assert not any(drive(same_start))
+    assert all(drive(same_start))
     other_suffix = [fp[:7] + bytes([fp[7] ^ 1]) for fp in same_suffix[::7]]
     assert not any(drive(other_suffix))
     head = bytes.fromhex("0011223344ff")  # x equal: one bucket however deep
     one_bucket = [head + i.to_bytes(2, "big") for i in range(3000)]
     assert not any(drive(one_bucket))
     assert all(drive(one_bucket[::-1]))
-    level, split = table_size(65_536 + len(other_suffix) + 3000)
-    bucket, depth = address(one_bucket[0], level, split)
-    stored = stored_buckets(client, KEYS, 0).get(bucket)
-    width = len(entry(one_bucket[0], depth))
-    assert isinstance(stored, bytes) and len(stored) % width == 0 and len(stored) >= 3000 * width
-    known = set(same_suffix + other_suffix + one_bucket)
-    fakes = set()
-    for at in range(1, len(stored) - width):
-        if at % width:  # bytes of two neighbouring entries, in this bucket
-            fake = one_bucket[0][: 8 - width] + stored[at : at + width]
-            if address(fake, level, split) == (bucket, depth) and fake not in known:
-                fakes.add(fake)
-    assert len(fakes) > 100
-    assert not any(drive(sorted(fakes)))
+    known = set(same_suffix + same_start + other_suffix + one_bucket)
+    assert stored_fingerprints(client, KEYS, 0) == known
+    level, split = table_size(len(known))
+    assert len(stored_buckets(client, KEYS, 0)[address(one_bucket[0], level, split)]) >= 3000
+    # A fingerprint one bit away from a stored one, not stored itself, is new.
+    flips = set()
+    for fp in (same_suffix[3], same_start[5], one_bucket[7]):
+        v = int.from_bytes(fp, "little")
+        flips |= {(v ^ (1 << i)).to_bytes(8, "little") for i in range(64)}
+    probes = sorted(flips - known)
+    assert len(probes) > 100
+    assert not any(drive(probes))
 
 
 async def test_add_script_tests_seen_urls_with_the_same_table(
@@ -151,8 +160,7 @@ async def test_add_script_tests_seen_urls_with_the_same_table(
 ) -> None:
     """Through RedisFrontier.add (add.lua): 12,000 URLs over 2 shards, then again
     with 4,000 new ones mixed in; counts match, and each shard's table is the
-    model's for the fingerprints it received (as sets: add.lua takes a call's
-    URLs grouped per host, so the order within a bucket is not the list's)."""
+    model's for the fingerprints it received."""
     f = await make_frontier(shards=2)
     rng = random.Random(3)
     fps = fingerprints(rng, 16_000)
@@ -169,27 +177,13 @@ async def test_add_script_tests_seen_urls_with_the_same_table(
     r = await f.add(again)
     assert (r.added, r.seen_hits) == (4_000, 12_000)
     per_shard: dict[int, list[bytes]] = {0: [], 1: []}
-    for e in first + [e for e in again if e.fingerprint in set(fps[12_000:])]:
+    for e in again:
         per_shard[f.keys.shard_of(e.pkey)].append(e.fingerprint)
     for shard, got in per_shard.items():
-        level, split = table_size(len(got))
-        model = entry_sets(dict(exact_buckets(as_array(got))), level, split)
-        assert entry_sets(stored_buckets(client, f.keys, shard), level, split) == model
+        model = {b: set(m.tolist()) for b, m in exact_buckets(as_array(got))}
+        assert stored_buckets(client, f.keys, shard) == model
         assert client.hget(f.keys.seen_state(shard), "n") == str(len(got)).encode()
-
-
-def entry_sets(buckets: dict[int, bytes], level: int, split: int) -> dict[int, frozenset[bytes]]:
-    """Each bucket's entries as a set (a bucket of depth d holds entries of
-    8 - d // 8 bytes; its depth is level + 1 once split, else level)."""
-    out = {}
-    for bucket, data in buckets.items():
-        depth = level + 1 if bucket < split or bucket >= 2**level else level
-        width = 8 - depth // 8
-        assert len(data) % width == 0, (bucket, len(data), width)
-        chunks = [data[i : i + width] for i in range(0, len(data), width)]
-        assert len(set(chunks)) == len(chunks), bucket  # no entry twice
-        out[bucket] = frozenset(chunks)
-    return out
+    assert member(fps[0]) == int.from_bytes(fps[0], "little") >> 11
 
 
 def test_loaded_table_answers_like_the_script_built_it(client: redis.Redis) -> None:
@@ -201,6 +195,24 @@ def test_loaded_table_answers_like_the_script_built_it(client: redis.Redis) -> N
     fresh = fingerprints(rng, 5000)
     assert not any(drive(fresh))
     assert all(drive(fresh))
+
+
+async def test_a_redis_that_would_not_keep_buckets_as_intsets_is_refused(
+    make_frontier: MakeFrontier, client: redis.Redis
+) -> None:
+    """set-max-intset-entries below what a bucket holds would keep the exact
+    set's buckets as hash tables (several times the memory): refused at start."""
+    client.config_set("set-max-intset-entries", 128)
+    try:
+        with pytest.raises(FrontierMismatch) as refused:
+            await make_frontier(crawl="small")
+        assert "set-max-intset-entries is 128" in str(refused.value)
+        assert "CRAWL_SEEN_FILTER = 'bloom'" in str(refused.value)
+        assert client.hget("cp:{small}:meta", "seen_layout") is None  # nothing written
+        await make_frontier(crawl="bloomy", seen=SeenFilter("bloom", 10_000))  # no sets
+    finally:
+        client.config_set("set-max-intset-entries", INTSET_ENTRIES_NEEDED)
+    assert (await make_frontier(crawl="small2")).seen.kind == "exact"
 
 
 # -- Bloom ------------------------------------------------------------------------
@@ -301,7 +313,21 @@ async def test_a_crawl_with_fixed_seen_buckets_is_refused(
     assert "older version" in message and "CRAWL_NAME" in message
     assert client.hget("cp:{old}:meta", "seen_layout") is None  # nothing written
     assert (await make_frontier(crawl="new")).seen.kind == "exact"
-    assert client.hget("cp:{new}:meta", "seen_layout") == b"exact2"
+    assert client.hget("cp:{new}:meta", "seen_layout") == b"exact3"
+
+
+async def test_a_crawl_with_the_packed_bucket_seen_set_is_refused(
+    make_frontier: MakeFrontier, client: redis.Redis
+) -> None:
+    """A crawl made by the version whose exact buckets were packed strings in
+    hashes (``exact2``): its ``seen:<g>`` hashes are not this version's sets."""
+    await make_frontier(crawl="lh")
+    client.hset("cp:{lh}:meta", "seen_layout", "exact2")
+    with pytest.raises(FrontierMismatch) as refused:
+        await make_frontier(crawl="lh")
+    message = str(refused.value)
+    assert "'lh'" in message and "'exact2'" in message
+    assert "older version" in message and "CRAWL_NAME" in message
 
 
 async def test_a_worker_with_another_seen_filter_is_refused(make_frontier: MakeFrontier) -> None:

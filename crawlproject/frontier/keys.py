@@ -86,18 +86,18 @@ Per shard, prefix ``cp:{C/s}:``
 ``seq``            STRING lease id counter.
 ``seen``           HASH  the shard's seen set (CRAWL_SEEN_FILTER; add.lua tests and
                          adds each URL: crawlproject/frontier/lua/_seen.lua, seen.py):
-                         ``n`` URLs added; exact: ``L`` (level) and ``s`` (split
-                         pointer) of its linear hashing, 2^L + s buckets.
-``seen:<g>``       HASH  exact seen set, buckets g x 1024 to g x 1024 + 1023: field
-                         n mod 1024 -> bucket n, entries packed back to back.
-                         x = the fingerprint's first 6 bytes, little-endian; a
-                         URL's bucket is x mod 2^L, or x mod 2^(L+1) (its depth
-                         d = L + 1) when that is below s; its entry is the
-                         fingerprint without its first floor(d/8) bytes (the
-                         bucket number holds them): 8 bytes below 2^8 buckets, 6
-                         from 2^16 to 2^24. Exact: two URLs are the same iff their
-                         64-bit fingerprints are. A bucket splits (s and s + 2^L)
-                         once the shard holds more than 32 entries per bucket.
+                         ``n`` URLs added; exact: ``L`` (level, 11 at first) and
+                         ``s`` (split pointer) of its linear hashing, 2^L + s buckets.
+``seen:<n>``       SET   exact seen set, bucket n (decimal): integers, kept by Redis
+                         as an intset (8 bytes each) while at most
+                         set-max-intset-entries (512; a bucket holds 64-256 on
+                         average). v = the fingerprint's 8 bytes little-endian, x =
+                         v mod 2^48; a URL's bucket is x mod 2^L, or x mod 2^(L+1)
+                         when that is below s; its member is v >> 11 in decimal
+                         (the bucket number holds the other 11 bits). Exact: two URLs
+                         are the same iff their 64-bit fingerprints are. Bucket s
+                         splits (s and s + 2^L) once the shard holds more than 128
+                         URLs per bucket.
 ``bloom:<i>``      STRING Bloom seen set (CRAWL_SEEN_FILTER = bloom), segment i: a
                          bit array made at full size when the crawl is created,
                          blocks of 512 bytes (its shape in meta ``seen_layout``);
@@ -163,10 +163,11 @@ Per address ``A`` (an IP address, canonical text), in its home shard, prefix
 
 Per crawl, prefix ``cp:{C}:``
 
-``meta``           HASH  ``shards``, ``seen_layout`` (``exact2``, or ``bloom2:capacity:
+``meta``           HASH  ``shards``, ``seen_layout`` (``exact3``, or ``bloom2:capacity:
                          error rate:segments:blocks per segment:block bytes:k``; a crawl with
-                         ``seen_bucket_bits`` instead was made by a version with
-                         fixed buckets, and is refused), ``priority_mode`` (score |
+                         ``exact2`` (packed buckets in hashes), or with
+                         ``seen_bucket_bits`` instead (fixed buckets), was made by
+                         an older version, and is refused), ``priority_mode`` (score |
                          credit), ``queue_layout`` (fixed at creation), ``created``,
                          ``host_keys`` (``server``: host keys without the scheme;
                          a crawl without it was made with ``scheme://host`` keys
@@ -311,9 +312,9 @@ class CrawlKeys:
     def seen_state(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "seen"
 
-    def seen_buckets(self, shard: int, group: int) -> str:
-        """The hash of exact seen-set buckets ``group`` x 1024 ... (fields: bucket mod 1024)."""
-        return self.shard_prefixes[shard] + f"seen:{group}"
+    def seen_bucket(self, shard: int, bucket: int) -> str:
+        """The set of exact seen-set bucket ``bucket``."""
+        return self.shard_prefixes[shard] + f"seen:{bucket}"
 
     def bloom_segment(self, shard: int, segment: int) -> str:
         return self.shard_prefixes[shard] + f"bloom:{segment}"

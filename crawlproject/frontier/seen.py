@@ -4,9 +4,9 @@ Every URL's 8-byte fingerprint is tested and added inside ``add.lua``, by
 ``crawlproject/frontier/lua/_seen.lua`` (the layout in its header and in
 keys.py), one set per frontier shard. Two kinds (``CRAWL_SEEN_FILTER``):
 
-* ``exact`` (default): linear hashing over packed strings; never loses a URL
-  nor invents one (exact over the whole 64-bit fingerprint), grows by itself,
-  and a link does the same work whatever the crawl's size;
+* ``exact`` (default): linear hashing over Redis sets of integers (intsets);
+  never loses a URL nor invents one (exact over the whole 64-bit fingerprint),
+  grows by itself, and a link costs one SADD whatever the crawl's size;
 * ``bloom``: a blocked Bloom filter of fixed size, for ``CRAWL_SEEN_CAPACITY``
   URLs at ``CRAWL_SEEN_ERROR_RATE``: about 1.8 bytes per URL instead of 8-9, but
   a URL it wrongly calls seen is never crawled. Its fill and the false-positive rate
@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
+from redis.exceptions import RedisError
 from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.entries import FrontierMismatch
@@ -41,13 +42,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SEEN_FILTERS = ("exact", "bloom")
-# Exact: entries per bucket (on average) past which a bucket splits. Measured
-# (bench/frontier_growth.py): 9.4 B per URL at 1M URLs, 8.2 at 10M and 100M; a
-# link reads 32-64 entries of 6-8 bytes.
-SPLIT_LOAD = 32
-# Exact: buckets per hash (``seen:<g>``), so 100M URLs make 3,000 keys, not 3M.
-BUCKET_GROUP = 1024
-EXACT_LAYOUT = "exact2"  # exact2: buckets grouped in hashes
+# Exact: members per bucket (on average) past which a bucket splits. A bucket
+# holds 64 to 256 (2 x SPLIT_LOAD at most on average, a few more by chance),
+# so Redis keeps it as an intset of 8-byte integers up to its
+# set-max-intset-entries (INTSET_ENTRIES_NEEDED); buckets start at 2^11 per
+# shard (a member is the fingerprint without the 11 bits its bucket holds).
+SPLIT_LOAD = 128
+INTSET_ENTRIES_NEEDED = 512  # Redis's default; a lower one turns buckets into hash tables
+EXACT_LAYOUT = "exact3"  # exact3: buckets are sets of integers
+# Exact layouts of older versions, refused: exact2 (buckets as packed strings in hashes).
+OLD_EXACT_LAYOUTS = ("exact2",)
 BLOOM_LAYOUT = "bloom2"  # bloom2: blocks of BLOCK_BYTES
 OLD_LAYOUT_FIELD = "seen_bucket_bits"  # written by versions with fixed buckets
 LAYOUT_FIELD = "seen_layout"
@@ -194,7 +198,7 @@ class SeenFilter:
     def script_arg(self, shards: int) -> str:
         """add.lua's seen argument (_seen.lua's seen_open)."""
         if self.kind == "exact":
-            return f"x {SPLIT_LOAD} {BUCKET_GROUP}"
+            return f"i {SPLIT_LOAD}"
         b = self.bloom(shards)
         return f"b {b.segments} {b.per_segment} {BLOCK_BYTES} {b.k}"
 
@@ -242,8 +246,17 @@ async def prepare_seen(redis: Redis, keys: CrawlKeys, seen: SeenFilter) -> None:
     """Records the crawl's seen layout, or refuses ours if it differs; creates
     the Bloom segments of a Bloom crawl."""
     ours = seen.layout(keys.shards)
+    if seen.kind == "exact":
+        await check_intset_limit(redis)  # before anything is written
     await redis.hsetnx(keys.meta, LAYOUT_FIELD, ours)
     have = reply_text(await redis.hget(keys.meta, LAYOUT_FIELD) or b"")
+    if have in OLD_EXACT_LAYOUTS:
+        raise FrontierMismatch(
+            f"crawl {keys.crawl!r} was created by an older version whose exact seen set "
+            f"has the layout {have!r} (this version's: {ours!r}); this version cannot read "
+            "it. Finish the crawl with the version that created it, or start it again "
+            "under another CRAWL_NAME."
+        )
     if have != ours:
         theirs = parse_layout(have, keys.shards)
         what = theirs[0].describe() if theirs else f"the layout {have!r}, unknown to this version"
@@ -261,6 +274,36 @@ async def prepare_seen(redis: Redis, keys: CrawlKeys, seen: SeenFilter) -> None:
                 count = min(INIT_BATCH, b.segments - first)
                 args: list[str | int] = [keys.shard_prefixes[shard], first, count, b.segment_bytes]
                 await init(keys=[keys.ready(shard)], args=args)
+
+
+async def check_intset_limit(redis: Redis) -> None:
+    """Refuses a Redis whose set-max-intset-entries is below what the exact
+    set's buckets need: they would be kept as hash tables, several times the
+    memory per URL, silently. A Redis that does not answer CONFIG GET (a
+    managed one may not) is taken at Redis's default, with a log line."""
+    try:
+        reply = await redis.config_get("set-max-intset-entries")
+    except RedisError as exc:
+        logger.info(
+            "Could not read Redis's set-max-intset-entries (%s): the exact seen set needs "
+            "at least %d (Redis's default)",
+            exc,
+            INTSET_ENTRIES_NEEDED,
+        )
+        return
+    fields: dict[str, Any] = {}
+    if isinstance(reply, dict):
+        fields = {reply_text(k): v for k, v in reply.items() if k is not None}
+    value = fields.get("set-max-intset-entries")
+    if not isinstance(value, bytes | str):
+        return
+    have = int(reply_text(value))
+    if have < INTSET_ENTRIES_NEEDED:
+        raise FrontierMismatch(
+            f"Redis's set-max-intset-entries is {have}: the exact seen set needs at least "
+            f"{INTSET_ENTRIES_NEEDED} (its buckets of up to ~300 URLs would be kept as hash "
+            "tables, several times the memory); raise it, or set CRAWL_SEEN_FILTER = 'bloom'"
+        )
 
 
 @dataclass(frozen=True, slots=True)
