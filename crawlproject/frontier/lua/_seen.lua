@@ -48,6 +48,8 @@ local seen_added = 0
 -- instructions, a number formatted '%d' about as much as a command's reply.
 local seen_span, seen_span2, seen_limit
 local byte, strfmt = string.byte, string.format
+-- The kind's test, chosen by seen_open (one function call a link, not two).
+local seen_exact, seen_bloom_test, seen_test_and_add
 
 local function seen_open(spec)
   local f = {}
@@ -59,6 +61,7 @@ local function seen_open(spec)
   else
     seen_load = tonumber(f[2])
   end
+  seen_test_and_add = seen_bloom and seen_bloom_test or seen_exact
 end
 
 local function seen_level(L, s)
@@ -68,11 +71,13 @@ local function seen_level(L, s)
   seen_limit = seen_load * (seen_span + s)
 end
 
--- Bucket n's key. A number given to redis.call or concatenated is formatted
--- with '%.14g' (printf's costlier floating-point path, and not exact past 14
--- digits): '%d'.
+-- Bucket n's key, made by one string.format: a number given to redis.call or
+-- concatenated is formatted with '%.14g' (printf's costlier floating-point
+-- path, and not exact past 14 digits), and each string a script makes costs
+-- (its hash, its allocation, the collector's work later).
+local SEEN_KEY = string.gsub(P, '%%', '%%%%') .. 'seen:%d'
 local function seen_key(n)
-  return P .. 'seen:' .. strfmt('%d', n)
+  return strfmt(SEEN_KEY, n)
 end
 
 local function seen_in_chunks(cmd, key, list)
@@ -103,7 +108,7 @@ local function seen_split()
   end
 end
 
-local function seen_exact(fp)
+function seen_exact(fp)
   if not seen_n then
     local st = call('HMGET', P .. 'seen', 'L', 's', 'n')
     seen_n = tonumber(st[3]) or 0
@@ -121,7 +126,7 @@ local function seen_exact(fp)
   return false
 end
 
-local function seen_bloom_test(fp)
+function seen_bloom_test(fp)
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(fp, 1, 8)
   local block = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) % seen_blocks
   local seg = math.floor(block / seen_per_segment)
@@ -150,10 +155,6 @@ local function seen_bloom_test(fp)
   return false
 end
 
-local function seen_test_and_add(fp)
-  if seen_bloom then return seen_bloom_test(fp) end
-  return seen_exact(fp)
-end
 
 -- `seen` n counts the URLs added (both kinds; Bloom: its fill); exact keeps L and s there.
 local function seen_close()
