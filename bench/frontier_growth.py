@@ -11,10 +11,11 @@ CRAWL_SEEN_CAPACITY = N, so the filter is full), a private redis-server holds
 a crawl of 4 shards (RedisFrontier.prepare, which also makes the Bloom
 filter) whose seen set holds N random 8-byte fingerprints, a quarter per
 shard. Filling 100M through Lua would take hours here, so the sets are
-*bulk-loaded*: testkit/seen_table.py writes, with pipelined SETs, the bytes the
-script would have built from the same fingerprints in the same order (same
-split rule; the Bloom filter's same bits). tests/test_seen_set.py checks that
-the loader and the script build identical bytes; here a sample of loaded
+*bulk-loaded*: testkit/seen_table.py writes, with pipelined SADDs (exact) and
+SETRANGEs (Bloom), the sets and bits the script would have built from the same
+fingerprints (same split rule, same members; the Bloom filter's same bits).
+tests/test_seen_set.py checks that the loader and the script build the same
+sets and bits; here a sample of loaded
 fingerprints is checked seen through the real script, fresh ones new, and at
 the smallest size the same set is also filled through the real script and its
 memory compared. All servers stay up, and the measurements go round-robin over

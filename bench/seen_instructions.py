@@ -3,7 +3,7 @@
     .venv/bin/python bench/seen_instructions.py [--sizes 1000000,16000000] [--cache-sim]
 
 One shard's exact seen set bulk-loaded with N random fingerprints
-(testkit/seen_table.py, the bytes the script builds), then batches of 500
+(testkit/seen_table.py, the sets the script builds), then batches of 500
 fingerprints (half loaded, half new) through the real _seen.lua
 (testkit/seen_table.py's SEEN_DRIVER) on a redis-server under valgrind's
 callgrind (bench/frontier_profile.py's CallgrindRedis), instrumented only

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from redis.asyncio import Redis as AsyncRedis
 from scrapy.settings import Settings
 
 from crawlproject.frontier.client import FrontierMismatch, NewEntry
@@ -27,6 +28,7 @@ from crawlproject.frontier.seen import (
     SeenFilter,
     SeenWatch,
     blocked_fp_rate,
+    prepare_seen,
     seen_figures,
     size_class,
 )
@@ -213,6 +215,22 @@ async def test_a_redis_that_would_not_keep_buckets_as_intsets_is_refused(
     finally:
         client.config_set("set-max-intset-entries", INTSET_ENTRIES_NEEDED)
     assert (await make_frontier(crawl="small2")).seen.kind == "exact"
+
+
+async def test_a_redis_without_config_get_is_taken_at_the_default(
+    redis_server_factory: Callable[..., RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A managed Redis may not answer CONFIG (renamed away here): the exact set
+    is used, on Redis's default, and the log says what could not be checked."""
+    server = redis_server_factory(extra_args=["--rename-command", "CONFIG", ""])
+    r = AsyncRedis.from_url(server.url)
+    try:
+        with caplog.at_level(logging.INFO, logger="crawlproject.frontier.seen"):
+            await prepare_seen(r, CrawlKeys("m", 1), SeenFilter())
+        assert await r.hget("cp:{m}:meta", "seen_layout") == b"exact3"
+    finally:
+        await r.aclose()
+    assert any("set-max-intset-entries" in m for m in caplog.messages)
 
 
 # -- Bloom ------------------------------------------------------------------------
