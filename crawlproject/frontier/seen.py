@@ -8,7 +8,7 @@ keys.py), one set per frontier shard. Two kinds (``CRAWL_SEEN_FILTER``):
   never loses a URL nor invents one (exact over the whole 64-bit fingerprint),
   grows by itself, and a link costs one SADD whatever the crawl's size;
 * ``bloom``: a blocked Bloom filter of fixed size, for ``CRAWL_SEEN_CAPACITY``
-  URLs at ``CRAWL_SEEN_ERROR_RATE``: about 1.8 bytes per URL instead of 8-9, but
+  URLs at ``CRAWL_SEEN_ERROR_RATE``: about 1.8 bytes per URL instead of 9-10, but
   a URL it wrongly calls seen is never crawled. Its fill and the false-positive rate
   expected at that fill are stats (``SeenWatch``) and in ``crawlproject status``.
 

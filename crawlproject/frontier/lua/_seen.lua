@@ -155,7 +155,6 @@ function seen_bloom_test(fp)
   return false
 end
 
-
 -- `seen` n counts the URLs added (both kinds; Bloom: its fill); exact keeps L and s there.
 local function seen_close()
   if seen_added == 0 then return end
