@@ -28,6 +28,7 @@ from crawlproject.frontier.outbox import Outbox
 from crawlproject.frontier.priority import SHARE_META_KEY
 
 if TYPE_CHECKING:
+    from scrapy.core.engine import ExecutionEngine
     from scrapy.statscollectors import StatsCollector
 
     from crawlproject.frontier.address_gate import AddressGate
@@ -102,6 +103,20 @@ class ClaimBuffer:
 
     def clear(self) -> None:
         self._requests.clear()
+
+    def while_paused(self, engine: ExecutionEngine | None) -> bool:
+        """Whether the engine is paused (its spool full: store/backpressure.py,
+        or an operator). A paused engine takes no requests, so the claimed ones
+        waiting for it go back to their queues: held here, their hosts' slots
+        would stop the whole fleet from fetching those hosts until it resumes."""
+        if engine is None or not engine.paused:
+            return False
+        if self._requests:
+            handed = len(self._requests)
+            while self._requests:
+                self.leases.handed_back(self._requests.popleft())
+            logger.info("The engine is paused: handed %d claimed URL(s) back", handed)
+        return True
 
     def drop(self, tokens: Collection[str]) -> None:
         """Drops the requests of leases this worker lost: another worker may

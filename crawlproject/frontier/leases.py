@@ -282,6 +282,12 @@ class LeaseBook:
         produced (the writer sends URLs before acknowledgements)."""
         self._end(request, "return", "not_saved")
 
+    def handed_back(self, request: Request) -> None:
+        """A claimed URL the engine will not take for now (it is paused): back
+        to the head of its host's queue, its host slot (and address place)
+        freed, so that other workers may fetch the host meanwhile."""
+        self._end(request, "return", "handed_back")
+
     def _end(self, request: Request, ack_mode: str, outcome: str) -> None:
         token = request.meta.get(LEASE_META_KEY)
         held = self._held.pop(token, None) if isinstance(token, str) else None

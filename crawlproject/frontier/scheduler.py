@@ -314,7 +314,8 @@ class FrontierScheduler(BaseScheduler):
         backoff = Backoff(self._stop)
         clock, end = self.clock, self.end
         while not self._stop.is_set():
-            want = self.config.max_claims_in_flight - self.leases.in_flight()
+            paused = self.claims.while_paused(self.crawler.engine)  # then claims nothing
+            want = 0 if paused else self.config.max_claims_in_flight - self.leases.in_flight()
             if end.max_pages is not None:
                 # Never more than max_pages: count what this worker holds too.
                 want = min(want, end.max_pages - end.done_estimate - len(self.leases))
