@@ -47,7 +47,8 @@ CRAWL_STORE_CLOSE_TIMEOUT_SECONDS = 30.0
 # open ones too, of every worker sharing it) holds more than
 # CRAWL_STORE_SPOOL_MAX_BYTES, or its filesystem has less than
 # CRAWL_STORE_SPOOL_MIN_FREE_BYTES free, the worker stops taking new pages
-# (it keeps its leases and finishes the pages in flight) and resumes by itself
+# (it finishes the pages in flight, hands back what it claimed but had not
+# started, so that other workers fetch those hosts) and resumes by itself
 # below 80 % of the cap and above 1.25 x the floor. 8 GiB: 7 finished files of
 # the default 1 GB plus the open one, hours of a busy worker's output (~1 MB/s);
 # 1 GiB free leaves room for the pages in flight and the rest of the machine.

@@ -7,7 +7,8 @@ under load would fill the disk and then every write would fail.
 starts and writes through, measures the spool every
 ``CRAWL_STORE_SPOOL_CHECK_SECONDS`` (:func:`measure_spool`) and asks a
 :class:`SpoolGate` whether the worker should pause (stop taking new requests,
-keep its leases) or resume. A write that fails for lack of space pauses the
+finish the pages in flight; the frontier hands back what it claimed and had
+not started) or resume. A write that fails for lack of space pauses the
 worker too and is tried again after the resume, so the page is neither lost
 nor acked unstored.
 
@@ -288,7 +289,7 @@ class SpoolBackpressure:
             self._pause()
             logger.warning(
                 "Paused taking new pages: %s (%d bytes in %d file(s) spooled in %s, "
-                "%d file(s) waiting for upload); leases kept, resuming once uploads or "
+                "%d file(s) waiting for upload); pages in flight finish, resuming once uploads or "
                 "freed disk space make room",
                 self.gate.reason, usage.spooled_bytes, usage.files, self.spool,
                 self._pending_uploads(),
