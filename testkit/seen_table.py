@@ -19,7 +19,7 @@ import numpy as np
 import redis
 
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.seen import BLOCK_BITS, SPLIT_LOAD, BloomShape
+from crawlproject.frontier.seen import BLOCK_BITS, MIN_LEVEL, SPLIT_LOAD, BloomShape
 from crawlproject.lua import SHARD_PRELUDE, load_script
 
 SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
@@ -29,8 +29,6 @@ SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
 )
 
 # -- exact: linear hashing over sets of integers -------------------------------------
-
-MIN_LEVEL = 11  # _seen.lua's SEEN_MIN_LEVEL: a member is v >> 11
 
 
 def table_size(n: int, load: int = SPLIT_LOAD) -> tuple[int, int]:

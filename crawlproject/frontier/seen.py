@@ -48,6 +48,9 @@ SEEN_FILTERS = ("exact", "bloom")
 # set-max-intset-entries (INTSET_ENTRIES_NEEDED); buckets start at 2^11 per
 # shard (a member is the fingerprint without the 11 bits its bucket holds).
 SPLIT_LOAD = 128
+# Buckets a shard starts with: 2^MIN_LEVEL (_seen.lua's SEEN_MIN_LEVEL); a member
+# is the fingerprint without those low bits (v >> MIN_LEVEL < 2^53, exact in Lua).
+MIN_LEVEL = 11
 INTSET_ENTRIES_NEEDED = 512  # Redis's default; a lower one turns buckets into hash tables
 EXACT_LAYOUT = "exact3"  # exact3: buckets are sets of integers
 # Exact layouts of older versions, refused: exact2 (buckets as packed strings in hashes).

@@ -35,7 +35,7 @@
 -- BITFIELD and GETBIT number them, the first byte's high bit first. Every
 -- operand stays below 2^53: the arithmetic on Lua's doubles is exact
 -- (testkit/seen_table.py computes the same positions).
-local SEEN_MIN_LEVEL = 11  -- the bits a member lacks: v >> 11 < 2^53
+local SEEN_MIN_LEVEL = 11  -- the bits a member lacks: v >> 11 < 2^53 (seen.py MIN_LEVEL)
 local SEEN_MAX_LEVEL = 40  -- 2^41 buckets at most: their numbers stay exact
 local SEEN_SHIFT = 2 ^ SEEN_MIN_LEVEL
 local SEEN_HIGH = 2 ^ (48 - SEEN_MIN_LEVEL)  -- where bytes 7-8 of v land in a member
