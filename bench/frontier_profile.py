@@ -94,7 +94,7 @@ class CallgrindRedis:
             [
                 "valgrind", "--tool=callgrind", "--instr-atstart=no",
                 f"--callgrind-out-file={self.dir}/cg.out.%p",
-                "/usr/bin/redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+                os.environ["TEST_REDIS_SERVER"], "--port", str(port), "--save", "", "--appendonly", "no",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -254,7 +254,15 @@ async def profile(
 
 def config(a: argparse.Namespace, url: str) -> Config:
     return Config(
-        a.hosts, a.seeds_per_host, 64, 20, 0.5, 3600.0, a.pages, ds.CRAWL_FRONTIER_SHARDS, url=url
+        a.hosts,
+        a.seeds_per_host,
+        64,
+        20,
+        a.seen_fraction,
+        3600.0,
+        a.pages,
+        ds.CRAWL_FRONTIER_SHARDS,
+        url=url,
     )
 
 
@@ -281,6 +289,9 @@ def main() -> None:
     p.add_argument("--hosts", type=int, default=1000)
     p.add_argument("--seeds-per-host", type=int, default=4)
     p.add_argument(
+        "--seen-fraction", type=float, default=0.5, help="of the links, those seen before"
+    )
+    p.add_argument(
         "--callgrind", action="store_true", help="count Redis's instructions per phase instead"
     )
     a = p.parse_args()
@@ -289,7 +300,7 @@ def main() -> None:
     rows = []
     if a.callgrind:
         info: dict[str, object] = {
-            "redis_server": "/usr/bin/redis-server under valgrind --tool=callgrind"
+            "redis_server": f"{os.environ['TEST_REDIS_SERVER']} under valgrind --tool=callgrind"
         }
         for system in a.systems.split(","):
             cg = CallgrindRedis(RESULTS / "callgrind")
