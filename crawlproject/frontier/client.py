@@ -167,10 +167,10 @@ class RedisFrontier(ParkedUrls):
         by_shard: ByShard = defaultdict(dict)
         for e in entries:
             hosts = by_shard[self.keys.shard_of(e.pkey)]
-            listed = hosts.get(e.pkey)
-            if listed is None:
-                listed = hosts[e.pkey] = []
-            listed.append(e)
+            packed = hosts.get(e.pkey)
+            if packed is None:
+                packed = hosts[e.pkey] = []
+            packed.append(e.packed())
         dropped: dict[int, int] = {}
         if self.seen.kind == "exact":
             dropped = await self.probe.sift(
@@ -192,8 +192,7 @@ class RedisFrontier(ParkedUrls):
             hits = dropped.pop(shard, 0)  # counted by the shard's first call
             args: list[Any] = []
             n = 0
-            for pkey, listed in hosts.items():
-                packed = [e.packed() for e in listed]
+            for pkey, packed in hosts.items():
                 for start in range(0, len(packed), ADD_CHUNK):
                     part = packed[start : start + ADD_CHUNK]
                     args += [pkey, len(part), *part]

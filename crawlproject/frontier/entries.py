@@ -51,7 +51,6 @@ class NewEntry:
     # another than the URL's; SEED_VOTE for a seed; NO_VOTE otherwise.
     vote: bytes = NO_VOTE
     vote_only: bool = False  # a link seen before: only its vote (and token repeat) goes in
-    seen: bool = False  # found in the seen set by the worker's probe (seen_probe.py)
 
     def packed(self) -> bytes:
         """One add.lua argument: fingerprint, kind, options, the trap fields
@@ -65,8 +64,6 @@ class NewEntry:
             if self.vote_only
             else b"1"
             if self.dont_filter
-            else b"s"
-            if self.seen
             else b"0"
         )
         number = _DOUBLE.pack(self.score)

@@ -26,17 +26,23 @@ see whether repeats came back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import struct
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from redis.asyncio import Redis
 
-from crawlproject.frontier.entries import NO_PATTERN, NO_VOTE, NewEntry
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import MIN_LEVEL
 
-ByShard: TypeAlias = dict[int, dict[str, list[NewEntry]]]
-DROPPED = NewEntry("", b"", False, b"")  # a placeholder while sifting
+ByShard: TypeAlias = dict[int, dict[str, list[bytes]]]  # shard -> host -> packed entries
+DROPPED = b""  # a dropped link's place while sifting (no packed entry is empty)
+# A packed entry (NewEntry.packed): fingerprint (8 bytes), kind, options ("@" +
+# 1 pattern, + 2 token shape, + 4 vote), the fields those name, the number.
+KIND_NEW = ord("0")
+NO_OPTIONS = ord("@")
+PATTERN_OPTION = 1
+_DOUBLE = struct.Struct(">d")
 
 # Probe while at least this fraction of the links probed are found seen: a
 # native SISMEMBER costs about a fifth of what add.lua spends on a seen link
@@ -116,56 +122,59 @@ class SeenProbe:
     async def sift(
         self, redis: Redis, keys: CrawlKeys, by_shard: ByShard, credit_mode: bool
     ) -> dict[int, int]:
-        """Probes the new links of ``by_shard`` (shard -> host -> entries) and
-        rewrites it: a link found seen is dropped (counted in the shard's
-        returned hits) or marked ``seen``. Returns shard -> links dropped."""
+        """Probes the new links of ``by_shard`` (shard -> host -> packed
+        entries, NewEntry.packed) and rewrites it: a link found seen is
+        dropped (counted in the shard's returned hits) or marked kind ``s``.
+        Returns shard -> links dropped."""
         if not self.due():
             return {}
-        asks: list[tuple[int, str, int]] = []  # (shard, host, index in its list)
+        asks: list[tuple[list[bytes], int]] = []  # (its host's list, its index there)
         pipe = redis.pipeline(transaction=False)
         for shard, hosts in by_shard.items():
             shape = self.shapes.get(shard)
             if shape is None:
                 continue
-            for host, entries in hosts.items():
-                for i, e in enumerate(entries):
-                    if e.dont_filter or e.credit_only or e.vote_only:
+            for packed in hosts.values():
+                for i, p in enumerate(packed):
+                    if p[8] != KIND_NEW:  # dont_filter, or no URL (credit, vote)
                         continue
-                    fp = e.fingerprint
-                    pipe.sismember(keys.seen_bucket(shard, address(fp, *shape)), str(member(fp)))
-                    asks.append((shard, host, i))
+                    pipe.sismember(keys.seen_bucket(shard, address(p, *shape)), str(member(p)))
+                    asks.append((packed, i))
         if not asks:
             return {}
         found = await pipe.execute()
-        dropped: dict[int, int] = {}
-        hits = 0
-        for (shard, host, i), is_seen in zip(asks, found, strict=True):
+        hits = drops = 0
+        for (packed, i), is_seen in zip(asks, found, strict=True):
             if not is_seen:
                 continue
             hits += 1
-            entries = by_shard[shard][host]
-            e = entries[i]
+            p = packed[i]
             # Depth order asks nothing more of a seen link without a vote or a
             # token shape (add.lua's common case); AOPIC gives it its credit.
-            if (
-                e.vote == NO_VOTE
-                and e.token_shape == NO_PATTERN
-                and (not credit_mode or e.score <= 0)
-            ):
-                entries[i] = DROPPED
-                dropped[shard] = dropped.get(shard, 0) + 1
+            if p[9] & ~PATTERN_OPTION == NO_OPTIONS and not (credit_mode and number(p) > 0):
+                packed[i] = DROPPED
+                drops += 1
             else:
-                entries[i] = replace(e, seen=True)
-        self.judge(len(asks), hits)
-        self.probed_total += len(asks)
-        self.found_total += hits
-        self.dropped_total += sum(dropped.values())
-        if dropped:
-            for hosts in by_shard.values():
-                for host in list(hosts):
-                    kept = [e for e in hosts[host] if e is not DROPPED]
+                packed[i] = p[:8] + b"s" + p[9:]
+        dropped: dict[int, int] = {}
+        for shard, hosts in by_shard.items() if drops else ():
+            for host in list(hosts):
+                kept = [p for p in hosts[host] if p]
+                if len(kept) < len(hosts[host]):
+                    dropped[shard] = dropped.get(shard, 0) + len(hosts[host]) - len(kept)
                     if kept:
                         hosts[host] = kept
                     else:
                         del hosts[host]
+        self.judge(len(asks), hits)
+        self.probed_total += len(asks)
+        self.found_total += hits
+        self.dropped_total += sum(dropped.values())
         return dropped
+
+
+def number(packed: bytes) -> float:
+    """A packed entry's number (its score, or AOPIC credit), after its options' fields."""
+    opt = packed[9]
+    at = 10 + 8 * (opt & 1) + 8 * (opt >> 1 & 1) + 4 * (opt >> 2 & 1)
+    return float(_DOUBLE.unpack_from(packed, at)[0])
