@@ -20,10 +20,6 @@ import redis
 
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.seen import BLOCK_BITS, MIN_LEVEL, SPLIT_LOAD, BloomShape
-
-# The worker's (its probe computes the same bucket), re-exported for tests and benchmarks.
-from crawlproject.frontier.seen_probe import address as address
-from crawlproject.frontier.seen_probe import member as member
 from crawlproject.lua import SHARD_PRELUDE, load_script
 
 SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
@@ -46,6 +42,18 @@ def table_size(n: int, load: int = SPLIT_LOAD) -> tuple[int, int]:
 
 def x_of(fp: bytes) -> int:
     return int.from_bytes(fp[:6], "little")
+
+
+def address(fp: bytes, level: int, split: int) -> int:
+    """The bucket of a fingerprint in a table of 2^level + split buckets."""
+    x = x_of(fp)
+    a = x % (1 << level)
+    return x % (1 << (level + 1)) if a < split else a
+
+
+def member(fp: bytes) -> int:
+    """What a bucket stores of a fingerprint: v >> 11 (v: its 8 bytes, little-endian)."""
+    return int.from_bytes(fp, "little") >> MIN_LEVEL
 
 
 def fingerprint(bucket: int, m: int) -> bytes:

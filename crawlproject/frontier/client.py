@@ -36,7 +36,6 @@ from crawlproject.frontier.layout import prepare_layout
 from crawlproject.frontier.parking import ParkedUrls
 from crawlproject.frontier.replies import group_by_shard, host_and_shape, reply_lines, reply_text
 from crawlproject.frontier.seen import SeenFilter
-from crawlproject.frontier.seen_probe import ByShard, SeenProbe
 from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, load_script
 
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
@@ -104,7 +103,6 @@ class RedisFrontier(ParkedUrls):
         self.budget = budget or HostBudget()
         self.seen = seen or SeenFilter()  # CRAWL_SEEN_FILTER (crawlproject/frontier/seen.py)
         self._seen_arg = self.seen.script_arg(keys.shards)
-        self.probe = SeenProbe()  # reads the exact set natively before an add
         # Reclaims of one URL before it is set aside as poison (0: no limit).
         self.max_reclaims = max_reclaims
         # Shard -> its ``done`` counter as of this client's last ack there.
@@ -164,18 +162,13 @@ class RedisFrontier(ParkedUrls):
     async def add(self, entries: Iterable[NewEntry]) -> AddResult:
         # Per shard, per host (in first-seen order): add.lua reads a host's
         # state once and pushes its URLs in one call per band.
-        by_shard: ByShard = defaultdict(dict)
+        by_shard: dict[int, dict[str, list[bytes]]] = defaultdict(dict)
         for e in entries:
             hosts = by_shard[self.keys.shard_of(e.pkey)]
             packed = hosts.get(e.pkey)
             if packed is None:
                 packed = hosts[e.pkey] = []
             packed.append(e.packed())
-        dropped: dict[int, int] = {}
-        if self.seen.kind == "exact":
-            dropped = await self.probe.sift(
-                self.redis, self.keys, by_shard, self.priority_mode == "credit"
-            )
         calls: list[tuple[int, list[Any]]] = []
         head = [
             self.default_delay_ms,
@@ -189,7 +182,6 @@ class RedisFrontier(ParkedUrls):
             self.budget.token_repeat_permille,
         ]
         for shard, hosts in by_shard.items():
-            hits = dropped.pop(shard, 0)  # counted by the shard's first call
             args: list[Any] = []
             n = 0
             for pkey, packed in hosts.items():
@@ -198,29 +190,20 @@ class RedisFrontier(ParkedUrls):
                     args += [pkey, len(part), *part]
                     n += len(part)
                     if n >= ADD_CHUNK:
-                        calls.append((shard, [*head, hits, *args]))
-                        args, n, hits = [], 0, 0
+                        calls.append((shard, [*head, *args]))
+                        args, n = [], 0
             if args:
-                calls.append((shard, [*head, hits, *args]))
-            elif hits:
-                dropped[shard] = hits
-        if dropped:  # shards whose every link was dropped: no call counts them
-            pipe = self.redis.pipeline(transaction=False)
-            for shard, hits in dropped.items():
-                pipe.hincrby(self.keys.counters(shard), "seen_hits", hits)
-            await pipe.execute()
+                calls.append((shard, [*head, *args]))
         totals = [0] * 12
         lines: list[list[str]] = [[] for _ in range(12)]
-        replies = await self._pipelined("add", calls) if calls else []
-        for (shard, _), out in zip(calls, replies, strict=True):
-            self.probe.learn(shard, out[12])
+        for out in await self._pipelined("add", calls) if calls else []:
             for i in (0, 1, 2, 3, 4, 7, 8, 11):
                 totals[i] += int(out[i])
             for i in (5, 6, 9, 10):
                 lines[i] += reply_lines(out[i])
         return AddResult(
             added=totals[0],
-            seen_hits=totals[1] + sum(dropped.values()),
+            seen_hits=totals[1],
             host_capped=totals[2],
             pattern_capped=totals[3],
             credited=totals[4],

@@ -156,15 +156,11 @@ function seen_bloom_test(fp)
 end
 
 -- `seen` n counts the URLs added (both kinds; Bloom: its fill); exact keeps L and s there.
--- Returns the exact table's shape "L s" if a test read it, else "" (for the
--- worker's probe, seen_probe.py).
 local function seen_close()
-  if seen_added > 0 then
-    if seen_bloom then
-      redis.call('HINCRBY', P .. 'seen', 'n', seen_added)
-    else
-      redis.call('HSET', P .. 'seen', 'L', seen_L, 's', seen_s, 'n', seen_n)
-    end
+  if seen_added == 0 then return end
+  if seen_bloom then
+    redis.call('HINCRBY', P .. 'seen', 'n', seen_added)
+  else
+    redis.call('HSET', P .. 'seen', 'L', seen_L, 's', seen_s, 'n', seen_n)
   end
-  return seen_L and strfmt('%d %d', seen_L, seen_s) or ''
 end

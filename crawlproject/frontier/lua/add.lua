@@ -1,13 +1,12 @@
 -- add(P, default_delay_ms, default_conc, seen_spec, host_cap, pattern_cap,
 --     budget_base, budget_seed_votes, token_urls, token_repeat_permille,
---     probe_hits, then per host: pkey, n, its n entries ...)
+--     then per host: pkey, n, its n entries ...)
 -- entry = fingerprint (8 bytes) .. kind (1 byte) .. options (1 byte)
 --         [.. pattern (8 bytes)] [.. token shape (8 bytes)] [.. vote (4 bytes)]
 --         .. number (8-byte big-endian double) .. request
 -- (one argument per URL: packing five costs the client 5x more; one host key
 -- per host: its state is read once, its new URLs pushed in one call per band).
 -- kind: "0" new URL; "1" dont_filter (bypasses the seen test and the caps);
--- "s" a URL the worker found seen (seen_probe.py): as "0", the test skipped;
 -- "c" credit only (a link seen before: no request, AOPIC credit for it);
 -- "v" vote only (a link seen before, from another registered domain).
 -- options: "@" + 1 if a pattern follows, + 2 a token shape, + 4 a vote.
@@ -31,12 +30,10 @@
 -- contained: its URLs are parked from then on, fleet-wide.
 -- Credit for a URL that is queued raises it; credit for one already fetched
 -- (or refused) goes to the lambda cash.
--- probe_hits: links the worker's probe found seen and dropped (counted here).
 -- Returns {added, seen_hits, host_capped, pattern_capped, credited,
 --          hosts newly capped (\n-joined), hosts newly pattern-capped,
 --          over budget, token-parked, hosts newly over budget,
---          "host \t shape hex" newly contained (\n-joined), released,
---          the exact seen set's "L s" after the call or "" (seen_probe.py)}:
+--          "host \t shape hex" newly contained (\n-joined), released}:
 -- a host is reported once per crawl per cap (flags `capped`, `pcapped`, `budgeted`).
 local ddelay = tonumber(ARGV[2])
 local dconc = tonumber(ARGV[3])
@@ -47,8 +44,7 @@ local budget_base = tonumber(ARGV[7]) or 0
 local seed_votes = tonumber(ARGV[8]) or 0
 local token_urls = tonumber(ARGV[9]) or 0
 local token_permille = tonumber(ARGV[10]) or 0
-local probe_hits = tonumber(ARGV[11]) or 0
-local FIRST = 12
+local FIRST = 11
 local MAX_VOTES = 256  -- linking domains counted; at this many a host has no budget
 local MAX_TOKEN_SHAPES = 16  -- contained shapes per host; past it the host is parked
 local PUSH_CHUNK = 1000  -- values per RPUSH (Lua's unpack has a stack limit)
@@ -289,7 +285,7 @@ local function token_contained(host, shape, seen)
   return true
 end
 
-local K_NEW, K_DONT_FILTER, K_SEEN = byte('0'), byte('1'), byte('s')
+local K_NEW, K_DONT_FILTER = byte('0'), byte('1')
 
 local function park(host, number, item, why)
   redis.call('RPUSH', P .. 'parked', host .. '\t' .. band_of(math.max(number, MIN_CREDIT)) .. '\t' .. item)
@@ -303,15 +299,13 @@ local function add_one(host, e)
   local seen = false
   if k == K_NEW or k == K_DONT_FILTER then
     seen = seen_test_and_add(e)  -- its first 8 bytes: the fingerprint
-  elseif k == K_SEEN then
-    seen, k = true, K_NEW
   end
   opt = opt - 64
   if seen and k == K_NEW and not CREDIT and opt <= 1 then
     hits = hits + 1  -- the common case, parsed no further
     return
   end
-  local kind = string.char(k)
+  local kind = sub(e, 9, 9)
   local pos = 11
   local pattern, tshape, v = NO_PATTERN, NO_PATTERN, NO_VOTE
   if opt % 2 == 1 then
@@ -408,7 +402,6 @@ if added > 0 then
   redis.call('HINCRBY', P .. 'n', 'queued', added)
   redis.call('HINCRBY', P .. 'n', 'enqueued', added)
 end
-hits = hits + probe_hits
 if hits > 0 then redis.call('HINCRBY', P .. 'n', 'seen_hits', hits) end
 if parked > 0 then redis.call('HINCRBY', P .. 'n', 'parked', parked) end
 if capped > 0 then redis.call('HINCRBY', P .. 'n', 'host_capped', capped) end
@@ -417,7 +410,7 @@ if budgeted > 0 then redis.call('HINCRBY', P .. 'n', 'over_budget', budgeted) en
 if released > 0 then redis.call('HINCRBY', P .. 'n', 'budget_released', released) end
 if tparked > 0 then redis.call('HINCRBY', P .. 'n', 'token_parked', tparked) end
 if cash > 0 then redis.call('HINCRBYFLOAT', P .. 'aopic', 'cash', cash) end
-local shape = seen_close()
+seen_close()
 return {added, hits, capped, pcapped, credited, table.concat(new_capped, '\n'),
   table.concat(new_pcapped, '\n'), budgeted, tparked, table.concat(new_budgeted, '\n'),
-  table.concat(new_shapes, '\n'), released, shape}
+  table.concat(new_shapes, '\n'), released}
