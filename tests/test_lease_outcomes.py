@@ -5,17 +5,21 @@ whether the ack middleware or the spider's errback reports it, in any order."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.entries import Lease
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.entries import Lease, NewEntry
 from crawlproject.frontier.leases import LeaseBook, LeaseState
 from crawlproject.frontier.outcomes import Requeue
 from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.guard.errors import BlockedAddress
 from crawlproject.robots.errors import RobotsDeferred, RobotsForbidden, RobotsUnreachable
+from tests.conftest import MakeFrontier
 
 
 def book() -> tuple[FrontierScheduler, LeaseBook]:
@@ -85,3 +89,38 @@ async def test_a_contacted_host_or_a_plain_failure_is_only_finished() -> None:
     assert leases.pending_releases == []
     assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1, 2]
     assert leases.state_of(spider_has_it) is LeaseState.SCRAPING
+
+
+async def test_a_paused_engine_hands_its_claims_back_with_no_delay_charged(
+    make_frontier: MakeFrontier,
+) -> None:
+    """A worker whose engine is paused (a full spool, or an operator) gives
+    the claimed URLs still in its buffer back at once: no ack, a release that
+    requeues them and says the host was not contacted, so another worker
+    claims the same URLs right away though every host's delay is a minute."""
+    scheduler, leases = book()
+    f = await make_frontier(shards=scheduler.config.shards, delay_ms=60_000, conc=1)
+    urls = [f"http://127.0.0.{i}/page" for i in (2, 3, 4)]  # addresses: the gate admits at once
+    canon, codec = UrlCanonicalizer([]), RequestCodec(["scrapy.http.request.Request"])
+    entries = []
+    for url in urls:
+        canonical = canon.canonicalize(url)
+        data = codec.encode(Request(url), None)
+        entries.append(NewEntry(host_key(canonical), canon.fingerprint(canonical), False, data))
+    await f.add(entries)
+    claims = scheduler.claims
+    got, _ = await claims.claim_some(f, "w1", 3, None)
+    assert got == 3 and len(claims) == 3
+    running = SimpleNamespace(paused=False)
+    assert not claims.while_paused(running)  # type: ignore[arg-type]
+    assert len(claims) == 3 and leases.pending_releases == []
+    paused = SimpleNamespace(paused=True)
+    assert claims.while_paused(paused)  # type: ignore[arg-type]
+    assert len(claims) == 0 and len(leases) == 0
+    releases = leases.pending_releases
+    assert len(releases) == 3 and all(r.requeue and not r.contacted for r in releases)
+    assert scheduler.outbox.pending_acks == []
+    assert scheduler.stats.get_value("frontier/outcome/handed_back") == 3
+    await leases.send_releases(f)
+    again = [item for s in range(f.keys.shards) for item in (await f.claim(s, 10, "w2")).items]
+    assert sorted(codec.decode(data, None).url for _, data in again) == urls
