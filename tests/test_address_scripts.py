@@ -6,6 +6,7 @@ address's own delay in address mode."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from scrapy import Request
 
@@ -17,7 +18,7 @@ from crawlproject.frontier.address_client import (
     PlaceRelease,
     Wake,
 )
-from crawlproject.frontier.address_gate import AddressGate, Place
+from crawlproject.frontier.address_gate import RESOLVE_HOLD_SECONDS, AddressGate, Place
 from crawlproject.frontier.addresses import AddressConfig, read_address_overrides
 from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
@@ -241,3 +242,46 @@ async def test_the_gate_follows_the_resolver_and_lets_unresolved_hosts_through(
     for address, held in (("10.0.0.1", 0), ("10.0.0.2", 1)):
         key = f.keys.address_places(f.keys.address_shard(address), address)
         assert await f.redis.zcard(key) == held
+
+
+async def test_a_name_slow_to_resolve_does_not_hold_up_the_batch(
+    make_frontier: MakeFrontier,
+) -> None:
+    """A resolver that does not answer for one name (a lame delegation waits
+    out DNS_TIMEOUT): the batch is admitted without it, that name's URL is
+    given back with its host held (not contacted), and the lookup goes on to
+    fill the resolver's cache, so the host's next claim finds its answer."""
+    f = await make_frontier(delay_ms=0)
+    await f.add([entry(f"http://{h}/1") for h in ("a.test", "lame.test")])
+    answered = asyncio.Event()
+    cache: dict[str, str] = {}
+
+    async def resolve(name: str) -> str | None:
+        if name == "lame.test" and name not in cache:
+            await answered.wait()  # the slow lookup
+            cache[name] = "10.0.0.7"
+        return cache.get(name, "10.0.0.1")
+
+    stats: Any = Stats()  # the two calls of StatsCollector the gate makes
+    gate = AddressGate(
+        AddressConfig(4, 1, False, ()), client_of(f), stats, resolve, host_key,
+        lambda shard: None, asyncio.Event(),
+    )  # fmt: skip
+    leases = await claim_all(f)
+    claimed = [(lease, Request(f"http://{h}/1")) for h, lease in leases.items()]
+    admitted = await asyncio.wait_for(gate.admit(claimed), RESOLVE_HOLD_SECONDS)
+    assert [lease for lease, _ in admitted.granted] == [leases["a.test"]]
+    assert [(lease, hold) for lease, _, hold in admitted.given_back] == [
+        (leases["lame.test"], RESOLVE_HOLD_SECONDS)
+    ]
+    assert stats.values["frontier/address_resolving"] == 1
+    assert gate.place_of(leases["a.test"]) == Place("10.0.0.1", 4)
+    answered.set()  # the lookup ends after the batch: its answer is kept
+    for _ in range(100):
+        if "lame.test" in cache:
+            break
+        await asyncio.sleep(0.01)
+    assert cache == {"lame.test": "10.0.0.7"}
+    again = await gate.admit([(leases["lame.test"], Request("http://lame.test/1"))])
+    assert admitted.sent_back == [] and again.given_back == []
+    assert gate.place_of(leases["lame.test"]) == Place("10.0.0.7", 4)

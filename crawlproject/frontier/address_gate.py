@@ -59,6 +59,13 @@ Resolve = Callable[[str], Awaitable[str | None]]
 # A woken host's place is kept this long past its time: its claim may wait on
 # a worker's next claim round.
 RESERVE_SECONDS = 5.0
+# A name the resolver has not answered this soon does not hold up the batch
+# (a lame delegation takes DNS_TIMEOUT, 60 s by default, and the worker
+# would claim nothing meanwhile): its URLs go back unfetched, their host held
+# RESOLVE_HOLD_SECONDS, while the lookup goes on and fills the resolver's
+# cache for the host's next claim.
+RESOLVE_WAIT_SECONDS = 0.5
+RESOLVE_HOLD_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +80,8 @@ class Admitted:
 
     granted: list[tuple[Lease, Request]]  # fetch them (with a place, or uncapped)
     sent_back: list[Lease]  # back in their queues: forget their leases
-    given_back: list[tuple[Lease, Request, float]]  # not decided (Redis error): defer(hold s)
+    # Not decided (a Redis error, a name still resolving): defer(request, hold s).
+    given_back: list[tuple[Lease, Request, float]]
 
 
 class AddressGate:
@@ -96,6 +104,7 @@ class AddressGate:
         self.release_event = release_event
         self._places: dict[str, Place] = {}  # lease token -> its place
         self._dropped: list[PlaceRelease] = []  # places to free with the next send
+        self._lookups: set[asyncio.Future[str | None]] = set()  # slow ones, still going
 
     def __len__(self) -> int:
         return len(self._places)
@@ -108,22 +117,36 @@ class AddressGate:
     async def admit(self, claimed: Sequence[tuple[Lease, Request]]) -> Admitted:
         """The claim's second step for a batch of claimed URLs (see the module
         docstring); the granted keep their claim order."""
-        asks = await self._asks(claimed)
-        granted = {lease.token for lease, _ in claimed} - {a.lease.token for a in asks}
         out = Admitted([], [], [])
+        asks = await self._asks(claimed, out)
+        granted = {lease.token for lease, _ in claimed} - {a.lease.token for a in asks}
+        granted -= {lease.token for lease, _, _ in out.given_back}
         if asks:
             granted |= await self._take(asks, claimed, out)
         out.granted = [(lease, request) for lease, request in claimed if lease.token in granted]
         return out
 
-    async def _asks(self, claimed: Sequence[tuple[Lease, Request]]) -> list[PlaceAsk]:
-        """A place to ask for each URL whose host resolves to a capped address."""
-        names = list({urlparse_cached(r).hostname or "" for _, r in claimed})
-        addresses = await asyncio.gather(*map(self._address_of, names))
-        resolved = dict(zip(names, addresses, strict=True))
+    async def _asks(
+        self, claimed: Sequence[tuple[Lease, Request]], out: Admitted
+    ) -> list[PlaceAsk]:
+        """A place to ask for each URL whose host resolves to a capped address;
+        the URLs of a name still resolving go to ``out.given_back``."""
+        names = {urlparse_cached(r).hostname or "" for _, r in claimed}
+        if not names:
+            return []
+        lookups = {name: asyncio.ensure_future(self._address_of(name)) for name in names}
+        _, slow = await asyncio.wait(lookups.values(), timeout=RESOLVE_WAIT_SECONDS)
+        for lookup in slow:  # not cancelled: its answer fills the resolver's cache
+            self._lookups.add(lookup)
+            lookup.add_done_callback(self._lookups.discard)
         asks = []
         for lease, request in claimed:
-            address = resolved[urlparse_cached(request).hostname or ""]
+            lookup = lookups[urlparse_cached(request).hostname or ""]
+            if not lookup.done():
+                self.stats.inc_value("frontier/address_resolving")
+                out.given_back.append((lease, request, RESOLVE_HOLD_SECONDS))
+                continue
+            address = lookup.result()
             if address is None:
                 self.stats.inc_value("frontier/address_unresolved")
                 continue
