@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from scrapy import Request
 
 from crawlproject.frontier.address_client import (
@@ -244,22 +245,28 @@ async def test_the_gate_follows_the_resolver_and_lets_unresolved_hosts_through(
         assert await f.redis.zcard(key) == held
 
 
+@pytest.mark.parametrize("cached", [True, False])
 async def test_a_name_slow_to_resolve_does_not_hold_up_the_batch(
-    make_frontier: MakeFrontier,
+    make_frontier: MakeFrontier, cached: bool
 ) -> None:
     """A resolver that does not answer for one name (a lame delegation waits
     out DNS_TIMEOUT): the batch is admitted without it, that name's URL is
-    given back with its host held (not contacted), and the lookup goes on to
-    fill the resolver's cache, so the host's next claim finds its answer."""
-    f = await make_frontier(delay_ms=0)
+    given back with its host held (not contacted), and the lookup goes on, so
+    the host's next claim finds its answer: in the resolver's cache, or with
+    the cache off (DNSCACHE_ENABLED), the answer the gate kept for it."""
+    f = await make_frontier(crawl=f"c{int(cached)}", delay_ms=0)
     await f.add([entry(f"http://{h}/1") for h in ("a.test", "lame.test")])
     answered = asyncio.Event()
-    cache: dict[str, str] = {}
+    cache: dict[str, str] = {}  # the resolver's cache, unless off
+    asked: list[str] = []
 
     async def resolve(name: str) -> str | None:
+        asked.append(name)
         if name == "lame.test" and name not in cache:
             await answered.wait()  # the slow lookup
-            cache[name] = "10.0.0.7"
+            if cached:
+                cache[name] = "10.0.0.7"
+            return "10.0.0.7"
         return cache.get(name, "10.0.0.1")
 
     stats: Any = Stats()  # the two calls of StatsCollector the gate makes
@@ -276,12 +283,14 @@ async def test_a_name_slow_to_resolve_does_not_hold_up_the_batch(
     ]
     assert stats.values["frontier/address_resolving"] == 1
     assert gate.place_of(leases["a.test"]) == Place("10.0.0.1", 4)
-    answered.set()  # the lookup ends after the batch: its answer is kept
-    for _ in range(100):
-        if "lame.test" in cache:
-            break
-        await asyncio.sleep(0.01)
-    assert cache == {"lame.test": "10.0.0.7"}
-    again = await gate.admit([(leases["lame.test"], Request("http://lame.test/1"))])
+    answered.set()  # the lookup ends after the batch
+    await asyncio.sleep(0.05)  # its task and callbacks run
+    assert cache == ({"lame.test": "10.0.0.7"} if cached else {})
+    asked.clear()
+    answered.clear()  # a new lookup would never end: the next claim must not need one
+    again = await asyncio.wait_for(
+        gate.admit([(leases["lame.test"], Request("http://lame.test/1"))]), RESOLVE_HOLD_SECONDS
+    )
+    assert asked == []  # the late answer, kept by the gate for this claim
     assert admitted.sent_back == [] and again.given_back == []
     assert gate.place_of(leases["lame.test"]) == Place("10.0.0.7", 4)

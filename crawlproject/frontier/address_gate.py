@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
@@ -66,6 +67,10 @@ RESERVE_SECONDS = 5.0
 # cache for the host's next claim.
 RESOLVE_WAIT_SECONDS = 0.5
 RESOLVE_HOLD_SECONDS = 5.0
+# A late answer is also kept here for the name's next claim (once), so that a
+# host makes progress without the resolver's cache (DNSCACHE_ENABLED off);
+# at most this many, the oldest dropped.
+LATE_ANSWERS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,7 @@ class AddressGate:
         self._places: dict[str, Place] = {}  # lease token -> its place
         self._dropped: list[PlaceRelease] = []  # places to free with the next send
         self._lookups: set[asyncio.Future[str | None]] = set()  # slow ones, still going
+        self._late: dict[str, str | None] = {}  # name -> a slow lookup's answer, used once
 
     def __len__(self) -> int:
         return len(self._places)
@@ -136,9 +142,10 @@ class AddressGate:
             return []
         lookups = {name: asyncio.ensure_future(self._address_of(name)) for name in names}
         _, slow = await asyncio.wait(lookups.values(), timeout=RESOLVE_WAIT_SECONDS)
-        for lookup in slow:  # not cancelled: its answer fills the resolver's cache
-            self._lookups.add(lookup)
-            lookup.add_done_callback(self._lookups.discard)
+        for name, lookup in lookups.items():
+            if lookup in slow:  # not cancelled: its answer fills the resolver's cache
+                self._lookups.add(lookup)
+                lookup.add_done_callback(partial(self._answered_late, name))
         asks = []
         for lease, request in claimed:
             lookup = lookups[urlparse_cached(request).hostname or ""]
@@ -195,10 +202,18 @@ class AddressGate:
         await self._wake(wakes)
         return granted
 
+    def _answered_late(self, name: str, lookup: asyncio.Future[str | None]) -> None:
+        self._lookups.discard(lookup)
+        if len(self._late) >= LATE_ANSWERS:
+            del self._late[next(iter(self._late))]
+        self._late[name] = lookup.result()
+
     async def _address_of(self, name: str) -> str | None:
         literal = normal_address(name)
         if literal is not None or not name:
             return literal
+        if name in self._late:
+            return self._late.pop(name)
         try:
             address = await self.resolve(name)
         except Exception:  # never strand claimed leases: the download fails on its own
