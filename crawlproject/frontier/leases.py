@@ -230,6 +230,7 @@ class LeaseBook:
         contacted_at: float | None = None,
         fetch_seconds: float | None = None,
         throttled: bool = False,
+        stat: str = "frontier/deferred",
     ) -> bool:
         """Gives a claimed URL back to the head of its host queue without fetching it.
 
@@ -238,19 +239,6 @@ class LeaseBook:
         for ``hold_seconds``. The caller then drops the request (IgnoreRequest).
         Returns False if ``request`` does not hold a slot here.
         """
-        if not self._give_back(request, hold_seconds, contacted_at, fetch_seconds, throttled):
-            return False
-        self.stats.inc_value("frontier/deferred")
-        return True
-
-    def _give_back(
-        self,
-        request: Request,
-        hold_seconds: float = 0.0,
-        contacted_at: float | None = None,
-        fetch_seconds: float | None = None,
-        throttled: bool = False,
-    ) -> bool:
         if not self.holds_slot(request):
             return False
         token = request.meta.get(LEASE_META_KEY)
@@ -268,6 +256,7 @@ class LeaseBook:
             ),
             at=contacted_at,
         )
+        self.stats.inc_value(stat)
         return True
 
     def release_unfetched(self, request: Request) -> None:
@@ -299,8 +288,7 @@ class LeaseBook:
         to the head of its host's queue, its host slot (and address place)
         freed at once, so that other workers may fetch the host meanwhile. The
         host was not contacted: no delay is charged for it."""
-        if self._give_back(request):
-            self.stats.inc_value("frontier/outcome/handed_back")
+        self.defer(request, stat="frontier/outcome/handed_back")
 
     def _end(self, request: Request, ack_mode: str, outcome: str) -> None:
         token = request.meta.get(LEASE_META_KEY)
