@@ -204,6 +204,8 @@ class AddressGate:
 
     def _answered_late(self, name: str, lookup: asyncio.Future[str | None]) -> None:
         self._lookups.discard(lookup)
+        if lookup.cancelled():  # the worker is closing
+            return
         if len(self._late) >= LATE_ANSWERS:
             del self._late[next(iter(self._late))]
         self._late[name] = lookup.result()
