@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from redis.exceptions import RedisError
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.entries import FrontierMismatch
+from crawlproject.frontier.entries import SEEN_MEMBER_SHIFT, FrontierMismatch
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
 from crawlproject.lua import load_script
@@ -50,7 +50,7 @@ SEEN_FILTERS = ("exact", "bloom")
 SPLIT_LOAD = 128
 # Buckets a shard starts with: 2^MIN_LEVEL (_seen.lua's SEEN_MIN_LEVEL); a member
 # is the fingerprint without those low bits (v >> MIN_LEVEL < 2^53, exact in Lua).
-MIN_LEVEL = 11
+MIN_LEVEL = SEEN_MEMBER_SHIFT
 INTSET_ENTRIES_NEEDED = 512  # Redis's default; a lower one turns buckets into hash tables
 EXACT_LAYOUT = "exact3"  # exact3: buckets are sets of integers
 # Exact layouts of older versions, refused: exact2 (buckets as packed strings in hashes).

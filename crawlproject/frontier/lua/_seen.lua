@@ -1,8 +1,10 @@
 -- The shard's seen set (keys.py: `seen`, `seen:<n>`, `bloom:<i>`; the Python
 -- side, sizes and layout check: crawlproject/frontier/seen.py). Prepended to
 -- add.lua after _prelude.lua: seen_open(spec) once per call,
--- seen_test_and_add(fp) per URL (true: seen before; false: it was not, and is
--- now; fp's first 8 bytes are the fingerprint, the rest is not read),
+-- seen_test_and_add(fp, member) per URL (true: seen before; false: it was
+-- not, and is now; fp's first 8 bytes are the fingerprint, the rest is not
+-- read; member, optional: its exact-set member as the worker wrote it, see
+-- below),
 -- seen_close() before the call returns.
 -- spec: "i <load>" exact; "b <segments> <blocks per segment> <block bytes> <k>" Bloom.
 --
@@ -14,7 +16,10 @@
 -- where that is below the split pointer s. Its member is v >> 11, written in
 -- decimal: below 2^53, so Lua's numbers hold it exactly, and the bucket's
 -- number holds the 11 bits it lacks, so the set is exact over all 64 bits
--- (two URLs are the same iff their fingerprints are). Redis keeps a set of
+-- (two URLs are the same iff their fingerprints are). The worker sends the
+-- member in decimal with each link (entries.py NewEntry.packed): formatted
+-- here it cost ~2.5k Redis instructions a link, a tenth of a page's seen
+-- tests; without it (testkit's driver) the script formats it. Redis keeps a set of
 -- at most set-max-intset-entries (512) integers as a sorted array of 8-byte
 -- integers (an intset): SADD tests and adds with a binary search, and
 -- answers 0 or 1, so no bucket's bytes are copied into the script (moving a
@@ -108,18 +113,21 @@ local function seen_split()
   end
 end
 
-function seen_exact(fp)
+function seen_exact(fp, member)
   if not seen_n then
     local st = call('HMGET', P .. 'seen', 'L', 's', 'n')
     seen_n = tonumber(st[3]) or 0
     seen_level(tonumber(st[1]) or SEEN_MIN_LEVEL, tonumber(st[2]) or 0)
   end
-  local b1, b2, b3, b4, b5, b6, b7, b8 = byte(fp, 1, 8)
+  local b1, b2, b3, b4, b5, b6 = byte(fp, 1, 6)
   local x = ((((b6 * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1
   local a = x % seen_span
   if a < seen_s then a = x % seen_span2 end
-  local m = floor(x / SEEN_SHIFT) + SEEN_HIGH * (b8 * 256 + b7)
-  if call('SADD', seen_key(a), strfmt('%d', m)) == 0 then return true end
+  if not member then
+    local b7, b8 = byte(fp, 7, 8)
+    member = strfmt('%d', floor(x / SEEN_SHIFT) + SEEN_HIGH * (b8 * 256 + b7))
+  end
+  if call('SADD', seen_key(a), member) == 0 then return true end
   seen_n = seen_n + 1
   seen_added = seen_added + 1
   if seen_n > seen_limit and seen_L < SEEN_MAX_LEVEL then seen_split() end

@@ -2,6 +2,7 @@
 --     budget_base, budget_seed_votes, token_urls, token_repeat_permille,
 --     then per host: pkey, n, its n entries ...)
 -- entry = fingerprint (8 bytes) .. kind (1 byte) .. options (1 byte)
+--         .. member length (1 byte) .. member
 --         [.. pattern (8 bytes)] [.. token shape (8 bytes)] [.. vote (4 bytes)]
 --         .. number (8-byte big-endian double) .. request
 -- (one argument per URL: packing five costs the client 5x more; one host key
@@ -10,6 +11,8 @@
 -- "c" credit only (a link seen before: no request, AOPIC credit for it);
 -- "v" vote only (a link seen before, from another registered domain).
 -- options: "@" + 1 if a pattern follows, + 2 a token shape, + 4 a vote.
+-- member: the fingerprint as the exact seen set stores it, in decimal (the
+-- worker formats it: _seen.lua); empty for kinds "c" and "v".
 -- number: score mode: the URL's priority score (its band: rounded, 0..31);
 -- credit mode (AOPIC): credit to give the URL (see the prelude).
 -- pattern: the URL's query shape key (8 bytes), see rules/traps.py.
@@ -295,10 +298,10 @@ end
 
 -- One URL of `host`; `e` its entry.
 local function add_one(host, e)
-  local k, opt = byte(e, 9, 10)  -- kind and options, as byte values: no string made
+  local k, opt, ml = byte(e, 9, 11)  -- kind, options, member length: no string made
   local seen = false
   if k == K_NEW or k == K_DONT_FILTER then
-    seen = seen_test_and_add(e)  -- its first 8 bytes: the fingerprint
+    seen = seen_test_and_add(e, sub(e, 12, 11 + ml))  -- its first 8 bytes: the fingerprint
   end
   opt = opt - 64
   if seen and k == K_NEW and not CREDIT and opt <= 1 then
@@ -306,7 +309,7 @@ local function add_one(host, e)
     return
   end
   local kind = sub(e, 9, 9)
-  local pos = 11
+  local pos = 12 + ml
   local pattern, tshape, v = NO_PATTERN, NO_PATTERN, NO_VOTE
   if opt % 2 == 1 then
     pattern = sub(e, pos, pos + 7)
