@@ -304,8 +304,12 @@ local function add_one(host, e)
     seen = seen_test_and_add(e, sub(e, 12, 11 + ml))  -- its first 8 bytes: the fingerprint
   end
   opt = opt - 64
-  if seen and k == K_NEW and not CREDIT and opt <= 1 then
-    hits = hits + 1  -- the common case, parsed no further
+  if seen and k == K_NEW and opt <= 1 then
+    -- The common case (no token shape, no vote), parsed no further; credit
+    -- mode reads only what give_credit needs (the number follows the
+    -- member and, with opt 1, the 8-byte pattern).
+    hits = hits + 1
+    if CREDIT then give_credit(host, sub(e, 1, 8), (struct.unpack('>d', e, 12 + ml + 8 * opt))) end
     return
   end
   local kind = sub(e, 9, 9)
