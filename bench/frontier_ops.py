@@ -246,7 +246,12 @@ class SharedLink:
     with the number put in: no cheaper than a depth link's."""
 
     __slots__ = ("_entry", "_score", "pkey")
-    at = -1  # where packed() puts the 8-byte number (number_at), set per driver
+    # Where packed() puts the 8-byte number in the sample (number_at), set per
+    # driver, and the sample's seen-member length (byte 11 of an entry since
+    # the worker writes the member; -1 for a revision from before): the number
+    # follows the member, so it moves with the member's length.
+    at = -1
+    member_len = -1
 
     def __init__(self, entry: NewEntry, score: float) -> None:
         self.pkey = entry.pkey
@@ -255,7 +260,17 @@ class SharedLink:
 
     def packed(self) -> bytes:
         p, at = self._entry.packed(), self.at
+        if self.member_len >= 0:
+            at += p[10] - self.member_len
         return p[:at] + DOUBLE.pack(self._score) + p[at + 8 :]
+
+
+def member_len(sample: NewEntry) -> int:
+    """The length of the seen-set member packed() writes after the kind and
+    options (its byte 11), or -1 for a revision that writes none (--revs)."""
+    p = sample.packed()
+    digits = b"%d" % (int.from_bytes(sample.fingerprint, "little") >> 11)
+    return len(digits) if p[10] == len(digits) and p[11 : 11 + len(digits)] == digits else -1
 
 
 def number_at(sample: NewEntry) -> int | None:
@@ -310,9 +325,9 @@ async def drive_ours(
     entry = pooled(links.ours, pool_size(cfg, real))
     shared_at = number_at(links.ours(0))
     if shared_at is not None:  # the same bytes as a NewEntry of that number
-        SharedLink.at = shared_at
-        probe = links.ours(1)
-        assert SharedLink(probe, 0.37).packed() == replace(probe, score=0.37).packed()
+        SharedLink.at, SharedLink.member_len = shared_at, member_len(links.ours(0))
+        for probe in map(links.ours, range(1, 200)):  # members of every length seen
+            assert SharedLink(probe, 0.37).packed() == replace(probe, score=0.37).packed()
     r = redis_client(cfg.url)  # one server or the cluster, as a worker connects
     f = _frontier(r, cfg, system)
     await f.prepare()
