@@ -17,9 +17,10 @@
 -- decimal: below 2^53, so Lua's numbers hold it exactly, and the bucket's
 -- number holds the 11 bits it lacks, so the set is exact over all 64 bits
 -- (two URLs are the same iff their fingerprints are). The worker sends the
--- member in decimal with each link (entries.py NewEntry.packed): formatted
--- here it cost ~2.5k Redis instructions a link, a tenth of a page's seen
--- tests; without it (testkit's driver) the script formats it. Redis keeps a set of
+-- member in decimal with each link (entries.py NewEntry.packed): formatting
+-- it here cost ~1.5k Redis instructions a link more than taking it out of
+-- the link (4 % of a page); without it (testkit's driver) the script formats
+-- it. Redis keeps a set of
 -- at most set-max-intset-entries (512) integers as a sorted array of 8-byte
 -- integers (an intset): SADD tests and adds with a binary search, and
 -- answers 0 or 1, so no bucket's bytes are copied into the script (moving a
