@@ -1,9 +1,20 @@
 """Loading a package's Redis Lua scripts (each package keeps its own in its
 ``lua/`` folder; a bottom-layer helper, so that no package imports another
-one for it)."""
+one for it).
+
+A script goes to Redis after its preludes (shared helpers), but only with the
+parts of them it uses (:func:`used_parts`). Redis runs a script's whole text
+at every call, so every helper a prelude defines is a closure built, and later
+collected, at every call, even by a script that never calls it: the shard
+prelude in full cost ~71k Redis instructions a call (a bare ``return 1``:
+~15k), about what three seen tests cost, and a frontier call often carries a
+page or two (bench/script_overhead.py).
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from importlib import resources
 
 Prelude = tuple[str, str]  # (package, name): <package>/lua/<name>.lua
@@ -15,13 +26,103 @@ SHARD_PRELUDE: Prelude = ("crawlproject.frontier", "_prelude")
 # prefix P it uses: crawlproject/frontier/lua/_seen.lua, for add.lua.
 SEEN_PRELUDE: Prelude = ("crawlproject.frontier", "_seen")
 
+# The Lua tokens that matter here: comments and strings (skipped: a name in
+# them is not a use), and names.
+_TOKENS = re.compile(
+    r"--\[(=*)\[.*?\]\1\]"  # long comment
+    r"|--[^\n]*"  # comment
+    r"|\[(=*)\[.*?\]\2\]"  # long string
+    r"|\"(?:\\.|[^\"\\\n])*\""
+    r"|'(?:\\.|[^'\\\n])*'"
+    r"|([A-Za-z_][A-Za-z0-9_]*)",
+    re.S,
+)
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# A top-level statement that defines names: ``local function f``, ``function
+# f`` (a local declared before), ``local a, b [= ...]``, ``a, b = ...``.
+_DEFINITION = re.compile(
+    rf"(?:local\s+function\s+|function\s+)({_NAME})"
+    rf"|local\s+({_NAME}(?:\s*,\s*{_NAME})*)"
+    rf"|({_NAME}(?:\s*,\s*{_NAME})*)\s*=(?!=)"
+)
+# Lines at column 0 that go on with the statement above them.
+_CONTINUATION = re.compile(r"(?:end|else|elseif|until)\b|[)}\]]")
 
-def _read(package: str, name: str) -> str:
+
+def names(code: str) -> set[str]:
+    """The names Lua ``code`` mentions outside its comments and strings (field
+    names too: more than it uses, never fewer)."""
+    return {m.group(3) for m in _TOKENS.finditer(code) if m.group(3)}
+
+
+@dataclass(frozen=True)
+class _Part:
+    text: str
+    defines: frozenset[str]
+    uses: frozenset[str]
+    always: bool  # comments only, or a statement that defines nothing
+
+
+def _is_comment(line: str) -> bool:
+    return not line.strip() or line.startswith("--")
+
+
+def _parts(prelude: str) -> list[_Part]:
+    """A prelude's top-level statements (a line at column 0 starts one), each
+    with the comment lines above it."""
+    chunks: list[list[str]] = [[]]
+    for line in prelude.split("\n"):
+        starts = bool(line[:1].strip()) and not _is_comment(line) and not _CONTINUATION.match(line)
+        if starts:
+            head: list[str] = []  # the comments above it go with it
+            while chunks[-1] and _is_comment(chunks[-1][-1]):
+                head.insert(0, chunks[-1].pop())
+            chunks.append(head)
+        chunks[-1].append(line)
+    parts = []
+    for lines in chunks:
+        text = "\n".join(lines)
+        statement = next((ln for ln in lines if not _is_comment(ln)), "")
+        m = _DEFINITION.match(statement)
+        defined = (
+            frozenset(re.split(r"\s*,\s*", next(g for g in m.groups() if g))) if m else frozenset()
+        )
+        parts.append(_Part(text, defined, frozenset(names(text) - defined), not m))
+    return parts
+
+
+def used_parts(prelude: str, script: str) -> str:
+    """The statements of ``prelude`` that ``script`` needs, in the prelude's
+    order: those defining a name it mentions, then those defining a name they
+    mention, and so on; and every statement that defines nothing (kept for
+    its effect). Names are matched as words, so a part is kept whenever its
+    name appears in code that is kept, called or not: never fewer."""
+    parts = _parts(prelude)
+    keep = [p.always for p in parts]
+    wanted = names(script).union(*(p.uses for p in parts if p.always))
+    grew = True
+    while grew:
+        grew = False
+        for i, part in enumerate(parts):
+            if not keep[i] and part.defines & wanted:
+                keep[i] = grew = True
+                wanted |= part.uses
+    return "\n".join(p.text for p, k in zip(parts, keep, strict=True) if k)
+
+
+def read_lua(package: str, name: str) -> str:
     return (resources.files(package) / "lua" / f"{name}.lua").read_text()
 
 
 def load_script(package: str, name: str, prelude: Prelude | None = None, *more: Prelude) -> str:
-    """``<package>/lua/<name>.lua``, after ``prelude`` ((package, name)) if
-    given, and after it the ``more`` preludes, in order."""
-    preludes = ([prelude] if prelude is not None else []) + list(more)
-    return "".join(_read(p, n) + "\n" for p, n in preludes) + _read(package, name)
+    """``<package>/lua/<name>.lua``, after what it uses of ``prelude``
+    ((package, name)) if given and of the ``more`` preludes after it."""
+    return with_preludes(read_lua(package, name), *([prelude] if prelude else []), *more)
+
+
+def with_preludes(script: str, *preludes: Prelude) -> str:
+    """Lua ``script`` after what it uses of ``preludes``, in their order."""
+    if not preludes:
+        return script
+    head = "".join(read_lua(p, n) + "\n" for p, n in preludes)
+    return used_parts(head, script) + "\n" + script

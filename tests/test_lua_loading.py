@@ -1,0 +1,115 @@
+"""Scripts go to Redis with only the prelude parts they use (crawlproject/lua.py):
+what a script names is kept, with what that names in turn, and nothing a
+kept part needs is ever left out. Pure logic; every script's real runs are
+the frontier tests'."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from crawlproject.lua import (
+    SEEN_PRELUDE,
+    SHARD_PRELUDE,
+    Prelude,
+    load_script,
+    names,
+    read_lua,
+    used_parts,
+)
+
+PRELUDE = """-- header comment
+local P = ARGV[1]
+local call, fmt = redis.call, string.format
+local UNUSED = 7
+
+-- says 'helper'
+local function helper(x)
+  return call('GET', P .. x)
+end
+
+local function outer(x)
+  if x then
+    return helper(x)
+  end
+end
+local seen_a, seen_b
+function seen_a() return fmt('%d', 1) end
+function seen_b() return 2 end
+"""
+
+
+def kept(script: str) -> str:
+    return used_parts(PRELUDE, script)
+
+
+def test_a_named_function_comes_with_what_it_names() -> None:
+    text = kept("return outer('k')")
+    assert "local function outer" in text and "local function helper" in text
+    assert "local P = ARGV[1]" in text and "local call, fmt" in text
+    assert "UNUSED" not in text and "seen_a" not in text
+    assert "-- says 'helper'" in text  # a part's comments go with it
+
+
+def test_names_in_comments_and_strings_are_not_uses() -> None:
+    assert "helper" not in kept("-- outer(x)\nreturn 'helper'")
+    assert names("local a = 'b' -- c\nd[[e]] = f") == {"local", "a", "d", "f"}
+
+
+def test_a_declared_local_comes_with_its_definition() -> None:
+    text = kept("return seen_a()")
+    assert "local seen_a, seen_b" in text and "function seen_a()" in text
+    assert "function seen_b()" not in text
+
+
+def test_statements_that_define_nothing_are_kept() -> None:
+    text = used_parts(PRELUDE + "redis.setresp(3)\n", "return 1")
+    assert text.strip().endswith("redis.setresp(3)")
+
+
+SCRIPTS: list[tuple[str, str, tuple[Prelude, ...]]] = [
+    *[
+        (
+            "crawlproject.frontier",
+            p.stem,
+            (SHARD_PRELUDE, SEEN_PRELUDE) if p.stem == "add" else (SHARD_PRELUDE,),
+        )
+        for p in sorted(Path("crawlproject/frontier/lua").glob("[a-z]*.lua"))
+        if not p.stem.startswith("address_") or p.stem in ("address_wait", "address_wake")
+    ],
+    ("crawlproject.recrawl", "recrawl_promote", (SHARD_PRELUDE,)),
+]
+
+
+# A top-level definition in a prelude, found line by line (not by lua.py's parser).
+DEFINITION = re.compile(
+    r"^(?:local function (\w+)|function (\w+)|local ([\w, ]+?))\s*(?:[=(]|--|$)"
+)
+
+
+def definitions(prelude: str) -> dict[str, list[str]]:
+    """Name -> the prelude lines that define it."""
+    out: dict[str, list[str]] = {}
+    for line in prelude.split("\n"):
+        m = DEFINITION.match(line)
+        if m:
+            for n in (m.group(1) or m.group(2) or m.group(3)).split(","):
+                out.setdefault(n.strip(), []).append(line)
+    return out
+
+
+@pytest.mark.parametrize(("package", "name", "preludes"), SCRIPTS, ids=[s[1] for s in SCRIPTS])
+def test_a_loaded_script_defines_every_prelude_name_it_mentions(
+    package: str, name: str, preludes: tuple[Prelude, ...]
+) -> None:
+    whole = "".join(read_lua(*p) + "\n" for p in preludes)
+    loaded = load_script(package, name, *preludes)
+    lines = set(loaded.split("\n"))
+    mentioned = names(loaded)
+    defs = definitions(whole)
+    assert {"P", "call", "NOW"} <= defs.keys()  # the line-by-line reading finds them
+    missing = [n for n, ds in defs.items() if n in mentioned and not all(d in lines for d in ds)]
+    assert not missing, f"{name} mentions {missing}, left out of its prelude parts"
+    assert len(loaded) < len(whole) + len(read_lua(package, name))  # and something was left out
