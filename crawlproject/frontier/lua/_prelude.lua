@@ -1,4 +1,6 @@
--- Shared helpers, prepended to every frontier script (see keys.py for the schema).
+-- Shared helpers, prepended to every frontier script: the parts it uses
+-- (crawlproject/lua.py; a top-level statement at column 0 is a part). See
+-- keys.py for the schema.
 -- KEYS[1] is the shard's `ready` key (it routes the call on Redis Cluster);
 -- ARGV[1] is the shard prefix "cp:{crawl/shard}:"; every key used below starts
 -- with it, so one script only ever touches one hash slot.
