@@ -69,7 +69,8 @@ def _is_comment(line: str) -> bool:
 
 def _parts(prelude: str) -> list[_Part]:
     """A prelude's top-level statements (a line at column 0 starts one), each
-    with the comment lines above it."""
+    with the comment lines above it. Preludes are written so: everything
+    inside a function is indented, and no long string spans lines."""
     chunks: list[list[str]] = [[]]
     for line in prelude.split("\n"):
         starts = bool(line[:1].strip()) and not _is_comment(line) and not _CONTINUATION.match(line)
