@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -28,6 +30,23 @@ if "TEST_REDIS_SERVER" not in os.environ and _SYSTEM_REDIS.exists():
     os.environ["TEST_REDIS_SERVER"] = str(_SYSTEM_REDIS)
 from testkit.redis_cluster import RedisCluster as TestRedisCluster  # noqa: E402
 from testkit.redis_server import RedisServer as TestRedisServer  # noqa: E402
+
+
+def ensure_valgrind() -> None:
+    """Debian's valgrind, which the callgrind counts need, installed if it is
+    missing (apt-get, as root or through sudo, as ./run does redis-server);
+    otherwise one line saying how, and exit."""
+    if shutil.which("valgrind"):
+        return
+    sudo_path = shutil.which("sudo")
+    sudo: list[str] | None = [] if os.geteuid() == 0 else ([sudo_path] if sudo_path else None)
+    if shutil.which("apt-get") and sudo is not None:
+        print("== installing valgrind (apt-get)", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "valgrind"]):
+            subprocess.run([*sudo, *cmd], check=False, env=env, stdout=subprocess.DEVNULL)
+    if not shutil.which("valgrind"):
+        raise SystemExit("callgrind counts need valgrind: apt-get install valgrind")
 
 
 def result_record(benchmark: str, **fields: Any) -> dict[str, Any]:

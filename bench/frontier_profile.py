@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from benchlib import RedisServer, result_record, write_result
+from benchlib import RedisServer, ensure_valgrind, result_record, write_result
 from frontier_ops import (
     POLICY_MODES,
     REV_CODE_ENV,
@@ -91,6 +91,7 @@ class CallgrindRedis:
         self.dir.mkdir(parents=True, exist_ok=True)
         for old in self.dir.glob("cg.out.*"):
             old.unlink()
+        ensure_valgrind()
         port = free_port()
         self.url = f"redis://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
