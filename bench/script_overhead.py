@@ -27,28 +27,15 @@ import frontier_profile
 from benchlib import result_record, write_result
 from frontier_profile import RESULTS, CallgrindRedis
 
-from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, Prelude, read_lua, used_parts
+from crawlproject.frontier.address_client import ADDRESS_PRELUDE, ADDRESS_SCRIPTS, HOST_SCRIPTS
+from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
+from crawlproject.lua import SHARD_PRELUDE, Prelude, read_lua, used_parts
 
-ADDRESS_PRELUDE: Prelude = ("crawlproject.frontier", "_address")
 # script -> (package, its preludes), as the clients load them
 SCRIPTS: dict[str, tuple[str, tuple[Prelude, ...]]] = {
-    **{
-        name: ("crawlproject.frontier", (SHARD_PRELUDE,))
-        for name in (
-            "claim",
-            "release",
-            "ack",
-            "renew",
-            "reclaim",
-            "host_config",
-            "park_host",
-            "unpark",
-            "address_wait",
-            "address_wake",
-        )
-    },
-    "add": ("crawlproject.frontier", (SHARD_PRELUDE, SEEN_PRELUDE)),
-    "address_take": ("crawlproject.frontier", (ADDRESS_PRELUDE,)),
+    **{name: ("crawlproject.frontier", script_preludes(name)) for name in FRONTIER_SCRIPTS},
+    **{name: ("crawlproject.frontier", (SHARD_PRELUDE,)) for name in HOST_SCRIPTS},
+    **{name: ("crawlproject.frontier", (ADDRESS_PRELUDE,)) for name in ADDRESS_SCRIPTS},
     "recrawl_promote": ("crawlproject.recrawl", (SHARD_PRELUDE,)),
 }
 BARE = "return 1"

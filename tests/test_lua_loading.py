@@ -6,12 +6,12 @@ the frontier tests'."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from crawlproject.frontier.address_client import ADDRESS_PRELUDE, ADDRESS_SCRIPTS, HOST_SCRIPTS
+from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
 from crawlproject.lua import (
-    SEEN_PRELUDE,
     SHARD_PRELUDE,
     Prelude,
     load_script,
@@ -69,16 +69,11 @@ def test_statements_that_define_nothing_are_kept() -> None:
     assert text.strip().endswith("redis.setresp(3)")
 
 
+# Every script loaded after a prelude, with its preludes, as the clients load them.
 SCRIPTS: list[tuple[str, str, tuple[Prelude, ...]]] = [
-    *[
-        (
-            "crawlproject.frontier",
-            p.stem,
-            (SHARD_PRELUDE, SEEN_PRELUDE) if p.stem == "add" else (SHARD_PRELUDE,),
-        )
-        for p in sorted(Path("crawlproject/frontier/lua").glob("[a-z]*.lua"))
-        if not p.stem.startswith("address_") or p.stem in ("address_wait", "address_wake")
-    ],
+    *[("crawlproject.frontier", n, script_preludes(n)) for n in FRONTIER_SCRIPTS],
+    *[("crawlproject.frontier", n, (SHARD_PRELUDE,)) for n in HOST_SCRIPTS],
+    *[("crawlproject.frontier", n, (ADDRESS_PRELUDE,)) for n in ADDRESS_SCRIPTS],
     ("crawlproject.recrawl", "recrawl_promote", (SHARD_PRELUDE,)),
 ]
 
@@ -109,7 +104,13 @@ def test_a_loaded_script_defines_every_prelude_name_it_mentions(
     lines = set(loaded.split("\n"))
     mentioned = names(loaded)
     defs = definitions(whole)
-    assert {"P", "call", "NOW"} <= defs.keys()  # the line-by-line reading finds them
+    assert {"P", "NOW"} <= defs.keys()  # the line-by-line reading finds them
     missing = [n for n, ds in defs.items() if n in mentioned and not all(d in lines for d in ds)]
     assert not missing, f"{name} mentions {missing}, left out of its prelude parts"
-    assert len(loaded) < len(whole) + len(read_lua(package, name))  # and something was left out
+
+
+def test_a_script_that_needs_little_of_its_prelude_gets_little() -> None:
+    whole = read_lua(*SHARD_PRELUDE)
+    loaded = load_script("crawlproject.frontier", "renew", SHARD_PRELUDE)
+    assert "local P = ARGV[1]" in loaded and "local function queue_pop" not in loaded
+    assert len(loaded) < len(whole) / 4

@@ -36,7 +36,7 @@ from crawlproject.frontier.layout import prepare_layout
 from crawlproject.frontier.parking import ParkedUrls
 from crawlproject.frontier.replies import group_by_shard, host_and_shape, reply_lines, reply_text
 from crawlproject.frontier.seen import SeenFilter
-from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, load_script
+from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, Prelude, load_script
 
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
@@ -59,11 +59,31 @@ __all__ = [
 ]
 
 
-def load_lua(name: str, prelude: bool = True) -> str:
-    """A frontier script (crawlproject/frontier/lua/), after the shared prelude."""
+# The frontier's scripts on a shard (crawlproject/frontier/lua/), each after
+# the shared prelude.
+FRONTIER_SCRIPTS = (
+    "claim",
+    "add",
+    "release",
+    "ack",
+    "renew",
+    "reclaim",
+    "host_config",
+    "park_host",
+    "unpark",
+)
+
+
+def script_preludes(name: str) -> tuple[Prelude, ...]:
+    """The preludes a frontier script goes after."""
     if name == "add":  # the seen test: crawlproject/frontier/lua/_seen.lua
-        return load_script("crawlproject.frontier", name, SHARD_PRELUDE, SEEN_PRELUDE)
-    return load_script("crawlproject.frontier", name, SHARD_PRELUDE if prelude else None)
+        return (SHARD_PRELUDE, SEEN_PRELUDE)
+    return (SHARD_PRELUDE,)
+
+
+def load_lua(name: str, prelude: bool = True) -> str:
+    """A frontier script (crawlproject/frontier/lua/), after its preludes."""
+    return load_script("crawlproject.frontier", name, *(script_preludes(name) if prelude else ()))
 
 
 class RedisFrontier(ParkedUrls):
@@ -108,18 +128,7 @@ class RedisFrontier(ParkedUrls):
         # Shard -> its ``done`` counter as of this client's last ack there.
         self.done_seen: dict[int, int] = {}
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(load_lua(name))
-            for name in (
-                "claim",
-                "add",
-                "release",
-                "ack",
-                "renew",
-                "reclaim",
-                "host_config",
-                "park_host",
-                "unpark",
-            )
+            name: redis.register_script(load_lua(name)) for name in FRONTIER_SCRIPTS
         }
         self._trim_start_urls = redis.register_script(load_lua("trim_start_urls", False))
 
