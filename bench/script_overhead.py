@@ -29,7 +29,7 @@ from frontier_profile import RESULTS, CallgrindRedis
 
 from crawlproject.frontier.address_client import ADDRESS_PRELUDE, ADDRESS_SCRIPTS, HOST_SCRIPTS
 from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
-from crawlproject.lua import SHARD_PRELUDE, Prelude, read_lua, used_parts
+from crawlproject.lua import SHARD_PRELUDE, Prelude, preludes_text, read_lua, used_parts
 
 # script -> (package, its preludes), as the clients load them
 SCRIPTS: dict[str, tuple[str, tuple[Prelude, ...]]] = {
@@ -45,7 +45,7 @@ def texts() -> dict[str, str]:
     """Case name -> Lua text: ``bare``, ``<script>_whole``, ``<script>_used``."""
     out = {"bare": BARE}
     for name, (package, preludes) in SCRIPTS.items():
-        head = "".join(read_lua(p, n) + "\n" for p, n in preludes)
+        head = preludes_text(*preludes)
         out[f"{name}_whole"] = head + BARE
         out[f"{name}_used"] = used_parts(head, read_lua(package, name)) + "\n" + BARE
     return out

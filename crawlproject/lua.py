@@ -6,9 +6,9 @@ A script goes to Redis after its preludes (shared helpers), but only with the
 parts of them it uses (:func:`used_parts`). Redis runs a script's whole text
 at every call, so every helper a prelude defines is a closure built, and later
 collected, at every call, even by a script that never calls it: the shard
-prelude in full cost ~71k Redis instructions a call (a bare ``return 1``:
-~15k), about what three seen tests cost, and a frontier call often carries a
-page or two (bench/script_overhead.py).
+prelude in full cost ~67k Redis instructions a call on top of a bare
+``return 1``'s ~15k, about what three seen tests cost, and a call may carry
+a single page (bench/script_overhead.py).
 """
 
 from __future__ import annotations
@@ -121,9 +121,13 @@ def load_script(package: str, name: str, prelude: Prelude | None = None, *more: 
     return with_preludes(read_lua(package, name), *([prelude] if prelude else []), *more)
 
 
+def preludes_text(*preludes: Prelude) -> str:
+    """The ``preludes`` whole, in their order."""
+    return "".join(read_lua(p, n) + "\n" for p, n in preludes)
+
+
 def with_preludes(script: str, *preludes: Prelude) -> str:
     """Lua ``script`` after what it uses of ``preludes``, in their order."""
     if not preludes:
         return script
-    head = "".join(read_lua(p, n) + "\n" for p, n in preludes)
-    return used_parts(head, script) + "\n" + script
+    return used_parts(preludes_text(*preludes), script) + "\n" + script

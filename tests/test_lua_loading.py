@@ -16,6 +16,7 @@ from crawlproject.lua import (
     Prelude,
     load_script,
     names,
+    preludes_text,
     read_lua,
     used_parts,
 )
@@ -99,7 +100,7 @@ def definitions(prelude: str) -> dict[str, list[str]]:
 def test_a_loaded_script_defines_every_prelude_name_it_mentions(
     package: str, name: str, preludes: tuple[Prelude, ...]
 ) -> None:
-    whole = "".join(read_lua(*p) + "\n" for p in preludes)
+    whole = preludes_text(*preludes)
     loaded = load_script(package, name, *preludes)
     lines = set(loaded.split("\n"))
     mentioned = names(loaded)

@@ -60,7 +60,7 @@ __all__ = [
 
 
 # The frontier's scripts on a shard (crawlproject/frontier/lua/), each after
-# the shared prelude.
+# its preludes (script_preludes).
 FRONTIER_SCRIPTS = (
     "claim",
     "add",
