@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 
 Prelude = tuple[str, str]  # (package, name): <package>/lua/<name>.lua
@@ -67,7 +68,8 @@ def _is_comment(line: str) -> bool:
     return not line.strip() or line.startswith("--")
 
 
-def _parts(prelude: str) -> list[_Part]:
+@cache  # one parse per prelude text and process, whatever the scripts and clients
+def _parts(prelude: str) -> tuple[_Part, ...]:
     """A prelude's top-level statements (a line at column 0 starts one), each
     with the comment lines above it. Preludes are written so: everything
     inside a function is indented, and no long string spans lines."""
@@ -89,7 +91,7 @@ def _parts(prelude: str) -> list[_Part]:
             frozenset(re.split(r"\s*,\s*", next(g for g in m.groups() if g))) if m else frozenset()
         )
         parts.append(_Part(text, defined, frozenset(names(text) - defined), not m))
-    return parts
+    return tuple(parts)
 
 
 def used_parts(prelude: str, script: str) -> str:
@@ -115,6 +117,7 @@ def read_lua(package: str, name: str) -> str:
     return (resources.files(package) / "lua" / f"{name}.lua").read_text()
 
 
+@cache  # the files do not change while a process runs; every client loads them
 def load_script(package: str, name: str, prelude: Prelude | None = None, *more: Prelude) -> str:
     """``<package>/lua/<name>.lua``, after what it uses of ``prelude``
     ((package, name)) if given and of the ``more`` preludes after it."""

@@ -20,11 +20,11 @@
 -- member in decimal with each link (entries.py NewEntry.packed): formatting
 -- it here cost ~1.5k Redis instructions a link more than taking it out of
 -- the link (4 % of a page); without it (testkit's driver) the script formats
--- it. Redis keeps a set of
--- at most set-max-intset-entries (512) integers as a sorted array of 8-byte
--- integers (an intset): SADD tests and adds with a binary search, and
--- answers 0 or 1, so no bucket's bytes are copied into the script (moving a
--- bucket of 300 bytes into Lua and back was most of a seen test's cost).
+-- it. Redis keeps a set of at most set-max-intset-entries (512) integers as
+-- a sorted array of 8-byte integers (an intset): SADD tests and adds with a
+-- binary search, and answers 0 or 1, so no bucket's bytes are copied into
+-- the script (moving a bucket of 300 bytes into Lua and back was most of a
+-- seen test's cost).
 -- Once the shard holds more than `load` members per bucket, bucket s splits
 -- by bit L of x (bit L - 11 of a member) into s and s + 2^L, and s advances
 -- (at 2^L: L + 1 and s = 0): one split per `load` adds; a bucket holds `load`
