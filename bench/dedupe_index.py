@@ -1,17 +1,25 @@
 """The duplicate index (crawlproject/dedupe): latency of one check_and_add, memory per page.
 
     .venv/bin/python bench/dedupe_index.py                    # 1M and 10M pages
-    .venv/bin/python bench/dedupe_index.py --sizes 100000 --calls 2000 --max-wait 0
+    .venv/bin/python bench/dedupe_index.py --sizes 100000 --sizes-without-originals "" \
+        --calls 2000 --max-wait 0                            # quick
 
 On a private redis-server, the index (k=3) is filled with random pages: a random
 SHA-1 and a random 64-bit SimHash each, and with record_originals a 60-byte URL.
 Filling goes straight to Redis, not through the script: the exact commands
-dedupe.lua runs for a new page (APPEND 8 bytes to ``x:<bb>`` and to the four
-``s:<i>:<v>`` strings, HSETNX into ``o:<bb>``), one page after another, as
-fixed-size RESP records built by numpy and sent with CLIENT REPLY OFF. Redis
-grows each string just as it would page by page (APPEND's greedy preallocation
-included), so the memory is the real thing. Script lookups of loaded pages
-(exact, and copies with 1-3 flipped bits) then check the layout is the script's.
+dedupe.lua's buckets hold once that many new pages are in (testkit/dedupe_table.py:
+APPEND 8 bytes to the page's exact bucket and to its bucket in each near table,
+HSETNX into ``o:<bb>``), one page after another, as fixed-size RESP records built
+by numpy and sent with CLIENT REPLY OFF. Redis grows each string just as it
+would page by page (APPEND's greedy preallocation included; a bucket the
+script split is a SET instead), so the memory is the real thing. Script
+lookups of loaded pages (exact, and copies with 1-3 flipped bits) then check
+the layout is the script's.
+
+Each size is filled from empty, in each ``--layouts``: ``growing`` (the index's
+layout: linear hashing, 10 near tables for k=3) and ``fixed`` (the layout before
+it, which the script still reads: 4 near strings per block value, exact
+strings per 2 SHA-1 bytes, never split), so the two compare in one run.
 
 At each size: ``INFO used_memory`` after - before the fill, per page, and
 ``MEMORY USAGE`` (SAMPLES 0) of every key by kind (exact ``x:``, near ``s:``,
@@ -19,12 +27,14 @@ originals ``o:``); then ``--calls`` single ``DedupeIndex.check_and_add`` calls,
 each awaited (one client, one connection): half new random pages, half
 near-duplicates (1-3 flipped bits) of loaded ones, shuffled. Reported: client
 latency p50/p90/p99/max, the server's own time per EVALSHA (INFO commandstats)
-and server CPU (used_cpu_sys + used_cpu_user) per call.
+and server CPU (used_cpu_sys + used_cpu_user) per call, and per layout the
+largest size's server CPU per call over the smallest's.
 
-Fills: with record_originals (the default setting) to every size; then, after a
-FLUSHALL, without originals to the first size, so originals' bytes per page are
-also measured as a used_memory difference. Before starting, waits (up to
---max-wait s) for the machine's 1-minute load average to drop below 1.0.
+With originals (the default setting) at every size; then, growing layout
+only, without originals at ``--sizes-without-originals``, so originals' bytes
+per page are also measured as a used_memory difference. Before starting,
+waits (up to --max-wait s) for the machine's 1-minute load average to drop
+below 1.0.
 """
 
 from __future__ import annotations
@@ -46,9 +56,9 @@ import numpy as np
 from benchlib import RedisServer, write_result
 from redis.asyncio import Redis as AsyncRedis
 
-from crawlproject.dedupe.fingerprint import FEATURES_VERSION
-from crawlproject.dedupe.index import DedupeIndex, DedupeKind, block_layout
+from crawlproject.dedupe.index import DedupeIndex, DedupeKind
 from crawlproject.frontier.keys import CrawlKeys
+from testkit.dedupe_table import Layout, command_head, hex_digits, records, resp_for_pages
 
 CRAWL = "bench"
 K = 3
@@ -57,7 +67,6 @@ QUIET_LOAD = 1.0
 URL_BYTES = 60
 CHUNK_PAGES = 250_000  # pages per RESP batch
 VERIFY_PAGES = 300
-HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 KINDS = ("exact", "near", "originals")
 
 
@@ -106,112 +115,51 @@ def _digits(values: np.ndarray, width: int) -> np.ndarray:
     return ((values[:, None] // powers) % 10 + ord("0")).astype(np.uint8)
 
 
-def _hex4(values: np.ndarray) -> np.ndarray:
-    v = values.astype(np.uint64)
-    shifts = np.array([12, 8, 4, 0], dtype=np.uint64)
-    return HEX[((v[:, None] >> shifts) & np.uint64(15)).astype(np.intp)]
-
-
-def _records(n: int, parts: list[bytes | np.ndarray]) -> bytes:
-    """n fixed-size records: constant byte strings and (n, w) uint8 columns, in order."""
-    width = sum(len(p) if isinstance(p, bytes) else p.shape[1] for p in parts)
-    out = np.empty((n, width), dtype=np.uint8)
-    at = 0
-    for p in parts:
-        w = len(p) if isinstance(p, bytes) else p.shape[1]
-        out[:, at : at + w] = np.frombuffer(p, dtype=np.uint8) if isinstance(p, bytes) else p
-        at += w
-    return out.tobytes()
-
-
-def _cmd_head(name: str, nargs: int) -> bytes:
-    return f"*{nargs + 1}\r\n${len(name)}\r\n{name}\r\n".encode()
-
-
-def resp_for_pages(keys: CrawlKeys, pages: Pages, lo: int, hi: int, originals: bool) -> bytes:
-    """What dedupe.lua writes for new pages lo..hi-1, as RESP (see the module docstring)."""
+def resp_for_originals(keys: CrawlKeys, pages: Pages, lo: int, hi: int) -> bytes:
+    """dedupe.lua's HSETNX of o:<bb> (SimHash bytes 3-8 -> URL) for pages lo..hi-1."""
     n = hi - lo
-    prefix = keys.dedupe_prefix.encode()
     sims = pages.sims[lo:hi]
     sim_bytes = sims.astype(">u8").view(np.uint8).reshape(n, 8)
-    digests = pages.digests[lo:hi]
-    append = _cmd_head("APPEND", 2)
-    out = []
-    # x:<bb> <- digest bytes 3-10
-    xkey = prefix + b"x:"
-    out.append(
-        _records(
-            n,
-            [
-                append + f"${len(xkey) + 4}\r\n".encode() + xkey,
-                _hex4(digests[:, 0].astype(np.uint64) * 256 + digests[:, 1]),
-                b"\r\n$8\r\n",
-                digests[:, 2:10],
-                b"\r\n",
-            ],
-        )
+    okey = keys.dedupe_prefix.encode() + b"o:"
+    idx = np.arange(lo, hi, dtype=np.uint64)
+    url0 = Pages.url(0).encode()
+    assert len(url0) == URL_BYTES
+    host_at, page_at = url0.index(b"h00000") + 1, url0.index(b"000000000000")
+    return records(
+        n,
+        [
+            command_head("HSETNX", 3) + f"${len(okey) + 4}\r\n".encode() + okey,
+            hex_digits(sims >> np.uint64(48), 4),
+            b"\r\n$6\r\n",
+            sim_bytes[:, 2:8],
+            f"\r\n${URL_BYTES}\r\n".encode() + url0[:host_at],
+            _digits(idx % np.uint64(100_000), 5),
+            url0[host_at + 5 : page_at],
+            _digits(idx, 12),
+            url0[page_at + 12 :] + b"\r\n",
+        ],
     )
-    # s:<i>:<v> <- the SimHash
-    for i, block in enumerate(block_layout(K)):
-        assert block.bits <= 16, "the bench writes 4-digit block values"
-        skey = prefix + f"s:{i}:".encode()
-        values = (sims >> np.uint64(block.shift)) & np.uint64((1 << block.bits) - 1)
-        out.append(
-            _records(
-                n,
-                [
-                    append + f"${len(skey) + 4}\r\n".encode() + skey,
-                    _hex4(values),
-                    b"\r\n$8\r\n",
-                    sim_bytes,
-                    b"\r\n",
-                ],
-            )
-        )
-    if originals:
-        # o:<bb> field SimHash bytes 3-8 -> URL
-        okey = prefix + b"o:"
-        idx = np.arange(lo, hi, dtype=np.uint64)
-        url0 = Pages.url(0).encode()
-        assert len(url0) == URL_BYTES
-        host_at, page_at = url0.index(b"h00000") + 1, url0.index(b"000000000000")
-        out.append(
-            _records(
-                n,
-                [
-                    _cmd_head("HSETNX", 3) + f"${len(okey) + 4}\r\n".encode() + okey,
-                    _hex4(sims >> np.uint64(48)),
-                    b"\r\n$6\r\n",
-                    sim_bytes[:, 2:8],
-                    f"\r\n${URL_BYTES}\r\n".encode() + url0[:host_at],
-                    _digits(idx % np.uint64(100_000), 5),
-                    url0[host_at + 5 : page_at],
-                    _digits(idx, 12),
-                    url0[page_at + 12 :] + b"\r\n",
-                ],
-            )
-        )
-    return b"".join(out)
 
 
 def bulk_load(
-    srv: RedisServer, keys: CrawlKeys, pages: Pages, lo: int, hi: int, originals: bool
+    srv: RedisServer, keys: CrawlKeys, pages: Pages, layout: Layout, originals: bool
 ) -> float:
-    """Writes pages lo..hi-1 as new; returns seconds taken."""
+    """Writes pages 0..layout.n-1 as new into an empty index; returns seconds taken."""
     t0 = time.perf_counter()
     with socket.create_connection(("127.0.0.1", srv.port)) as sock:
         sock.sendall(b"CLIENT REPLY OFF\r\n")
-        for start in range(lo, hi, CHUNK_PAGES):
-            sock.sendall(
-                resp_for_pages(keys, pages, start, min(hi, start + CHUNK_PAGES), originals)
-            )
+        for lo in range(0, layout.n, CHUNK_PAGES):
+            hi = min(layout.n, lo + CHUNK_PAGES)
+            sock.sendall(resp_for_pages(keys, layout, pages.digests[lo:hi], pages.sims[lo:hi]))
+            if originals:
+                sock.sendall(resp_for_originals(keys, pages, lo, hi))
         sock.sendall(b"CLIENT REPLY ON\r\n")
         reply = b""
         while not reply.endswith(b"\r\n"):
             reply += sock.recv(64)
         assert reply == b"+OK\r\n", reply
-    srv.client.hset(keys.dedupe_config, mapping={"k": K, "fv": FEATURES_VERSION})
-    srv.client.hincrby(keys.dedupe_counters, "new", hi - lo)
+    srv.client.hset(keys.dedupe_config, mapping=layout.config())
+    srv.client.hincrby(keys.dedupe_counters, "new", layout.n)
     return time.perf_counter() - t0
 
 
@@ -229,6 +177,7 @@ async def verify_layout(url: str, keys: CrawlKeys, pages: Pages, hi: int, origin
     rng = random.Random(hi)
     client = AsyncRedis.from_url(url)
     index = DedupeIndex(client, keys, k=K, record_originals=originals)
+    await index.verify()  # takes the loaded layout
     checked = 0
     try:
         for i in rng.sample(range(hi), VERIFY_PAGES):
@@ -288,6 +237,7 @@ async def measure_latency(
     rng.shuffle(plan)
     client = AsyncRedis.from_url(srv.url)
     index = DedupeIndex(client, keys, k=K, record_originals=originals)
+    await index.verify()  # takes the loaded layout
     url = "https://www.h12345.example.com/news/000000000000/index.shtml"
     times: dict[str, list[float]] = {"new": [], "near": []}
     wrong = 0
@@ -326,38 +276,61 @@ async def measure_latency(
 
 
 def fill_and_measure(
-    srv: RedisServer, keys: CrawlKeys, pages: Pages, sizes: list[int], calls: int, originals: bool
+    srv: RedisServer,
+    keys: CrawlKeys,
+    pages: Pages,
+    sizes: list[int],
+    calls: int,
+    originals: bool,
+    growing: bool,
 ) -> list[dict[str, Any]]:
-    srv.client.flushall()
-    base = srv.used_memory()
-    rows, loaded = [], 0
+    rows = []
     for size in sizes:
+        name = "growing" if growing else "fixed"
         print(
-            f"  fill to {size:,} pages (originals {'on' if originals else 'off'}) ...", flush=True
+            f"  {name}, {size:,} pages (originals {'on' if originals else 'off'}) ...", flush=True
         )
-        load_s = bulk_load(srv, keys, pages, loaded, size, originals)
-        load_rate, loaded = (size - loaded) / load_s, size
-        stored = int(srv.client.hget(keys.dedupe_counters, "new") or 0)  # + earlier new calls
+        srv.client.flushall()
+        base = srv.used_memory()
+        layout = Layout(k=K, n=size, growing=growing)
+        load_s = bulk_load(srv, keys, pages, layout, originals)
         mem = srv.used_memory() - base
         checked = asyncio.run(verify_layout(srv.url, keys, pages, size, originals))
+        stored = int(srv.client.hget(keys.dedupe_counters, "new") or 0)  # + the checks' new pages
         by_kind = memory_by_kind(srv, keys, stored)
         print(f"  {calls:,} single calls at {stored:,} pages ...", flush=True)
         latency = asyncio.run(measure_latency(srv, keys, pages, size, calls, originals))
         rows.append(
             {
+                "layout": name,
                 "pages": stored,
                 "record_originals": originals,
+                "near_tables": len(layout.near_buckets(pages.sims[:1])),
                 "load_s": round(load_s, 1),
-                "load_pages_per_s": round(load_rate),
+                "load_pages_per_s": round(size / load_s),
                 "layout_checks": checked,
                 "used_memory_delta": mem,
-                "used_memory_per_page": round(mem / stored, 2),
+                "used_memory_per_page": round(mem / size, 2),
                 "by_kind": by_kind,
                 "latency": latency,
             }
         )
         print(f"  -> {json.dumps(rows[-1]['latency']['all_ms'])}", flush=True)
     return rows
+
+
+def growth(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per layout (with originals): server CPU per call, largest size over smallest."""
+    out = {}
+    for name in ("growing", "fixed"):
+        rows = sorted(
+            (r for r in runs if r["layout"] == name and r["record_originals"]),
+            key=lambda r: int(r["pages"]),
+        )
+        if len(rows) > 1:
+            cpu = [r["latency"]["server_cpu_usec_per_call"] for r in (rows[0], rows[-1])]
+            out[name] = round(cpu[1] / cpu[0], 3) if cpu[0] else 0.0
+    return out
 
 
 def originals_by_difference(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -367,6 +340,7 @@ def originals_by_difference(runs: list[dict[str, Any]]) -> dict[str, float]:
         for off in runs:
             # Sizes differ by the pages the latency calls added (~0.1%).
             both = on["record_originals"] and not off["record_originals"]
+            both = both and on["layout"] == off["layout"]
             if both and abs(on["pages"] - off["pages"]) < 0.01 * on["pages"]:
                 out[str(on["pages"])] = round(
                     on["used_memory_per_page"] - off["used_memory_per_page"], 2
@@ -383,6 +357,7 @@ def main() -> None:
         help="index sizes filled again without originals (empty: none)",
     )
     p.add_argument("--calls", type=int, default=20_000, help="single calls measured per size")
+    p.add_argument("--layouts", default="growing,fixed", help="growing, fixed or both")
     p.add_argument("--max-wait", type=float, default=600, help="s to wait for a quiet machine")
     p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
     a = p.parse_args()
@@ -397,11 +372,13 @@ def main() -> None:
     srv = RedisServer()
     try:
         info = srv.versions(numpy=np.__version__)
-        print("with originals:", flush=True)
-        runs = fill_and_measure(srv, keys, pages, sizes, a.calls, originals=True)
-        if sizes_off:
-            print("without originals:", flush=True)
-            runs += fill_and_measure(srv, keys, pages, sizes_off, a.calls, originals=False)
+        layouts = a.layouts.split(",")
+        runs = []
+        for name in layouts:
+            growing = name == "growing"
+            runs += fill_and_measure(srv, keys, pages, sizes, a.calls, True, growing)
+            if sizes_off and growing:
+                runs += fill_and_measure(srv, keys, pages, sizes_off, a.calls, False, growing)
     finally:
         srv.stop()
     result = {
@@ -415,10 +392,12 @@ def main() -> None:
             "sizes": sizes,
             "sizes_without_originals": sizes_off,
             "url_bytes": URL_BYTES,
+            "layouts": layouts,
         },
         "target_p99_ms": TARGET_P99_MS,
         "runs": runs,
         "originals_bytes_per_page_by_used_memory": originals_by_difference(runs),
+        "server_cpu_per_call_largest_over_smallest": growth(runs),
     }
     report(result)
     print(f"\nwrote {write_result(a.out, result)}")
@@ -432,29 +411,35 @@ def report(res: dict[str, Any]) -> None:
         f"1-3-bit near copies); load avg before {m['quiet_wait']['loads_seen'][-1]:.2f}\n"
     )
     print(
-        "| pages | originals | p50 ms | p90 ms | p99 ms | max ms | server µs/call "
+        "| layout | pages | originals | p50 ms | p90 ms | p99 ms | max ms | server µs/call "
         "| server CPU µs/call | used_memory B/page | exact B/page | near B/page "
         "| originals B/page |"
     )
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 13)
     for r in res["runs"]:
         lat = r["latency"]
         per = {kind: r["by_kind"].get(kind, {}).get("bytes_per_page", 0.0) for kind in KINDS}
         print(
-            f"| {r['pages']:,} | {'on' if r['record_originals'] else 'off'} "
+            f"| {r['layout']} ({r['near_tables']} tables) | {r['pages']:,} "
+            f"| {'on' if r['record_originals'] else 'off'} "
             f"| {lat['all_ms']['p50']:.3f} | {lat['all_ms']['p90']:.3f} "
             f"| {lat['all_ms']['p99']:.3f} | {lat['all_ms']['max']:.3f} "
             f"| {lat['server_usec_per_call']:.1f} | {lat['server_cpu_usec_per_call']:.1f} "
             f"| {r['used_memory_per_page']:.1f} | {per['exact']:.1f} | {per['near']:.1f} "
             f"| {per['originals']:.1f} |"
         )
-    biggest = max((r for r in res["runs"] if r["record_originals"]), key=lambda r: int(r["pages"]))
+    ours = [r for r in res["runs"] if r["record_originals"] and r["layout"] == "growing"]
+    biggest = max(ours or res["runs"], key=lambda r: int(r["pages"]))
     p99 = biggest["latency"]["all_ms"]["p99"]
     print(
         f"\ntarget: p99 < {res['target_p99_ms']} ms at {biggest['pages']:,} pages -> "
         f"{p99:.3f} ms, {'met' if p99 < res['target_p99_ms'] else 'NOT met'}; originals, "
         f"used_memory with minus without (pages: B/page): "
         f"{res['originals_bytes_per_page_by_used_memory']}"
+    )
+    print(
+        "server CPU per call, largest size over smallest: "
+        f"{res['server_cpu_per_call_largest_over_smallest']}"
     )
     print(f"command: {res['command']}")
 

@@ -374,6 +374,7 @@ class DedupeSpiderMiddleware:
                 shared.keys,
                 k=self.config.k,
                 record_originals=self.config.record_originals,
+                blocks=self.config.near_blocks,
             )
             self._index = DedupeBatcher(index)
         return self._index

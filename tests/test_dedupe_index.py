@@ -5,14 +5,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
+import math
 import random
+import socket
 from collections.abc import AsyncIterator, Callable, Iterable
+from urllib.parse import urlsplit
 
+import numpy as np
 import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
+from scrapy.settings import Settings
 
+from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import (
     DedupeBatcher,
@@ -20,9 +27,11 @@ from crawlproject.dedupe.index import (
     DedupeKind,
     DedupeMismatch,
     DedupeVerdict,
-    block_layout,
 )
+from crawlproject.dedupe.layout import block_layout, layout_problem, near_tables, near_width
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.setting_values import ConfigError
+from testkit.dedupe_table import Layout, resp_for_pages
 
 MakeIndex = Callable[..., DedupeIndex]
 BASE = 0x9E3779B97F4A7C15  # an arbitrary 64-bit SimHash
@@ -33,7 +42,11 @@ async def make_index(redis_url: str) -> AsyncIterator[MakeIndex]:
     clients: list[Redis] = []
 
     def make(
-        crawl: str = "t", k: int = 3, record_originals: bool = True, features_version: int = 2
+        crawl: str = "t",
+        k: int = 3,
+        record_originals: bool = True,
+        features_version: int = 2,
+        **layout: int,
     ) -> DedupeIndex:
         redis = Redis.from_url(redis_url)
         clients.append(redis)
@@ -43,6 +56,7 @@ async def make_index(redis_url: str) -> AsyncIterator[MakeIndex]:
             k=k,
             record_originals=record_originals,
             features_version=features_version,
+            **layout,
         )
 
     yield make
@@ -137,7 +151,18 @@ async def test_the_first_page_records_k_and_the_features_version(make_index: Mak
     assert await index.redis.exists(index.keys.dedupe_config) == 0
     await index.check_and_add(sha1("a"), None, "u", "h")  # exact-only pages record it too
     cfg = await index.redis.hgetall(index.keys.dedupe_config)
-    assert cfg == {b"k": b"3", b"fv": str(FEATURES_VERSION).encode()}
+    assert cfg == {
+        b"k": b"3",
+        b"fv": str(FEATURES_VERSION).encode(),
+        # The layout: 5 blocks (10 tables), its load and first level, and the
+        # exact part's level, split pointer and pages (no SimHash: no near part).
+        b"b": b"5",
+        b"load": b"32",
+        b"nmin": b"10",
+        b"xL": b"16",
+        b"xs": b"0",
+        b"xn": b"1",
+    }
     await index.verify()
     again = await make_index(k=3).check_and_add(sha1("a"), BASE, "v", "h")
     assert again.kind is DedupeKind.EXACT
@@ -236,6 +261,8 @@ async def test_random_fingerprints_are_new(make_index: MakeIndex) -> None:
 
 async def test_a_match_straddling_two_entries_does_not_count(make_index: MakeIndex) -> None:
     index = make_index()
+    await index.redis.hset(index.keys.dedupe_config, mapping={"k": 3, "fv": 2})  # fixed buckets
+    await index.verify()
     # Exact: two digests in one bucket; a third whose 8 stored bytes are the
     # tail of the first entry and the head of the second.
     d1 = bytes.fromhex("abcd" + "1111111122222222") + bytes(10)
@@ -394,3 +421,243 @@ async def test_the_batcher_sends_pages_judged_together_in_one_round_trip(
     )
     assert all(isinstance(r, RedisConnectionError) for r in results), results
     await gone.aclose()
+
+
+# -- the growing layout (linear hashing) ------------------------------------------------
+
+
+async def check_placement(index: DedupeIndex) -> int:
+    """Every entry sits in the bucket its key selects at the index's level (as
+    dedupe.lua addresses it); returns the entries seen."""
+    r, prefix = index.redis, index.keys.dedupe_prefix
+    cfg = {k.decode(): int(v) for k, v in (await r.hgetall(index.keys.dedupe_config)).items()}
+
+    def bucket(x: int, level: int, split: int) -> int:
+        a = x % (1 << level)
+        return x % (1 << (level + 1)) if a < split else a
+
+    seen = 0
+    for name in await r.keys(prefix + "x:*"):
+        a = int(name.decode().rsplit(":", 1)[1], 16)
+        data = await r.get(name)
+        assert data and len(data) % 8 == 0
+        for i in range(0, len(data), 8):
+            # The entry is SHA-1 bytes 3-10; the bucket number holds bytes 1-2 (its low 16 bits).
+            x = (a & 0xFFFF) | int.from_bytes(data[i : i + 4], "little") << 16
+            assert bucket(x, cfg["xL"], cfg["xs"]) == a, (name, i)
+            seen += 1
+    for name in await r.keys(prefix + "s:*"):
+        t, a = (int(p, 16) if n else int(p) for n, p in enumerate(name.decode().split(":")[-2:]))
+        data = await r.get(name)
+        assert data and len(data) % 8 == 0
+        for i in range(0, len(data), 8):
+            key = index.tables[t].key(int.from_bytes(data[i : i + 8], "big")) & ((1 << 48) - 1)
+            assert bucket(key, cfg["nL"], cfg["ns"]) == a, (name, i)
+            seen += 1
+    return seen
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 5])
+async def test_buckets_split_as_the_index_grows_and_lose_nothing(
+    make_index: MakeIndex, k: int
+) -> None:
+    """A load of 2 and a first level of 1: the near tables split hundreds of
+    times; verdicts still match the brute-force reference, and every entry
+    sits in the bucket its key selects."""
+    index = make_index(k=k, load=2, near_min_level=1)
+    assert len(index.tables) == math.comb(k + 2, 2)
+    rng = random.Random(100 + k)
+    stored: list[tuple[int, str, bytes]] = []
+    expected: list[tuple[DedupeKind, int | None]] = []
+    pages: list[tuple[bytes, int | None, str, str]] = []
+    for n in range(1500):
+        url = f"http://a.test/{n}"
+        roll = rng.random()
+        if stored and roll < 0.1:  # the same body again
+            simhash, _, digest = rng.choice(stored)
+            expected.append((DedupeKind.EXACT, 0))
+        else:
+            if stored and roll < 0.5:
+                base = rng.choice(stored)[0]
+                simhash = flip(base, *rng.sample(range(64), rng.randint(0, k + 2)))
+            else:
+                simhash = rng.getrandbits(64)
+            digest = sha1(url)
+            best = min((bin(s ^ simhash).count("1") for s, _, _ in stored), default=k + 1)
+            if best <= k:
+                expected.append((DedupeKind.NEAR, best))
+            else:
+                expected.append((DedupeKind.NEW, None))
+                stored.append((simhash, url, digest))
+        pages.append((digest, simhash, url, "h"))
+    got: list[DedupeVerdict] = []
+    for start in range(0, len(pages), 250):
+        got += await index.check_and_add_many(pages[start : start + 250])
+    assert [(v.kind, v.distance) for v in got] == expected
+    cfg = await index.redis.hgetall(index.keys.dedupe_config)
+    assert int(cfg[b"nn"]) == len(stored)
+    # Split from level 1: a level of L holds at most 2 x load x 2^L entries a table.
+    assert int(cfg[b"nL"]) >= 5
+    assert await check_placement(index) == len(stored) * (len(index.tables) + 1)
+
+
+async def test_the_exact_buckets_split_past_level_16(make_index: MakeIndex) -> None:
+    """Exact buckets start at 2^16 (bytes 1-2 of the SHA-1, so that bucket and
+    entry hold all 80 bits); with a load of 1 they split after 65,536 pages."""
+    index = make_index(load=1)
+    rng = random.Random(16)
+    digests = [rng.randbytes(20) for _ in range(90_000)]
+    for start in range(0, len(digests), 3000):
+        batch = [(d, None, "u", "h") for d in digests[start : start + 3000]]
+        assert {v.kind for v in await index.check_and_add_many(batch)} == {DedupeKind.NEW}
+    cfg = await index.redis.hgetall(index.keys.dedupe_config)
+    assert (int(cfg[b"xL"]), int(cfg[b"xn"])) == (16, 90_000)
+    assert int(cfg[b"xs"]) == 90_000 - 65_536  # one split a page past the load
+    assert await check_placement(index) == 90_000
+    again = rng.sample(digests, 2000)
+    verdicts = await index.check_and_add_many([(d, None, "v", "h") for d in again])
+    assert {v.kind for v in verdicts} == {DedupeKind.EXACT}
+    # A digest that differs from a stored one in bytes 1-2 only is not its copy.
+    other = [bytes([d[0] ^ 0x80, d[1]]) + d[2:] for d in again[:500]]
+    verdicts = await index.check_and_add_many([(d, None, "w", "h") for d in other])
+    assert {v.kind for v in verdicts} == {DedupeKind.NEW}
+
+
+def old_release_writes(index: DedupeIndex, digest: bytes, simhash: int) -> list[tuple[str, bytes]]:
+    """The APPENDs the release before the growing layout made for a new page."""
+    writes = [(index.keys.dedupe_exact(digest[0] * 256 + digest[1]), digest[2:10])]
+    for i, block in enumerate(block_layout(index.k)):
+        writes.append((index.keys.dedupe_near(i, block.value(simhash)), simhash.to_bytes(8, "big")))
+    return writes
+
+
+async def test_an_index_from_before_the_growing_layout_is_read_as_it_is(
+    make_index: MakeIndex, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its cfg has no ``b``: a worker that did not verify first is told so by
+    the script (nothing written), takes the old layout and sends again; its
+    pages are judged against the old pages and stored in the old buckets."""
+    index = make_index("old")
+    rng = random.Random(3)
+    old = [(rng.randbytes(20), rng.getrandbits(64)) for _ in range(400)]
+    pipe = index.redis.pipeline(transaction=False)
+    for digest, simhash in old:
+        for key, entry in old_release_writes(index, digest, simhash):
+            pipe.append(key, entry)
+    pipe.hset(index.keys.dedupe_config, mapping={"k": 3, "fv": 2})
+    await pipe.execute()
+    before = set(await index.redis.keys("*"))
+    assert index.n_blocks == 5
+    with caplog.at_level(logging.INFO, logger="crawlproject.dedupe.index"):
+        verdicts = await index.check_and_add_many(
+            [(d, None, "x", "h") for d, _ in old[:50]]
+            + [(rng.randbytes(20), flip(s, 1, 40), "n", "h") for _, s in old[50:100]]
+        )
+    assert "layout of 4 blocks (4 near tables, fixed buckets" in caplog.text
+    assert [v.kind for v in verdicts] == [DedupeKind.EXACT] * 50 + [DedupeKind.NEAR] * 50
+    assert index.n_blocks == 4
+    fresh = (rng.randbytes(20), rng.getrandbits(64))
+    assert (await index.check_and_add(*fresh, "f", "h")).kind is DedupeKind.NEW
+    assert await index.redis.hgetall(index.keys.dedupe_config) == {b"k": b"3", b"fv": b"2"}
+    for key, entry in old_release_writes(index, *fresh):
+        assert (await index.redis.get(key) or b"").endswith(entry)
+    # A worker that verifies first takes the old layout before its first page.
+    other = make_index("old")
+    await other.verify()
+    assert other.n_blocks == 4
+    assert (await other.check_and_add(*old[7], "y", "h")).kind is DedupeKind.EXACT
+    new_keys = set(await index.redis.keys("*")) - before
+    made = {k for k in new_keys if k.split(b"}:", 1)[1][:2] in (b"x:", b"s:")}
+    assert made <= {key.encode() for key, _ in old_release_writes(index, *fresh)}
+
+
+def send_resp(redis_url: str, data: bytes) -> None:
+    """Raw RESP commands on one connection, replies off (as the benchmark loads)."""
+    url = urlsplit(redis_url)
+    with socket.create_connection((url.hostname or "127.0.0.1", url.port or 6379)) as sock:
+        sock.sendall(b"CLIENT REPLY OFF\r\n" + data + b"CLIENT REPLY ON\r\n")
+        assert sock.recv(64) == b"+OK\r\n"
+
+
+@pytest.mark.parametrize("growing", [True, False])
+async def test_the_benchmark_model_builds_the_scripts_strings(
+    make_index: MakeIndex, redis_url: str, growing: bool
+) -> None:
+    """testkit/dedupe_table.py (the benchmark's loader) and dedupe.lua build
+    the same buckets from the same new pages, splits included: the growing
+    layout with a load of 1 splits its near tables from level 1 and its exact
+    buckets past 65,536 pages; the fixed one never."""
+    n = 70_000 if growing else 3_000
+    rng = np.random.default_rng(5)
+    digests = rng.integers(0, 256, size=(n, 10), dtype=np.uint8)
+    sims = np.frombuffer(rng.bytes(8 * n), dtype=">u8").astype(np.uint64)
+    layout = Layout(k=3, n=n, growing=growing, load=1, near_min_level=1)
+    script = make_index("script", record_originals=False, load=1, near_min_level=1)
+    if not growing:
+        await script.redis.hset(script.keys.dedupe_config, mapping={"k": 3, "fv": 2})
+    pages = [(bytes(d) + bytes(10), int(s), "u", "h") for d, s in zip(digests, sims, strict=True)]
+    for start in range(0, n, 5000):
+        verdicts = await script.check_and_add_many(pages[start : start + 5000])
+        assert {v.kind for v in verdicts} == {DedupeKind.NEW}
+    model = CrawlKeys("model", 2)
+    send_resp(redis_url, resp_for_pages(model, layout, digests, sims))
+    r = script.redis
+    cfg = {k.decode(): int(v) for k, v in (await r.hgetall(script.keys.dedupe_config)).items()}
+    assert cfg == layout.config()
+    if growing:
+        assert cfg["xs"] == n - 65_536 and cfg["nL"] >= 15
+    names = [
+        k for k in await r.keys(script.keys.dedupe_prefix + "*") if b"}:x:" in k or b"}:s:" in k
+    ]
+    tails = sorted(k.split(b"}:", 1)[1] for k in names)
+    theirs = sorted(k.split(b"}:", 1)[1] for k in await r.keys(model.dedupe_prefix + "*"))
+    assert tails == theirs and len(tails) > (20_000 if growing else 2_000)
+    for start in range(0, len(tails), 1000):
+        chunk = tails[start : start + 1000]
+        ours = await r.mget([script.keys.dedupe_prefix.encode() + t for t in chunk])
+        model_values = await r.mget([model.dedupe_prefix.encode() + t for t in chunk])
+        assert ours == model_values
+
+
+def test_near_layouts_and_their_limits() -> None:
+    """Every table of a layout keys b - k blocks; a page within k bits shares
+    some table's whole key (pigeonhole); the narrowest key is near_width's."""
+    assert [len(near_tables(k, k + 2)) for k in range(6)] == [1, 3, 6, 10, 15, 21]
+    assert [sum(b.bits for b in t.blocks) for t in near_tables(3, 5)][:4] == [26, 26, 26, 25]
+    rng = random.Random(9)
+    for k, blocks in [(0, 2), (1, 3), (3, 4), (3, 5), (3, 6), (5, 7), (15, 16)]:
+        tables = near_tables(k, blocks)
+        assert near_width(k, blocks) == min(sum(b.bits for b in t.blocks) for t in tables)
+        for _ in range(200):
+            a = rng.getrandbits(64)
+            b = flip(a, *rng.sample(range(64), k))
+            assert any(t.key(a) == t.key(b) for t in tables), (k, blocks)
+    assert layout_problem(3, 6) is None
+    assert "within k + 1 = 4" in (layout_problem(3, 3) or "")
+    assert "84 near tables" in (layout_problem(3, 9) or "")
+
+
+def test_a_near_layout_that_cannot_be_is_refused_at_start() -> None:
+    settings = Settings({"CRAWL_SIMHASH_K": 3, "CRAWL_DEDUPE_NEAR_BLOCKS": 9})
+    with pytest.raises(ConfigError, match="CRAWL_DEDUPE_NEAR_BLOCKS=9: makes 84 near tables"):
+        DedupeConfig.from_settings(settings).validate()
+    settings = Settings({"CRAWL_SIMHASH_K": 3, "CRAWL_DEDUPE_NEAR_BLOCKS": 6})
+    DedupeConfig.from_settings(settings).validate()
+
+
+async def test_the_first_worker_fixes_the_layout_and_the_others_use_it(
+    make_index: MakeIndex,
+) -> None:
+    """A worker set to 6 blocks creates the index (20 tables); a worker set to
+    the default is told so by the script on its first page and uses 6 too;
+    near copies found by either are found by both."""
+    wide = make_index(blocks=6)
+    assert len(wide.tables) == 20
+    assert (await wide.check_and_add(sha1("a"), BASE, "http://a.test/a", "h")).kind == "new"
+    default = make_index()
+    got = await default.check_and_add(sha1("b"), flip(BASE, 3, 30, 60), "http://a.test/b", "h")
+    assert (got.kind, got.distance, got.original) == (DedupeKind.NEAR, 3, "http://a.test/a")
+    assert default.n_blocks == 6 and len(default.tables) == 20
+    assert (await default.redis.hget(default.keys.dedupe_config, "b")) == b"6"
+    with pytest.raises(ValueError, match="blocks=3"):
+        make_index(blocks=3)

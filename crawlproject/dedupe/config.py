@@ -7,6 +7,7 @@ from typing import Annotated
 
 from scrapy.settings import BaseSettings
 
+from crawlproject.dedupe.layout import layout_problem
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 STREAK_ACTIONS = ("park", "off")
@@ -36,6 +37,7 @@ def follow_links_value(value: object) -> str:
 class DedupeConfig:
     enabled: Annotated[bool, Setting("CRAWL_DEDUPE_ENABLED")]
     k: Annotated[int, Setting("CRAWL_SIMHASH_K")]
+    near_blocks: Annotated[int, Setting("CRAWL_DEDUPE_NEAR_BLOCKS")]
     content_types: tuple[str, ...]  # CRAWL_DEDUPE_CONTENT_TYPES, lower case
     min_text_chars: Annotated[int, Setting("CRAWL_DEDUPE_MIN_TEXT_CHARS")]
     follow_duplicate_links: str  # CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS: one of FOLLOW_LINKS
@@ -58,6 +60,10 @@ class DedupeConfig:
         # k+1 blocks of the 64 bits must stay wide enough to index (pigeonhole).
         if not 0 <= self.k <= 15:
             raise ConfigError("CRAWL_SIMHASH_K must be within 0..15")
+        if self.near_blocks:
+            problem = layout_problem(self.k, self.near_blocks)
+            if problem:
+                raise ConfigError(f"CRAWL_DEDUPE_NEAR_BLOCKS={self.near_blocks}: {problem}")
         if self.min_text_chars < 0 or self.streak < 0:
             raise ConfigError("CRAWL_DEDUPE_MIN_TEXT_CHARS and CRAWL_DEDUPE_STREAK must be >= 0")
         follow_links_value(self.follow_duplicate_links)

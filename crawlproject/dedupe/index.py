@@ -5,25 +5,36 @@ every page any worker has stored before, and stores it when it is new, so of two
 copies checked at the same moment exactly one is new. The keys are documented
 in :mod:`crawlproject.frontier.keys` ("dedupe index", prefix ``cp:{C/dd}:``).
 
-* Exact: the SHA-1 of the body, in packed 8-byte entries per 2-byte bucket
-  (like the frontier's seen set).
-* Near: the 64-bit SimHash within Hamming distance ``k``. The 64 bits are cut
-  into k+1 blocks; a page within distance k shares at least one block with the
-  query exactly (pigeonhole), so the script reads the k+1 strings the query's
-  blocks select and compares each of their SimHashes on all 64 bits. Per
-  lookup it scans about ``(k+1) * pages / 2**(64 / (k+1))`` entries: 610 at
-  10M pages for k=3, but 29,000 for k=5, so k above 3 suits small indexes only.
+* Exact: the SHA-1 of the body (its first 80 bits), in packed 8-byte entries
+  per bucket.
+* Near: the 64-bit SimHash within Hamming distance ``k`` (Manku, Jain and Das
+  Sarma 2007). The 64 bits are cut into ``b`` blocks; a page within distance k
+  differs from the query in at most k of them, so it shares b - k blocks with it
+  exactly (pigeonhole). Each of the C(b, k) tables is keyed by one choice of
+  b - k blocks: the script reads, per table, the bucket the query's key selects,
+  and compares its SimHashes on all 64 bits.
+
+Both grow by linear hashing (buckets split as the index fills, see dedupe.lua),
+so a lookup reads about ``load`` entries per table whatever the index's size,
+until a table's buckets are as many as its key has values. ``b`` is k + 2 for
+k <= 5 (k = 3: 10 tables keyed by 25 or 26 bits, flat to about 2**25 x load
+pages, 8 bytes per table per page), else k + 1 (k + 1 tables of one block of
+64 / (k+1) bits: for small indexes only). An index from before these layouts
+(no ``b`` in its ``cfg``) keeps its fixed buckets (b = k + 1, never split): a
+worker reads it as it is.
 
 The index's ``cfg`` fixes k and the SimHash features version at its first page;
 a worker with another of either is refused (DedupeMismatch) on every page, and
 by ``verify`` before its first: SimHashes of other features or of another block
-layout would be misread, never silently.
+layout would be misread, never silently. Its layout (b, load, first level) is
+fixed then too, and a worker uses the index's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -33,6 +44,15 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
+from crawlproject.dedupe.layout import (
+    DEDUPE_LOAD,
+    KEY_BITS_SENT,
+    NEAR_MIN_LEVEL,
+    SIMHASH_BITS,
+    default_blocks,
+    layout_problem,
+    near_tables,
+)
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.config import MAX_SIMHASH_K
@@ -42,7 +62,6 @@ DEDUPE_BATCH_WINDOW_SECONDS = 0.02
 DEDUPE_BATCH_MAX_PAGES = 64
 
 DIGEST_BYTES = 20  # SHA-1
-SIMHASH_BITS = 64
 # CRAWL_SIMHASH_K's range (recrawl/config.py checks it too); the block width
 # must stay >= 4 bits.
 MAX_K = MAX_SIMHASH_K
@@ -65,40 +84,14 @@ class DedupeVerdict:
     host_streak: int  # duplicates (exact or near) in a row from this host, this one included
 
 
+logger = logging.getLogger(__name__)
+
+
 class DedupeMismatch(ResponseError):
     """The crawl's index was built with another k or another SimHash features
     version (``FEATURES_VERSION``): its SimHashes cannot be compared with this
     worker's. A RedisError, so callers that keep a page when Redis fails keep
     it; the message (one line) names what differs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    shift: int  # right shift that brings the block to the low bits
-    bits: int
-
-    def value(self, simhash: int) -> int:
-        return (simhash >> self.shift) & ((1 << self.bits) - 1)
-
-
-def block_layout(k: int) -> tuple[Block, ...]:
-    """The k+1 blocks of a SimHash, most significant first, widths as even as possible
-    (the wider ones first): k=3 -> 4 x 16 bits; k=5 -> 11, 11, 11, 11, 10, 10."""
-    n = k + 1
-    base, extra = divmod(SIMHASH_BITS, n)
-    blocks, top = [], SIMHASH_BITS
-    for i in range(n):
-        bits = base + (1 if i < extra else 0)
-        top -= bits
-        blocks.append(Block(top, bits))
-    return tuple(blocks)
-
-
-def _scan_order(block: Block) -> str:
-    """'b': compare an entry from its last byte, 'f': from its first, so that the
-    bytes the block covers (equal in every entry of its string) come last."""
-    centre = SIMHASH_BITS - block.shift - block.bits / 2  # bit index from the top
-    return "b" if centre < SIMHASH_BITS / 2 else "f"
 
 
 def _load_lua() -> str:
@@ -115,19 +108,34 @@ class DedupeIndex:
         k: int = 3,
         record_originals: bool = True,
         features_version: int = FEATURES_VERSION,
+        load: int = DEDUPE_LOAD,
+        near_min_level: int = NEAR_MIN_LEVEL,
+        blocks: int = 0,
     ) -> None:
         if not 0 <= k <= MAX_K:
             raise ValueError(f"k must be within 0..{MAX_K}, not {k}")
         if features_version < 1:
             raise ValueError(f"features_version must be >= 1, not {features_version}")
+        if load < 1 or not 0 <= near_min_level <= 40:
+            raise ValueError("load must be >= 1 and near_min_level within 0..40")
+        if blocks and (problem := layout_problem(k, blocks)):
+            raise ValueError(f"blocks={blocks}: {problem}")
         self.redis = redis
         self.keys = keys
         self.k = k
         self.features_version = features_version
         self.record_originals = record_originals
-        self.blocks = block_layout(k)
-        self._order = "".join(_scan_order(b) for b in self.blocks)
+        self.load = load
+        self.near_min_level = near_min_level
+        self._use_layout(blocks or default_blocks(k))
         self._script = redis.register_script(_load_lua())
+
+    def _use_layout(self, blocks: int) -> None:
+        if problem := layout_problem(self.k, blocks):
+            raise DedupeMismatch(f"dedupe index layout of {blocks} blocks: {problem}")
+        self.n_blocks = blocks
+        self.tables = near_tables(self.k, blocks)
+        self._order = "".join(t.order for t in self.tables)
 
     def script_args(self, digest: bytes, simhash: int | None, url: str, host: str) -> list[Any]:
         """ARGV of one dedupe.lua run (KEYS[1] is ``keys.dedupe_config``)."""
@@ -141,24 +149,28 @@ class DedupeIndex:
             url,
             digest[:10],
         ]
+        layout = [self.n_blocks, self.load, self.near_min_level]
         if simhash is None:
-            return [*args, b"", "", self.features_version]
+            return [*args, b"", "", self.features_version, *layout]
         if not 0 <= simhash < 1 << SIMHASH_BITS:
             raise ValueError(f"simhash must be an unsigned {SIMHASH_BITS}-bit int")
+        low = (1 << KEY_BITS_SENT) - 1
         return [
             *args,
             simhash.to_bytes(8, "big"),
             self._order,
             self.features_version,
-            *(self.keys.dedupe_near(i, b.value(simhash)) for i, b in enumerate(self.blocks)),
+            *layout,
+            *(t.key(simhash) & low for t in self.tables),
         ]
 
     async def verify(self) -> None:
         """Raises DedupeMismatch (one line, as dedupe.lua would) when the crawl's
         index was created with another k or SimHash features version; an index
-        not yet created passes (its first page fixes both). Read-only: for a
-        worker's start, so that a mismatch stops it before its first page."""
-        have_k, have_fv = await self.redis.hmget(self.keys.dedupe_config, ["k", "fv"])
+        not yet created passes (its first page fixes both). Takes the index's
+        layout. Read-only: for a worker's start, so that a mismatch stops it
+        before its first page."""
+        have_k, have_fv, have_b = await self.redis.hmget(self.keys.dedupe_config, ["k", "fv", "b"])
         if have_k is None:
             return
         k, fv = int(have_k), int(have_fv or 1)  # no field: an index of version 1
@@ -173,6 +185,21 @@ class DedupeIndex:
                 "FEATURES_VERSION): finish the crawl with the release that started it, "
                 "or start a new crawl"
             )
+        self._adopt(have_b)
+
+    def _adopt(self, have_b: bytes | str | None) -> None:
+        """Uses the index's layout: its ``b`` (None: an index from before the
+        layouts, b = k + 1 with fixed buckets)."""
+        blocks = self.k + 1 if have_b is None else int(have_b)
+        if blocks != self.n_blocks:
+            old = "" if have_b else ", fixed buckets: an index from before the growing layout"
+            logger.info(
+                "Duplicate index: using the crawl's layout of %d blocks (%d near tables%s)",
+                blocks,
+                len(near_tables(self.k, blocks)),
+                old,
+            )
+            self._use_layout(blocks)
 
     async def check_and_add(
         self, digest: bytes, simhash: int | None, url: str, host: str
@@ -183,16 +210,27 @@ class DedupeIndex:
         SimHash of its text, or None (exact test only); ``host``: its politeness
         key, whose streak of duplicates is counted.
         """
-        args = self.script_args(digest, simhash, url, host)
-        return (await self._evalsha([args]))[0]
+        return (await self.check_and_add_many([(digest, simhash, url, host)]))[0]
 
     async def check_and_add_many(
         self, pages: Iterable[tuple[bytes, int | None, str, str]]
     ) -> list[DedupeVerdict]:
         """check_and_add for (digest, simhash, url, host) pages in one round trip:
-        one atomic script run each, in order."""
-        calls = [self.script_args(*page) for page in pages]
-        return await self._evalsha(calls) if calls else []
+        one atomic script run each, in order. When the index has another layout
+        than this worker assumed (nothing was written), it takes the index's and
+        sends again."""
+        pages = list(pages)
+        if not pages:
+            return []
+        for attempt in (1, 2):
+            calls = [self.script_args(*page) for page in pages]
+            try:
+                return await self._evalsha(calls)
+            except ResponseError as exc:
+                if attempt == 2 or "dedupe index layout" not in str(exc):
+                    raise
+            self._adopt(await self.redis.hget(self.keys.dedupe_config, "b"))
+        raise AssertionError("unreachable")
 
     async def _evalsha(self, calls: Sequence[list[Any]]) -> list[DedupeVerdict]:
         """EVALSHA, and on NOSCRIPT (a restarted or flushed server) load the script

@@ -6,6 +6,12 @@
 CRAWL_DEDUPE_ENABLED = True
 # Fingerprints within this many bits are near-duplicates (Manku et al.: 3 of 64).
 CRAWL_SIMHASH_K = 3
+# The near index's blocks b for a new crawl (fixed when its index is created;
+# later workers use the index's): C(b, k) tables, each keyed by b - k blocks.
+# More blocks: wider keys, so a lookup stays flat to a larger index, for 8
+# bytes per table per page. 0: k + 2 up to k = 5 (k = 3: 10 tables, flat to
+# about a billion pages; 6 gives 20 tables, flat far beyond), else k + 1.
+CRAWL_DEDUPE_NEAR_BLOCKS = 0
 # Content types fingerprinted for near-duplicates (all bodies get the exact test).
 CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]
 # Pages with less visible text than this (normalised characters) only get the

@@ -198,16 +198,31 @@ per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
                          crawlproject/dedupe/fingerprint.py), fixed at first use,
                          missing in an index created before it existed (= 1); a
                          worker of another version is refused, as its SimHashes
-                         and the recrawl states' (``fs:<pkey>``) would be misread.
-``x:<bb>``         STRING exact index: SHA-1 bytes 3-10 (8 bytes each) of the pages,
-                         packed back to back (a match counts on an entry boundary
-                         only); ``bb`` = SHA-1 bytes 1-2, 4 hex digits.
-``s:<i>:<v>``      STRING near index: the SimHashes (8 bytes, big-endian), packed
-                         back to back, of the pages whose block ``i`` has value ``v``
-                         (hex, at least 4 digits). The 64 bits are cut into k+1 blocks, most
-                         significant first, widths as even as possible (k=3: four
-                         of 16 bits), so a page within distance k of a query shares
-                         one block with it (pigeonhole). Only new pages are added.
+                         and the recrawl states' (``fs:<pkey>``) would be misread;
+                         the layout, fixed at first use: ``b`` (blocks: the near
+                         tables are the C(b, k) choices of b - k blocks), ``load``
+                         (entries per bucket), ``nmin`` (the near tables' first
+                         level); the growth (linear hashing, dedupe.lua): exact
+                         ``xL`` (level), ``xs`` (split pointer), ``xn`` (pages),
+                         near ``nL``, ``ns``, ``nn``. No ``b``: an index from
+                         before the growing layout, read as it is (fixed buckets:
+                         b = k + 1, exact by SHA-1 bytes 1-2, near by block value).
+``x:<a>``          STRING exact index: SHA-1 bytes 3-10 (8 bytes each) of the pages
+                         in bucket ``a`` (hex, at least 4 digits), packed back to
+                         back (a match counts on an entry boundary only). A page's
+                         bucket is x mod 2^xL (or 2^(xL+1) below ``xs``), x = SHA-1
+                         bytes 1-2 (b1 x 256 + b2) + 2^16 x bytes 3-6 read little-
+                         endian; levels start at 16, so bucket and entry hold 80 bits.
+``s:<t>:<a>``      STRING near table ``t``, bucket ``a`` (hex, at least 4 digits): the
+                         SimHashes (8 bytes, big-endian), packed back to back, of
+                         the pages whose table key selects it (as ``x:``, with
+                         ``nL``, ``ns``). Table t's key: its blocks' bits, the least
+                         significant block lowest (at most the low 48 bits). The 64
+                         bits are cut into b blocks, most significant first, widths
+                         as even as possible; a page within distance k of a query
+                         shares b - k blocks with it (pigeonhole), so it is in the
+                         query's bucket of at least one table. Only new pages are
+                         added.
 ``o:<bb>``         HASH  originals (kept only with record_originals): page id bytes
                          3-8 (6 bytes) -> URL of the first page with that id. Page
                          id = its SimHash (8 bytes big-endian), or without one its
@@ -350,12 +365,14 @@ class CrawlKeys:
         return self.shard_prefixes[shard] + "aqd"
 
     def dedupe_exact(self, bucket: int) -> str:
-        """Exact-index string of SHA-1 bucket ``bucket`` (its first 2 bytes, 0..65535)."""
+        """Exact-index string of bucket ``bucket`` (of an index from before the
+        growing layout: the SHA-1's first 2 bytes, 0..65535)."""
         return f"{self.dedupe_prefix}x:{bucket:04x}"
 
-    def dedupe_near(self, block: int, value: int) -> str:
-        """Near-index string of the pages whose SimHash block ``block`` is ``value``."""
-        return f"{self.dedupe_prefix}s:{block}:{value:04x}"
+    def dedupe_near(self, table: int, bucket: int) -> str:
+        """Near-index string of table ``table``'s bucket ``bucket`` (of an index
+        from before the growing layout: block ``table``'s value)."""
+        return f"{self.dedupe_prefix}s:{table}:{bucket:04x}"
 
     def dedupe_originals(self, bucket: int) -> str:
         """Originals hash of page-id bucket ``bucket`` (the id's first 2 bytes)."""

@@ -1,4 +1,5 @@
--- check_and_add(P, k, record, host, url, digest10, simhash8, order, fv, nearkey...)
+-- check_and_add(P, k, record, host, url, digest10, simhash8, order, fv, blocks,
+--               load, near_min_level, table keys...)
 -- The fleet's duplicate index (schema: "dedupe index" in frontier/keys.py).
 -- KEYS[1] is the crawl's dedupe `cfg` key (it routes the call on Redis Cluster);
 -- ARGV[1] is the prefix "cp:{crawl/dd}:"; every key used starts with it.
@@ -7,14 +8,35 @@
 --   host     politeness key, for the duplicate streak
 --   digest10 the first 10 bytes of the body's SHA-1
 --   simhash8 the 64-bit SimHash, 8 bytes big-endian, or "" (exact test only)
---   order    one letter per block: "b" scan entries from their last byte, "f"
---            from their first (start with the bytes the block does not cover)
+--   order    one letter per table: "b" scan entries from their last byte, "f"
+--            from their first (start with the bytes the table's key does not
+--            cover)
 --   fv       the SimHash features version (fixed in `cfg` by the first call;
 --            an index from before the field existed is version 1)
---   nearkey  the k+1 near-index strings the SimHash's blocks select
+--   blocks   the near layout's blocks b (crawlproject/dedupe/index.py): the
+--            index's, fixed by its first call; another is refused (the worker
+--            reads the index's and sends again)
+--   load, near_min_level: the buckets' mean size and the near tables' first
+--            level, fixed by the first call
+--   table keys: each near table's key of the SimHash (its blocks' bits, the
+--            least significant block lowest; at most its low 48 bits), decimal
 -- One page per call: the lookups and the insert are atomic, so of two copies
 -- checked at once exactly one is new.
 -- Returns {kind, distance, streak[, original URL]}: kind 0 new, 1 exact, 2 near.
+--
+-- Both indexes grow by linear hashing (Litwin 1980) over strings of packed
+-- 8-byte entries, so a lookup reads one bucket of about `load` entries per
+-- table whatever the index's size: bucket a of level L and split pointer s
+-- holds the entries whose key x has x mod 2^L = a, or x mod 2^(L+1) = a where
+-- that is below s. Once a part holds more than load x (2^L + s) entries,
+-- bucket s splits by bit L of x into s and s + 2^L (one split per `load`
+-- inserts). Exact: x = SHA-1 bytes 1-2 (b1 x 256 + b2, so the bucket of level
+-- 16 is the index's first layout) + 2^16 x bytes 3-6 read little-endian; an
+-- entry is bytes 3-10, and its level starts at 16, so that bucket and entry
+-- hold all 80 bits. Near: a table's key is its blocks' bits; entries are the
+-- whole SimHash. An index from before this layout (no `b` in `cfg`) keeps its
+-- fixed buckets: exact by bytes 1-2, near by block value (b = k + 1 tables of
+-- one block each), never split.
 local P = ARGV[1]
 local K = tonumber(ARGV[2])
 local record = ARGV[3] == '1'
@@ -22,12 +44,20 @@ local host = ARGV[4]
 local digest = ARGV[6]
 local sim = ARGV[7]
 local order = ARGV[8]
-
 local FV = ARGV[9]
-local cfg = redis.call('HMGET', KEYS[1], 'k', 'fv')
-local have, have_fv = cfg[1], cfg[2]
+local FIRST_KEY = 13
+local byte, sub, floor, fmt = string.byte, string.sub, math.floor, string.format
+local EXACT_MIN_LEVEL = 16  -- the bytes an exact entry lacks: 1-2
+local MAX_LEVEL = 40  -- key values and their bucket numbers stay exact in Lua's doubles
+
+local cfg = redis.call('HMGET', KEYS[1], 'k', 'fv', 'b', 'load', 'nmin', 'xL', 'xs', 'xn',
+  'nL', 'ns', 'nn')
+local have, have_fv, have_b = cfg[1], cfg[2], cfg[3]
+local legacy = false
 if not have then
-  redis.call('HSET', KEYS[1], 'k', ARGV[2], 'fv', FV)
+  redis.call('HSET', KEYS[1], 'k', ARGV[2], 'fv', FV, 'b', ARGV[10], 'load', ARGV[11],
+    'nmin', ARGV[12])
+  cfg = {ARGV[2], FV, ARGV[10], ARGV[11], ARGV[12]}
 elseif have ~= ARGV[2] then
   return redis.error_reply('ERR dedupe index was created with k=' .. have
     .. ', this worker has k=' .. ARGV[2] .. ' (CRAWL_SIMHASH_K)')
@@ -38,12 +68,49 @@ elseif (have_fv or '1') ~= FV then
     .. (have_fv or '1') .. ', this worker has version ' .. FV
     .. ' (crawlproject/dedupe/fingerprint.py FEATURES_VERSION): finish the crawl with'
     .. ' the release that started it, or start a new crawl')
+else
+  legacy = not have_b
+  if (have_b or tostring(K + 1)) ~= ARGV[10] then
+    -- Nothing written: the worker reads the index's layout and sends again.
+    return redis.error_reply('ERR dedupe index layout: ' .. (have_b or 'legacy'))
+  end
 end
+local B = tonumber(cfg[3] or K + 1)
+local LOAD = tonumber(cfg[4]) or 0
+local NEAR_MIN = tonumber(cfg[5]) or 0
+
+-- A part's level (L, s, n): the exact index's, or the near tables' (every
+-- new page with a SimHash goes into every table, so they share one).
+local function part(L, s, n, min)
+  return {L = tonumber(L) or min, s = tonumber(s) or 0, n = tonumber(n) or 0}
+end
+local xpart = part(cfg[6], cfg[7], cfg[8], EXACT_MIN_LEVEL)
+local npart = part(cfg[9], cfg[10], cfg[11], NEAR_MIN)
+
+local function bucket(x, p)
+  local span = 2 ^ p.L
+  local a = x % span
+  if a < p.s then a = x % (2 * span) end
+  return a
+end
+
+local b1, b2, b3, b4, b5, b6 = byte(digest, 1, 6)
+local xkey = b1 * 256 + b2 + 65536 * (((b6 * 256 + b5) * 256 + b4) * 256 + b3)
+
+local function exact_key(a)
+  return P .. 'x:' .. fmt('%04x', a)
+end
+
+local function near_key(t, a)
+  return P .. 's:' .. t .. ':' .. fmt('%04x', a)
+end
+
+local xk = exact_key(legacy and (b1 * 256 + b2) or bucket(xkey, xpart))
 
 -- Originals: 8-byte page id -> (hash key, field).
 local function origin_slot(id)
-  local b1, b2 = string.byte(id, 1, 2)
-  return P .. 'o:' .. string.format('%02x%02x', b1, b2), string.sub(id, 3, 8)
+  local i1, i2 = byte(id, 1, 2)
+  return P .. 'o:' .. fmt('%02x%02x', i1, i2), sub(id, 3, 8)
 end
 
 local function duplicate(kind, distance, ids)
@@ -60,9 +127,7 @@ local function duplicate(kind, distance, ids)
 end
 
 -- Exact: 8-byte entries packed back to back; a match only counts on a boundary.
-local b1, b2 = string.byte(digest, 1, 2)
-local xk = P .. 'x:' .. string.format('%02x%02x', b1, b2)
-local xfp = string.sub(digest, 3, 10)
+local xfp = sub(digest, 3, 10)
 local xs = redis.call('GET', xk)
 if xs then
   local init = 1
@@ -71,7 +136,7 @@ if xs then
     if not i then break end
     if (i - 1) % 8 == 0 then
       -- Same body, same SimHash: the original is recorded under either id.
-      local ids = {string.sub(digest, 1, 8)}
+      local ids = {sub(digest, 1, 8)}
       if #sim == 8 then ids = {sim, ids[1]} end
       return duplicate(1, 0, ids)
     end
@@ -79,11 +144,17 @@ if xs then
   end
 end
 
--- Near: every entry of the k+1 strings the query's blocks select, compared on
--- all 64 bits, byte by byte (POP[x] = bits set in x), giving up on an entry
--- as soon as it is farther than the best so far.
+-- Near: every entry of the tables' buckets the query's keys select, compared
+-- on all 64 bits, byte by byte (POP[x] = bits set in x), giving up on an
+-- entry as soon as it is farther than the best so far.
 local best, bestfp = K + 1, nil
+local T = #ARGV - FIRST_KEY + 1
+local nkeys = {}
 if #sim == 8 then
+  for t = 1, T do
+    local x = tonumber(ARGV[FIRST_KEY + t - 1])
+    nkeys[t] = near_key(t - 1, legacy and x or bucket(x, npart))
+  end
   local POP = {[0] = 0,
   1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 1,
   2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 1,
@@ -93,10 +164,10 @@ if #sim == 8 then
   3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 2,
   3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 3,
   4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
-  local bxor, byte = bit.bxor, string.byte
+  local bxor = bit.bxor
   local q1, q2, q3, q4, q5, q6, q7, q8 = byte(sim, 1, 8)
-  local strings = redis.call('MGET', unpack(ARGV, 10, 10 + K))
-  for i = 1, K + 1 do
+  local strings = redis.call('MGET', unpack(nkeys))
+  for i = 1, T do
     local s = strings[i]
     if s then
       local lim = best - 1
@@ -105,7 +176,7 @@ if #sim == 8 then
       -- first (its first, or its last): written out twice on purpose, as a
       -- test or a byte permutation per entry would cost in the index's
       -- hottest loop.
-      if string.sub(order, i, i) == 'f' then
+      if sub(order, i, i) == 'f' then
         for p = 1, last, 8 do
           local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
           local d = POP[bxor(a1, q1)]
@@ -117,7 +188,7 @@ if #sim == 8 then
           if d <= lim then d = d + POP[bxor(a7, q7)]
           if d <= lim then d = d + POP[bxor(a8, q8)]
           if d <= lim then
-            best, bestfp, lim = d, string.sub(s, p, p + 7), d - 1
+            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
             if lim < 0 then break end
           end end end end end end end end
         end
@@ -133,7 +204,7 @@ if #sim == 8 then
           if d <= lim then d = d + POP[bxor(a2, q2)]
           if d <= lim then d = d + POP[bxor(a1, q1)]
           if d <= lim then
-            best, bestfp, lim = d, string.sub(s, p, p + 7), d - 1
+            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
             if lim < 0 then break end
           end end end end end end end end
         end
@@ -144,10 +215,94 @@ if #sim == 8 then
 end
 if bestfp then return duplicate(2, best, {bestfp}) end
 
--- New: into the exact bucket and every block string; then its origin.
+-- Splitting. The blocks of table t (0-based): the t-th combination, in
+-- lexicographic order, of B - K of the B blocks (0 = most significant; widths
+-- as even as possible, the wider first): index.py's near_tables.
+local function table_blocks(t)
+  local m = B - K
+  local combo = {}
+  for i = 1, m do combo[i] = i - 1 end
+  for _ = 1, t do
+    local i = m
+    while combo[i] == B - m + i - 1 do i = i - 1 end
+    combo[i] = combo[i] + 1
+    for j = i + 1, m do combo[j] = combo[j - 1] + 1 end
+  end
+  return combo
+end
+
+-- The SimHash bit (0 = least significant) that is bit j of table t's key.
+local function key_bit(t, j)
+  local base, extra = floor(64 / B), 64 % B
+  local combo = table_blocks(t)
+  for ci = #combo, 1, -1 do
+    local i = combo[ci]
+    local width = base + (i < extra and 1 or 0)
+    if j < width then return 64 - (i * base + math.min(i, extra)) - width + j end
+    j = j - width
+  end
+end
+
+-- Moves the entries of bucket `from` whose byte `at` (1-based) has bit value
+-- `mask` set to bucket `to`.
+local function split_bucket(from, to, at, mask)
+  local s = redis.call('GET', from)
+  if not s then return end
+  local stay, move = {}, {}
+  for p = 1, #s - 7, 8 do
+    if floor(byte(s, p + at - 1) / mask) % 2 == 1 then
+      move[#move + 1] = sub(s, p, p + 7)
+    else
+      stay[#stay + 1] = sub(s, p, p + 7)
+    end
+  end
+  if #move == 0 then return end
+  redis.call('SET', to, table.concat(move))
+  if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
+end
+
+-- One page more in part p; splits its bucket s when the part is over its
+-- load, then advances the split pointer. `split(L, s)` splits bucket s.
+local function grow(p, max, split)
+  p.n = p.n + 1
+  if p.L >= max or p.n <= LOAD * (2 ^ p.L + p.s) then return end
+  split(p.L, p.s)
+  p.s = p.s + 1
+  if p.s == 2 ^ p.L then p.L, p.s = p.L + 1, 0 end
+end
+
+-- New: into the exact bucket and every table's; then its origin.
 redis.call('APPEND', xk, xfp)
 if #sim == 8 then
-  for i = 1, K + 1 do redis.call('APPEND', ARGV[9 + i], sim) end
+  for t = 1, T do redis.call('APPEND', nkeys[t], sim) end
+end
+if not legacy then
+  -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
+  grow(xpart, math.min(MAX_LEVEL, 48), function(L, s)
+    local j = L - EXACT_MIN_LEVEL
+    split_bucket(exact_key(s), exact_key(s + 2 ^ L), floor(j / 8) + 1, 2 ^ (j % 8))
+  end)
+  local fields = {'HSET', KEYS[1], 'xL', xpart.L, 'xs', xpart.s, 'xn', xpart.n}
+  if #sim == 8 then
+    -- The narrowest table's key: its B - K blocks the narrowest (B - 64 mod B
+    -- of floor(64 / B) bits, the others one more); at most 48 bits are sent.
+    local base, narrow, m = floor(64 / B), B - 64 % B, B - K
+    local width = base * m + math.max(0, m - narrow)
+    width = math.min(width, 48, MAX_LEVEL)
+    grow(npart, width, function(L, s)
+      for t = 0, T - 1 do
+        local bit = key_bit(t, L)  -- in byte 8 - floor(bit / 8) of the big-endian SimHash
+        split_bucket(near_key(t, s), near_key(t, s + 2 ^ L), 8 - floor(bit / 8), 2 ^ (bit % 8))
+      end
+    end)
+    fields[#fields + 1] = 'nL'
+    fields[#fields + 1] = npart.L
+    fields[#fields + 1] = 'ns'
+    fields[#fields + 1] = npart.s
+    fields[#fields + 1] = 'nn'
+    fields[#fields + 1] = npart.n
+  end
+  redis.call(unpack(fields))
 end
 if record then
   local ok, field = origin_slot(#sim == 8 and sim or digest)

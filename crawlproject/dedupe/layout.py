@@ -1,0 +1,105 @@
+"""The duplicate index's near layout (crawlproject/dedupe/lua/dedupe.lua): how
+the 64 SimHash bits are cut into blocks and which blocks key each table, after
+Manku, Jain and Das Sarma (2007). Pure functions: the settings check them
+before any Redis is touched."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+SIMHASH_BITS = 64
+# Entries per bucket on average (dedupe.lua splits one bucket per LOAD inserts):
+# a lookup scans about this many SimHashes per table; each bucket is a Redis
+# key (~80 bytes of its own), so fewer would cost memory per page.
+DEDUPE_LOAD = 32
+# The near tables' first level (2**10 buckets each): a small crawl makes few keys.
+NEAR_MIN_LEVEL = 10
+KEY_BITS_SENT = 48  # a table key's low bits sent to the script (Lua's doubles)
+# k up to this gets b = k + 2 blocks (C(k+2, 2) tables, 21 at k = 5); above, k + 1.
+WIDE_LAYOUT_MAX_K = 5
+MAX_NEAR_TABLES = 64  # C(b, k) tables: each costs 8 bytes a page and an APPEND
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    shift: int  # right shift that brings the block to the low bits
+    bits: int
+
+    def value(self, simhash: int) -> int:
+        return (simhash >> self.shift) & ((1 << self.bits) - 1)
+
+
+def split_blocks(n: int) -> tuple[Block, ...]:
+    """The 64 bits cut into n blocks, most significant first, widths as even as
+    possible (the wider ones first): 4 -> 4 x 16 bits; 6 -> 11, 11, 11, 11, 10, 10."""
+    base, extra = divmod(SIMHASH_BITS, n)
+    blocks, top = [], SIMHASH_BITS
+    for i in range(n):
+        bits = base + (1 if i < extra else 0)
+        top -= bits
+        blocks.append(Block(top, bits))
+    return tuple(blocks)
+
+
+def block_layout(k: int) -> tuple[Block, ...]:
+    """The k+1 blocks of an index from before the wide layouts (and of k > 5)."""
+    return split_blocks(k + 1)
+
+
+def default_blocks(k: int) -> int:
+    """b for a new index: k + 2 (C(k+2, 2) tables keyed by two blocks) up to k = 5."""
+    return k + 2 if k <= WIDE_LAYOUT_MAX_K else k + 1
+
+
+@dataclass(frozen=True, slots=True)
+class NearTable:
+    """One table: its b - k blocks, most significant first. Its key puts the
+    least significant block lowest (dedupe.lua's key_bit reads it so)."""
+
+    blocks: tuple[Block, ...]
+
+    def key(self, simhash: int) -> int:
+        key = shift = 0
+        for block in reversed(self.blocks):
+            key |= block.value(simhash) << shift
+            shift += block.bits
+        return key
+
+    @property
+    def order(self) -> str:
+        """'b': compare an entry from its last byte, 'f': from its first, so that
+        the bytes a bucket's entries share (its key's low bits: the least
+        significant block's) come last."""
+        low = self.blocks[-1]
+        centre = SIMHASH_BITS - low.shift - low.bits / 2  # bit index from the top
+        return "b" if centre < SIMHASH_BITS / 2 else "f"
+
+
+def near_width(k: int, blocks: int) -> int:
+    """The narrowest table's key bits: its blocks - k blocks the narrowest
+    (dedupe.lua's cap on the near tables' level, with 48 and 40)."""
+    base, extra = divmod(SIMHASH_BITS, blocks)
+    chosen = blocks - k
+    return base * chosen + max(0, chosen - (blocks - extra))
+
+
+def near_tables(k: int, blocks: int) -> tuple[NearTable, ...]:
+    """The C(blocks, k) tables: every choice of blocks - k of the blocks, in
+    lexicographic order (dedupe.lua's table_blocks)."""
+    cut = split_blocks(blocks)
+    return tuple(
+        NearTable(tuple(cut[i] for i in chosen))
+        for chosen in itertools.combinations(range(blocks), blocks - k)
+    )
+
+
+def layout_problem(k: int, blocks: int) -> str | None:
+    """Why ``blocks`` cannot be a near layout for ``k`` (None: it can)."""
+    if not k + 1 <= blocks <= SIMHASH_BITS:
+        return f"must be within k + 1 = {k + 1} and {SIMHASH_BITS} (k={k})"
+    tables = math.comb(blocks, k)
+    if tables > MAX_NEAR_TABLES:
+        return f"makes {tables} near tables for k={k}, more than {MAX_NEAR_TABLES}"
+    return None
