@@ -7,12 +7,12 @@
 On a private redis-server, the index (k=3) is filled with random pages: a random
 SHA-1 and a random 64-bit SimHash each, and with record_originals a 60-byte URL.
 Filling goes straight to Redis, not through the script: the exact commands
-dedupe.lua's buckets hold once that many new pages are in (testkit/dedupe_table.py:
-APPEND 8 bytes to the page's exact bucket and to its bucket in each near table,
-HSETNX into ``o:<bb>``), one page after another, as fixed-size RESP records built
-by numpy and sent with CLIENT REPLY OFF. Redis grows each string just as it
-would page by page (APPEND's greedy preallocation included; a bucket the
-script split is a SET instead), so the memory is the real thing. Script
+dedupe.lua's buckets hold once that many new pages are in (testkit/dedupe_table.py):
+the growing layout's buckets, which the script writes whole, one SET each; the
+fixed layout's as its release made them, APPEND 8 bytes to the page's exact
+string and to its block strings, page after page (Redis's greedy preallocation
+included), as fixed-size RESP records built by numpy; HSETNX into ``o:<bb>``;
+all sent with CLIENT REPLY OFF. So the memory is the real thing. Script
 lookups of loaded pages (exact, and copies with 1-3 flipped bits) then check
 the layout is the script's.
 
@@ -148,11 +148,13 @@ def bulk_load(
     t0 = time.perf_counter()
     with socket.create_connection(("127.0.0.1", srv.port)) as sock:
         sock.sendall(b"CLIENT REPLY OFF\r\n")
-        for lo in range(0, layout.n, CHUNK_PAGES):
-            hi = min(layout.n, lo + CHUNK_PAGES)
+        # A growing index's buckets are written whole: all its pages at once.
+        step = layout.n if layout.growing else CHUNK_PAGES
+        for lo in range(0, layout.n, step):
+            hi = min(layout.n, lo + step)
             sock.sendall(resp_for_pages(keys, layout, pages.digests[lo:hi], pages.sims[lo:hi]))
-            if originals:
-                sock.sendall(resp_for_originals(keys, pages, lo, hi))
+        for lo in range(0, layout.n if originals else 0, CHUNK_PAGES):
+            sock.sendall(resp_for_originals(keys, pages, lo, min(layout.n, lo + CHUNK_PAGES)))
         sock.sendall(b"CLIENT REPLY ON\r\n")
         reply = b""
         while not reply.endswith(b"\r\n"):

@@ -157,13 +157,33 @@ def appends(name: bytes, buckets: np.ndarray, entries: np.ndarray) -> bytes:
     return b"".join(out)
 
 
+def sets(name: bytes, buckets: np.ndarray, entries: np.ndarray) -> bytes:
+    """SET each bucket (``name`` + its number in hex, at least 4 digits) to its
+    entries (8 bytes each) in page order: a growing index's buckets, which the
+    script writes whole."""
+    order = np.argsort(buckets, kind="stable")
+    data = entries[order].tobytes()
+    values, starts, counts = np.unique(buckets[order], return_index=True, return_counts=True)
+    set_head = command_head("SET", 2)
+    out = []
+    for value, start, count in zip(values.tolist(), starts.tolist(), counts.tolist(), strict=True):
+        key = name + b"%04x" % value
+        out.append(b"%s$%d\r\n%s\r\n$%d\r\n" % (set_head, len(key), key, 8 * count))
+        out.append(data[8 * start : 8 * (start + count)])
+        out.append(b"\r\n")
+    return b"".join(out)
+
+
 def resp_for_pages(keys: CrawlKeys, layout: Layout, digests: np.ndarray, sims: np.ndarray) -> bytes:
-    """The APPENDs dedupe.lua makes for these new pages (originals aside), at
-    the buckets of ``layout`` (its n: the index's size once they are in)."""
+    """What dedupe.lua leaves in the buckets for these new pages (originals
+    aside), at the buckets of ``layout`` (its n: the index's size once they are
+    in): one SET a bucket (growing: all the index's pages at once), or the
+    APPENDs of a release before the growing layout (fixed: any run of pages)."""
     prefix = keys.dedupe_prefix.encode()
     n = len(sims)
     sim_bytes = sims.astype(">u8").view(np.uint8).reshape(n, 8)
-    out = [appends(prefix + b"x:", layout.exact_buckets(digests), digests[:, 2:10])]
+    write = sets if layout.growing else appends
+    out = [write(prefix + b"x:", layout.exact_buckets(digests), digests[:, 2:10])]
     for t, buckets in enumerate(layout.near_buckets(sims)):
-        out.append(appends(prefix + f"s:{t}:".encode(), buckets, sim_bytes))
+        out.append(write(prefix + f"s:{t}:".encode(), buckets, sim_bytes))
     return b"".join(out)

@@ -149,7 +149,7 @@ end
 -- entry as soon as it is farther than the best so far.
 local best, bestfp = K + 1, nil
 local T = #ARGV - FIRST_KEY + 1
-local nkeys = {}
+local nkeys, strings = {}, {}
 if #sim == 8 then
   for t = 1, T do
     local x = tonumber(ARGV[FIRST_KEY + t - 1])
@@ -166,7 +166,7 @@ if #sim == 8 then
   4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
   local bxor = bit.bxor
   local q1, q2, q3, q4, q5, q6, q7, q8 = byte(sim, 1, 8)
-  local strings = redis.call('MGET', unpack(nkeys))
+  strings = redis.call('MGET', unpack(nkeys))
   for i = 1, T do
     local s = strings[i]
     if s then
@@ -271,10 +271,21 @@ local function grow(p, max, split)
   if p.s == 2 ^ p.L then p.L, p.s = p.L + 1, 0 end
 end
 
--- New: into the exact bucket and every table's; then its origin.
-redis.call('APPEND', xk, xfp)
-if #sim == 8 then
-  for t = 1, T do redis.call('APPEND', nkeys[t], sim) end
+-- New: into the exact bucket and every table's; then its origin. A bucket is
+-- written whole (it was read whole above): APPEND would leave it room to grow
+-- (Redis doubles a string it appends to), half again its bytes on average.
+-- The fixed buckets of an index from before keep growing by APPEND: they are
+-- long.
+if legacy then
+  redis.call('APPEND', xk, xfp)
+  if #sim == 8 then
+    for t = 1, T do redis.call('APPEND', nkeys[t], sim) end
+  end
+else
+  redis.call('SET', xk, (xs or '') .. xfp)
+  if #sim == 8 then
+    for t = 1, T do redis.call('SET', nkeys[t], (strings[t] or '') .. sim) end
+  end
 end
 if not legacy then
   -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
