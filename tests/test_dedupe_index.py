@@ -632,6 +632,19 @@ def test_near_layouts_and_their_limits() -> None:
             a = rng.getrandbits(64)
             b = flip(a, *rng.sample(range(64), k))
             assert any(t.key(a) == t.key(b) for t in tables), (k, blocks)
+    # A table's filter byte holds only its key's bits: two SimHashes of one key agree there.
+    assert [t.filter for t in near_tables(3, 4)] == ["1ff", "3ff", "5ff", "7ff"]
+    for k, blocks in [(0, 2), (3, 5), (5, 7), (15, 16), (15, 17)]:
+        for t in near_tables(k, blocks):
+            at, mask = int(t.filter[0]), int(t.filter[1:], 16)
+            assert mask
+            for _ in range(50):
+                a = rng.getrandbits(64)
+                # b: a's key bits, the other bits random
+                key_bits = sum(((1 << x.bits) - 1) << x.shift for x in t.blocks)
+                b = (a & key_bits) | (rng.getrandbits(64) & ~key_bits)
+                assert t.key(a) == t.key(b)
+                assert a.to_bytes(8, "big")[at - 1] & mask == b.to_bytes(8, "big")[at - 1] & mask
     assert layout_problem(3, 6) is None
     assert "within k + 1 = 4" in (layout_problem(3, 3) or "")
     assert "84 near tables" in (layout_problem(3, 9) or "")

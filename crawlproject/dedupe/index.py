@@ -135,7 +135,7 @@ class DedupeIndex:
             raise DedupeMismatch(f"dedupe index layout of {blocks} blocks: {problem}")
         self.n_blocks = blocks
         self.tables = near_tables(self.k, blocks)
-        self._order = "".join(t.order for t in self.tables)
+        self._filters = "".join(t.filter for t in self.tables)
 
     def script_args(self, digest: bytes, simhash: int | None, url: str, host: str) -> list[Any]:
         """ARGV of one dedupe.lua run (KEYS[1] is ``keys.dedupe_config``)."""
@@ -158,7 +158,7 @@ class DedupeIndex:
         return [
             *args,
             simhash.to_bytes(8, "big"),
-            self._order,
+            self._filters,
             self.features_version,
             *layout,
             *(t.key(simhash) & low for t in self.tables),

@@ -68,13 +68,23 @@ class NearTable:
         return key
 
     @property
-    def order(self) -> str:
-        """'b': compare an entry from its last byte, 'f': from its first, so that
-        the bytes a bucket's entries share (its key's low bits: the least
-        significant block's) come last."""
-        low = self.blocks[-1]
-        centre = SIMHASH_BITS - low.shift - low.bits / 2  # bit index from the top
-        return "b" if centre < SIMHASH_BITS / 2 else "f"
+    def filter(self) -> str:
+        """The table's test before a distance: which byte of an entry (1-8,
+        big-endian) holds most of the key's bits, and those bits' mask, as 3
+        characters (digit, 2 hex digits). An entry of the query's bucket can be
+        found through this table only if its whole key is the query's (a page
+        within k bits shares some table's whole key, and is found there), so an
+        entry whose byte differs under the mask is passed over unread."""
+        best = (0, 1, 0)  # (key bits in the byte, byte, mask)
+        for byte in range(1, 9):
+            low = (8 - byte) * 8  # the byte's lowest bit, 0 = the SimHash's least significant
+            mask = 0
+            for block in self.blocks:
+                for bit in range(max(low, block.shift), min(low + 8, block.shift + block.bits)):
+                    mask |= 1 << (bit - low)
+            if mask.bit_count() > best[0]:
+                best = (mask.bit_count(), byte, mask)
+        return f"{best[1]}{best[2]:02x}"
 
 
 def near_width(k: int, blocks: int) -> int:

@@ -1,4 +1,4 @@
--- check_and_add(P, k, record, host, url, digest10, simhash8, order, fv, blocks,
+-- check_and_add(P, k, record, host, url, digest10, simhash8, filters, fv, blocks,
 --               load, near_min_level, table keys...)
 -- The fleet's duplicate index (schema: "dedupe index" in frontier/keys.py).
 -- KEYS[1] is the crawl's dedupe `cfg` key (it routes the call on Redis Cluster);
@@ -8,9 +8,9 @@
 --   host     politeness key, for the duplicate streak
 --   digest10 the first 10 bytes of the body's SHA-1
 --   simhash8 the 64-bit SimHash, 8 bytes big-endian, or "" (exact test only)
---   order    one letter per table: "b" scan entries from their last byte, "f"
---            from their first (start with the bytes the table's key does not
---            cover)
+--   filters  per table, 3 characters: the entry byte (1-8) and the hex mask
+--            of its key bits that an entry must share with the query to be
+--            read further (index.py NearTable.filter)
 --   fv       the SimHash features version (fixed in `cfg` by the first call;
 --            an index from before the field existed is version 1)
 --   blocks   the near layout's blocks b (crawlproject/dedupe/index.py): the
@@ -43,7 +43,7 @@ local record = ARGV[3] == '1'
 local host = ARGV[4]
 local digest = ARGV[6]
 local sim = ARGV[7]
-local order = ARGV[8]
+local filters = ARGV[8]
 local FV = ARGV[9]
 local FIRST_KEY = 13
 local byte, sub, floor, fmt = string.byte, string.sub, math.floor, string.format
@@ -144,18 +144,15 @@ if xs then
   end
 end
 
--- Near: every entry of the tables' buckets the query's keys select, compared
--- on all 64 bits, byte by byte (POP[x] = bits set in x), giving up on an
--- entry as soon as it is farther than the best so far.
-local best, bestfp = K + 1, nil
-local T = #ARGV - FIRST_KEY + 1
-local nkeys, strings = {}, {}
-if #sim == 8 then
-  for t = 1, T do
-    local x = tonumber(ARGV[FIRST_KEY + t - 1])
-    nkeys[t] = near_key(t - 1, legacy and x or bucket(x, npart))
-  end
-  local POP = {[0] = 0,
+-- Near: the entries of the tables' buckets the query's keys select that share
+-- the table's filter byte with it, compared on all 64 bits, byte by byte
+-- (POP[x] = bits set in x), giving up on an entry as soon as it is farther
+-- than the best so far.
+-- Bits set in a byte, POP[x]: made when an entry first passes a filter (most
+-- calls never need it, and a 256-entry table costs a few microseconds).
+local POP
+local function make_pop()
+  POP = {[0] = 0,
   1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 1,
   2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 1,
   2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
@@ -164,21 +161,36 @@ if #sim == 8 then
   3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 2,
   3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 3,
   4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
-  local bxor = bit.bxor
+end
+
+local best, bestfp = K + 1, nil
+local T = #ARGV - FIRST_KEY + 1
+local nkeys, strings = {}, {}
+if #sim == 8 then
+  for t = 1, T do
+    local x = tonumber(ARGV[FIRST_KEY + t - 1])
+    nkeys[t] = near_key(t - 1, legacy and x or bucket(x, npart))
+  end
+  local bxor, band = bit.bxor, bit.band
   local q1, q2, q3, q4, q5, q6, q7, q8 = byte(sim, 1, 8)
   strings = redis.call('MGET', unpack(nkeys))
   for i = 1, T do
     local s = strings[i]
     if s then
       local lim = best - 1
-      local last = #s - 7
-      -- The two loops differ only in which byte of an entry they compare
-      -- first (its first, or its last): written out twice on purpose, as a
-      -- test or a byte permutation per entry would cost in the index's
-      -- hottest loop.
-      if sub(order, i, i) == 'f' then
-        for p = 1, last, 8 do
-          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
+      -- The table's filter byte (index.py NearTable.filter): at is its place
+      -- in an entry, mask the key's bits in it. Only an entry whose byte
+      -- agrees there is read further: 1 in 256 when the mask is a whole byte.
+      local at = byte(filters, 3 * i - 2) - 48
+      local mask = tonumber(sub(filters, 3 * i - 1, 3 * i), 16)
+      local want = band(byte(sim, at), mask)
+      local full = mask == 255
+      for p = at, #s, 8 do
+        local c = byte(s, p)
+        if c == want or (not full and band(c, mask) == want) then
+          local e = p - at + 1
+          if not POP then make_pop() end
+          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, e, e + 7)
           local d = POP[bxor(a1, q1)]
           if d <= lim then d = d + POP[bxor(a2, q2)]
           if d <= lim then d = d + POP[bxor(a3, q3)]
@@ -188,23 +200,7 @@ if #sim == 8 then
           if d <= lim then d = d + POP[bxor(a7, q7)]
           if d <= lim then d = d + POP[bxor(a8, q8)]
           if d <= lim then
-            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
-            if lim < 0 then break end
-          end end end end end end end end
-        end
-      else
-        for p = 1, last, 8 do
-          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
-          local d = POP[bxor(a8, q8)]
-          if d <= lim then d = d + POP[bxor(a7, q7)]
-          if d <= lim then d = d + POP[bxor(a6, q6)]
-          if d <= lim then d = d + POP[bxor(a5, q5)]
-          if d <= lim then d = d + POP[bxor(a4, q4)]
-          if d <= lim then d = d + POP[bxor(a3, q3)]
-          if d <= lim then d = d + POP[bxor(a2, q2)]
-          if d <= lim then d = d + POP[bxor(a1, q1)]
-          if d <= lim then
-            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
+            best, bestfp, lim = d, sub(s, e, e + 7), d - 1
             if lim < 0 then break end
           end end end end end end end end
         end
