@@ -79,33 +79,21 @@ local B = tonumber(cfg[3] or K + 1)
 local LOAD = tonumber(cfg[4]) or 0
 local NEAR_MIN = tonumber(cfg[5]) or 0
 
--- A part's level (L, s, n): the exact index's, or the near tables' (every
--- new page with a SimHash goes into every table, so they share one).
-local function part(L, s, n, min)
-  return {L = tonumber(L) or min, s = tonumber(s) or 0, n = tonumber(n) or 0}
-end
-local xpart = part(cfg[6], cfg[7], cfg[8], EXACT_MIN_LEVEL)
-local npart = part(cfg[9], cfg[10], cfg[11], NEAR_MIN)
-
-local function bucket(x, p)
-  local span = 2 ^ p.L
-  local a = x % span
-  if a < p.s then a = x % (2 * span) end
-  return a
-end
+-- Each part's level L, split pointer s and pages n: the exact index's, and
+-- the near tables' (every new page with a SimHash goes into every table, so
+-- they share one). Written out, not in helper functions: a function made at
+-- every call costs, and most calls never split.
+local xL, xs_, xn = tonumber(cfg[6]) or EXACT_MIN_LEVEL, tonumber(cfg[7]) or 0, tonumber(cfg[8]) or 0
+local nL, ns, nn = tonumber(cfg[9]) or NEAR_MIN, tonumber(cfg[10]) or 0, tonumber(cfg[11]) or 0
 
 local b1, b2, b3, b4, b5, b6 = byte(digest, 1, 6)
-local xkey = b1 * 256 + b2 + 65536 * (((b6 * 256 + b5) * 256 + b4) * 256 + b3)
-
-local function exact_key(a)
-  return P .. 'x:' .. fmt('%04x', a)
+local xa = b1 * 256 + b2  -- the bucket of level 16
+if not legacy then
+  local x = xa + 65536 * (((b6 * 256 + b5) * 256 + b4) * 256 + b3)
+  xa = x % 2 ^ xL
+  if xa < xs_ then xa = x % 2 ^ (xL + 1) end
 end
-
-local function near_key(t, a)
-  return P .. 's:' .. t .. ':' .. fmt('%04x', a)
-end
-
-local xk = exact_key(legacy and (b1 * 256 + b2) or bucket(xkey, xpart))
+local xk = fmt('%sx:%04x', P, xa)
 
 -- Originals: 8-byte page id -> (hash key, field).
 local function origin_slot(id)
@@ -151,46 +139,87 @@ end
 -- Bits set in a byte, POP[x]: made when an entry first passes a filter (most
 -- calls never need it, and a 256-entry table costs a few microseconds).
 local POP
-local function make_pop()
-  POP = {[0] = 0,
-  1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 1,
-  2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 1,
-  2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
-  3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 1,
-  2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
-  3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 2,
-  3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 3,
-  4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
-end
-
 local best, bestfp = K + 1, nil
 local T = #ARGV - FIRST_KEY + 1
 local nkeys, strings = {}, {}
 if #sim == 8 then
+  local span = 2 ^ nL
   for t = 1, T do
-    local x = tonumber(ARGV[FIRST_KEY + t - 1])
-    nkeys[t] = near_key(t - 1, legacy and x or bucket(x, npart))
+    local a = tonumber(ARGV[FIRST_KEY + t - 1])
+    if not legacy then
+      local x = a
+      a = x % span
+      if a < ns then a = x % (2 * span) end
+    end
+    nkeys[t] = fmt('%ss:%d:%04x', P, t - 1, a)
   end
   local bxor, band = bit.bxor, bit.band
   local q1, q2, q3, q4, q5, q6, q7, q8 = byte(sim, 1, 8)
+  local function make_pop()
+    POP = {[0] = 0,
+    1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 1,
+    2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 1,
+    2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
+    3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 1,
+    2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
+    3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 2,
+    3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 3,
+    4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
+  end
+  -- An entry that passed a table's filter (at e of s): its distance, byte by
+  -- byte, given up once it is farther than the best so far. A function: few
+  -- entries get here.
+  local function consider(s, e)
+    if not POP then make_pop() end
+    local lim = best - 1
+    local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, e, e + 7)
+    local d = POP[bxor(a1, q1)]
+    if d <= lim then d = d + POP[bxor(a2, q2)]
+    if d <= lim then d = d + POP[bxor(a3, q3)]
+    if d <= lim then d = d + POP[bxor(a4, q4)]
+    if d <= lim then d = d + POP[bxor(a5, q5)]
+    if d <= lim then d = d + POP[bxor(a6, q6)]
+    if d <= lim then d = d + POP[bxor(a7, q7)]
+    if d <= lim then d = d + POP[bxor(a8, q8)]
+    if d <= lim then best, bestfp = d, sub(s, e, e + 7) end
+    end end end end end end end
+  end
   strings = redis.call('MGET', unpack(nkeys))
   for i = 1, T do
     local s = strings[i]
-    if s then
-      local lim = best - 1
-      -- The table's filter byte (index.py NearTable.filter): at is its place
-      -- in an entry, mask the key's bits in it. Only an entry whose byte
-      -- agrees there is read further: 1 in 256 when the mask is a whole byte.
-      local at = byte(filters, 3 * i - 2) - 48
+    -- The table's filter byte (index.py NearTable.filter): at is its place in
+    -- an entry, mask the key's bits in it. Only an entry whose byte agrees
+    -- there is read further: 1 in 256 when the mask is a whole byte.
+    local at = byte(filters, 3 * i - 2) - 48
+    if s and not legacy then
       local mask = tonumber(sub(filters, 3 * i - 1, 3 * i), 16)
       local want = band(byte(sim, at), mask)
-      local full = mask == 255
-      for p = at, #s, 8 do
-        local c = byte(s, p)
-        if c == want or (not full and band(c, mask) == want) then
-          local e = p - at + 1
-          if not POP then make_pop() end
-          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, e, e + 7)
+      if mask == 255 then
+        for p = at, #s, 8 do
+          if byte(s, p) == want then
+            consider(s, p - at + 1)
+            if best == 0 then break end
+          end
+        end
+      else
+        for p = at, #s, 8 do
+          if band(byte(s, p), mask) == want then
+            consider(s, p - at + 1)
+            if best == 0 then break end
+          end
+        end
+      end
+    elseif s then
+      -- The fixed buckets of an index from before: every entry shares the
+      -- table's one block, so no filter; the distance is taken from the end
+      -- away from that block (which it finds equal). The two loops differ
+      -- only in that order: written out twice on purpose, as a test or a byte
+      -- permutation per entry would cost in this hottest loop.
+      if not POP then make_pop() end
+      local lim = best - 1
+      if at > 4 then
+        for p = 1, #s - 7, 8 do
+          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
           local d = POP[bxor(a1, q1)]
           if d <= lim then d = d + POP[bxor(a2, q2)]
           if d <= lim then d = d + POP[bxor(a3, q3)]
@@ -200,72 +229,32 @@ if #sim == 8 then
           if d <= lim then d = d + POP[bxor(a7, q7)]
           if d <= lim then d = d + POP[bxor(a8, q8)]
           if d <= lim then
-            best, bestfp, lim = d, sub(s, e, e + 7), d - 1
+            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
+            if lim < 0 then break end
+          end end end end end end end end
+        end
+      else
+        for p = 1, #s - 7, 8 do
+          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
+          local d = POP[bxor(a8, q8)]
+          if d <= lim then d = d + POP[bxor(a7, q7)]
+          if d <= lim then d = d + POP[bxor(a6, q6)]
+          if d <= lim then d = d + POP[bxor(a5, q5)]
+          if d <= lim then d = d + POP[bxor(a4, q4)]
+          if d <= lim then d = d + POP[bxor(a3, q3)]
+          if d <= lim then d = d + POP[bxor(a2, q2)]
+          if d <= lim then d = d + POP[bxor(a1, q1)]
+          if d <= lim then
+            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
             if lim < 0 then break end
           end end end end end end end end
         end
       end
-      if best == 0 then break end
     end
+    if best == 0 then break end
   end
 end
 if bestfp then return duplicate(2, best, {bestfp}) end
-
--- Splitting. The blocks of table t (0-based): the t-th combination, in
--- lexicographic order, of B - K of the B blocks (0 = most significant; widths
--- as even as possible, the wider first): index.py's near_tables.
-local function table_blocks(t)
-  local m = B - K
-  local combo = {}
-  for i = 1, m do combo[i] = i - 1 end
-  for _ = 1, t do
-    local i = m
-    while combo[i] == B - m + i - 1 do i = i - 1 end
-    combo[i] = combo[i] + 1
-    for j = i + 1, m do combo[j] = combo[j - 1] + 1 end
-  end
-  return combo
-end
-
--- The SimHash bit (0 = least significant) that is bit j of table t's key.
-local function key_bit(t, j)
-  local base, extra = floor(64 / B), 64 % B
-  local combo = table_blocks(t)
-  for ci = #combo, 1, -1 do
-    local i = combo[ci]
-    local width = base + (i < extra and 1 or 0)
-    if j < width then return 64 - (i * base + math.min(i, extra)) - width + j end
-    j = j - width
-  end
-end
-
--- Moves the entries of bucket `from` whose byte `at` (1-based) has bit value
--- `mask` set to bucket `to`.
-local function split_bucket(from, to, at, mask)
-  local s = redis.call('GET', from)
-  if not s then return end
-  local stay, move = {}, {}
-  for p = 1, #s - 7, 8 do
-    if floor(byte(s, p + at - 1) / mask) % 2 == 1 then
-      move[#move + 1] = sub(s, p, p + 7)
-    else
-      stay[#stay + 1] = sub(s, p, p + 7)
-    end
-  end
-  if #move == 0 then return end
-  redis.call('SET', to, table.concat(move))
-  if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
-end
-
--- One page more in part p; splits its bucket s when the part is over its
--- load, then advances the split pointer. `split(L, s)` splits bucket s.
-local function grow(p, max, split)
-  p.n = p.n + 1
-  if p.L >= max or p.n <= LOAD * (2 ^ p.L + p.s) then return end
-  split(p.L, p.s)
-  p.s = p.s + 1
-  if p.s == 2 ^ p.L then p.L, p.s = p.L + 1, 0 end
-end
 
 -- New: into the exact bucket and every table's; then its origin. A bucket is
 -- written whole (it was read whole above): APPEND would leave it room to grow
@@ -284,32 +273,86 @@ else
   end
 end
 if not legacy then
-  -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
-  grow(xpart, math.min(MAX_LEVEL, 48), function(L, s)
-    local j = L - EXACT_MIN_LEVEL
-    split_bucket(exact_key(s), exact_key(s + 2 ^ L), floor(j / 8) + 1, 2 ^ (j % 8))
-  end)
-  local fields = {'HSET', KEYS[1], 'xL', xpart.L, 'xs', xpart.s, 'xn', xpart.n}
-  if #sim == 8 then
-    -- The narrowest table's key: its B - K blocks the narrowest (B - 64 mod B
-    -- of floor(64 / B) bits, the others one more); at most 48 bits are sent.
-    local base, narrow, m = floor(64 / B), B - 64 % B, B - K
-    local width = base * m + math.max(0, m - narrow)
-    width = math.min(width, 48, MAX_LEVEL)
-    grow(npart, width, function(L, s)
-      for t = 0, T - 1 do
-        local bit = key_bit(t, L)  -- in byte 8 - floor(bit / 8) of the big-endian SimHash
-        split_bucket(near_key(t, s), near_key(t, s + 2 ^ L), 8 - floor(bit / 8), 2 ^ (bit % 8))
+  -- One page more in each part it went into; over its load (load x its
+  -- buckets), a part splits bucket s by bit L and advances s.
+  xn = xn + 1
+  if #sim == 8 then nn = nn + 1 end
+  -- The narrowest table's key: its B - K blocks the narrowest (B - 64 mod B
+  -- of floor(64 / B) bits, the others one more); at most 48 bits are sent.
+  local base, m = floor(64 / B), B - K
+  local nmax = math.min(base * m + math.max(0, m - (B - 64 % B)), 48, MAX_LEVEL)
+  local xdue = xL < MAX_LEVEL and xn > LOAD * (2 ^ xL + xs_)
+  local ndue = #sim == 8 and nL < nmax and nn > LOAD * (2 ^ nL + ns)
+  if xdue or ndue then
+    -- Splitting. The blocks of table t (0-based): the t-th combination, in
+    -- lexicographic order, of B - K of the B blocks (0 = most significant; widths
+    -- as even as possible, the wider first): index.py's near_tables.
+    local function table_blocks(t)
+      local m = B - K
+      local combo = {}
+      for i = 1, m do combo[i] = i - 1 end
+      for _ = 1, t do
+        local i = m
+        while combo[i] == B - m + i - 1 do i = i - 1 end
+        combo[i] = combo[i] + 1
+        for j = i + 1, m do combo[j] = combo[j - 1] + 1 end
       end
-    end)
-    fields[#fields + 1] = 'nL'
-    fields[#fields + 1] = npart.L
-    fields[#fields + 1] = 'ns'
-    fields[#fields + 1] = npart.s
-    fields[#fields + 1] = 'nn'
-    fields[#fields + 1] = npart.n
+      return combo
+    end
+
+    -- The SimHash bit (0 = least significant) that is bit j of table t's key.
+    local function key_bit(t, j)
+      local base, extra = floor(64 / B), 64 % B
+      local combo = table_blocks(t)
+      for ci = #combo, 1, -1 do
+        local i = combo[ci]
+        local width = base + (i < extra and 1 or 0)
+        if j < width then return 64 - (i * base + math.min(i, extra)) - width + j end
+        j = j - width
+      end
+    end
+
+    -- Moves the entries of bucket `from` whose byte `at` (1-based) has bit value
+    -- `mask` set to bucket `to`.
+    local function split_bucket(from, to, at, mask)
+      local s = redis.call('GET', from)
+      if not s then return end
+      local stay, move = {}, {}
+      for p = 1, #s - 7, 8 do
+        if floor(byte(s, p + at - 1) / mask) % 2 == 1 then
+          move[#move + 1] = sub(s, p, p + 7)
+        else
+          stay[#stay + 1] = sub(s, p, p + 7)
+        end
+      end
+      if #move == 0 then return end
+      redis.call('SET', to, table.concat(move))
+      if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
+    end
+
+    if xdue then
+      -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
+      local j = xL - EXACT_MIN_LEVEL
+      split_bucket(fmt('%sx:%04x', P, xs_), fmt('%sx:%04x', P, xs_ + 2 ^ xL),
+        floor(j / 8) + 1, 2 ^ (j % 8))
+      xs_ = xs_ + 1
+      if xs_ == 2 ^ xL then xL, xs_ = xL + 1, 0 end
+    end
+    if ndue then
+      for t = 0, T - 1 do
+        local bit = key_bit(t, nL)  -- in byte 8 - floor(bit / 8) of the big-endian SimHash
+        split_bucket(fmt('%ss:%d:%04x', P, t, ns), fmt('%ss:%d:%04x', P, t, ns + 2 ^ nL),
+          8 - floor(bit / 8), 2 ^ (bit % 8))
+      end
+      ns = ns + 1
+      if ns == 2 ^ nL then nL, ns = nL + 1, 0 end
+    end
   end
-  redis.call(unpack(fields))
+  if #sim == 8 then
+    redis.call('HSET', KEYS[1], 'xL', xL, 'xs', xs_, 'xn', xn, 'nL', nL, 'ns', ns, 'nn', nn)
+  else
+    redis.call('HSET', KEYS[1], 'xL', xL, 'xs', xs_, 'xn', xn)
+  end
 end
 if record then
   local ok, field = origin_slot(#sim == 8 and sim or digest)
