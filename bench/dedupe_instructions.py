@@ -111,13 +111,13 @@ def count(source: str, growing: bool, pages: int, calls: int, workdir: Path) -> 
         for a in args[:50]:  # warm: the script cached, the connection set up
             script(keys=[KEYS.dedupe_config], args=a)
         control = ["callgrind_control", "-i", "on", str(proc.pid)]
-        subprocess.run(control, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(control, check=True, capture_output=True)
         for a in args[50:]:
             script(keys=[KEYS.dedupe_config], args=a)
         control[1:3] = ["-i", "off"]
-        subprocess.run(control, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(control, check=True, capture_output=True)
         control[1:3] = ["-d", "calls"]
-        subprocess.run(control, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(control, check=True, capture_output=True)
         total = 0
         for path in workdir.glob("cg.out.*"):
             text = path.read_text(errors="replace").splitlines()
