@@ -27,6 +27,7 @@ from crawlproject.dedupe.index import (
     DedupeKind,
     DedupeMismatch,
     DedupeVerdict,
+    index_figures,
 )
 from crawlproject.dedupe.layout import block_layout, layout_problem, near_tables, near_width
 from crawlproject.frontier.keys import CrawlKeys
@@ -674,3 +675,32 @@ async def test_the_first_worker_fixes_the_layout_and_the_others_use_it(
     assert (await default.redis.hget(default.keys.dedupe_config, "b")) == b"6"
     with pytest.raises(ValueError, match="blocks=3"):
         make_index(blocks=3)
+
+
+async def test_the_status_shows_the_index_and_its_layout(make_index: MakeIndex) -> None:
+    index = make_index("shown", load=2, near_min_level=1)
+    assert (await index_figures(index.redis, index.keys))["layout"] == "none"
+    rng = random.Random(4)
+    pages = [
+        (sha1(f"p{n}"), flip(BASE, n % 64) if n % 3 == 0 else rng.getrandbits(64), f"u{n}", "h")
+        for n in range(300)
+    ]
+    verdicts = await index.check_and_add_many([*pages, pages[5]])
+    kinds = [v.kind for v in verdicts]
+    figures = await index_figures(index.redis, index.keys)
+    cfg = await index.redis.hgetall(index.keys.dedupe_config)
+    assert figures == {
+        "pages": kinds.count(DedupeKind.NEW),
+        "exact": kinds.count(DedupeKind.EXACT),
+        "near": kinds.count(DedupeKind.NEAR),
+        "layout": "growing",
+        "near_tables": 10,
+        "near_level": int(cfg[b"nL"]),
+    }
+    assert figures["near_level"] > 1 and figures["exact"] == 1 and figures["near"] > 0
+    old = make_index("old")
+    await old.redis.hset(old.keys.dedupe_config, mapping={"k": 3, "fv": 2})
+    await old.check_and_add(sha1("a"), BASE, "u", "h")
+    figures = await index_figures(old.redis, old.keys)
+    assert (figures["layout"], figures["near_tables"], figures["near_level"]) == ("fixed", 4, None)
+    assert figures["pages"] == 1

@@ -97,11 +97,16 @@ def test_status_and_metrics_during_and_after_a_crawl(
     assert final["fleet"]["errors"] == 0
     assert final["workers"]["alive"] == 0  # it said goodbye
     assert final["recrawl"] == {"tracked": 0, "overdue": 0, "oldest_overdue_seconds": 0.0}
+    # Duplicate detection is off here: no index (tests/test_dedupe_index.py has one).
+    assert final["dedupe"] == {
+        "pages": 0, "exact": 0, "near": 0, "layout": "none", "near_tables": 0, "near_level": None
+    }  # fmt: skip
     # The terminal view renders the same numbers.
     console = Console(file=io.StringIO(), width=120)
     console.print(render(final))
     table = console.file.getvalue()  # type: ignore[attr-defined]
     assert "crawl watched" in table and "hosts ready now" in table
+    assert "pages in the duplicate index" in table
     assert f"{len(web.expected_urls):,}" in table
     # Not a terminal: plain logs, no progress line.
     assert "pages/s |" not in proc.log_path.read_text()

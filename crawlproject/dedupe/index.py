@@ -255,6 +255,39 @@ class DedupeIndex:
         raise AssertionError("unreachable")
 
 
+async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
+    """The duplicate index as ``crawlproject status`` shows it: pages stored in
+    it, exact and near duplicates it found (fleet-wide), and its layout
+    (``growing``; ``fixed``: the buckets of an index from before, never split;
+    ``none``: no page checked yet), its near tables and their level."""
+    pipe = redis.pipeline(transaction=False)
+    pipe.hgetall(keys.dedupe_config)
+    pipe.hgetall(keys.dedupe_counters)
+    cfg_raw, counts_raw = await pipe.execute()
+    cfg = {_text(k): _text(v) for k, v in cfg_raw.items()}
+    counts = {_text(k): int(v) for k, v in counts_raw.items()}
+    figures: dict[str, Any] = {
+        "pages": counts.get("new", 0),
+        "exact": counts.get("exact", 0),
+        "near": counts.get("near", 0),
+        "layout": "none",
+        "near_tables": 0,
+        "near_level": None,
+    }
+    if "k" in cfg:
+        k = int(cfg["k"])
+        blocks = int(cfg.get("b", k + 1))
+        figures["layout"] = "growing" if "b" in cfg else "fixed"
+        figures["near_tables"] = len(near_tables(k, blocks))
+        if "b" in cfg:
+            figures["near_level"] = int(cfg.get("nL", cfg.get("nmin", 0)))
+    return figures
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _verdict(reply: list[Any]) -> DedupeVerdict:
     kind = _KINDS[int(reply[0])]
     original = reply[3] if len(reply) > 3 else None

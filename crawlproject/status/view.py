@@ -18,6 +18,8 @@ What it shows (all from Redis; times on Redis' clock):
 * the fleet's counters (``stats``): pages, items, errors, robots.txt,
   duplicates, storage (files waiting for upload: the storage lag; bytes
   spooled and workers paused until their spool drains), recrawl;
+* the duplicate index: pages in it, exact and near duplicates found, its
+  layout (near tables and their level);
 * the recrawl backlog (tracked, overdue, oldest overdue age) when there is one;
 * politeness per server: places taken, URLs sent back to wait and hosts
   woken, the addresses at their cap and the hosts waiting on one
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from crawlproject.dedupe.index import index_figures
 from crawlproject.frontier.keys import BANDS
 from crawlproject.frontier.seen import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
@@ -179,12 +182,21 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             "workers_paused": sum(1 for g in gauges.values() if g.get("store_paused")),
         },
         "addresses": await collect_addresses(redis, keys, counters, now_ms),
+        # Pages in the duplicate index, the duplicates it found, its layout
+        # (crawlproject/dedupe/index.py).
+        "dedupe": await index_figures(redis, keys),
         "recrawl": {
             "tracked": backlog.tracked,
             "overdue": backlog.overdue,
             "oldest_overdue_seconds": round(backlog.oldest_overdue_seconds, 3),
         },
     }
+
+
+def _index_layout(dedupe: dict[str, Any]) -> str:
+    if dedupe["layout"] == "growing":
+        return f"{dedupe['near_tables']} ({dedupe['near_level']})"
+    return f"{dedupe['near_tables']} (fixed)" if dedupe["layout"] == "fixed" else "-"
 
 
 def render(status: dict[str, Any]) -> Any:
@@ -211,6 +223,8 @@ def render(status: dict[str, Any]) -> Any:
         ("URLs over budget", f["over_budget"], "URLs parked (minted tokens)", f["token_parked"]),
         ("bytes spooled", status["storage"]["bytes_spooled"], "workers paused (spool full)",
          status["storage"]["workers_paused"]),
+        ("pages in the duplicate index", status["dedupe"]["pages"],
+         "near tables (level)", _index_layout(status["dedupe"])),
     ]  # fmt: skip
     for a, av, b, bv in rows:
         head.add_row(a, _fmt(av), b, _fmt(bv))
@@ -263,6 +277,8 @@ def render(status: dict[str, Any]) -> Any:
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, str):
+        return value
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.1f}"
     return f"{int(value):,}"
