@@ -55,6 +55,7 @@ from crawlproject.dedupe.layout import (
 )
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.replies import reply_text
 from crawlproject.recrawl.config import MAX_SIMHASH_K
 
 # Pages judged within this window go to Redis in one round trip.
@@ -264,8 +265,8 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
     pipe.hgetall(keys.dedupe_config)
     pipe.hgetall(keys.dedupe_counters)
     cfg_raw, counts_raw = await pipe.execute()
-    cfg = {_text(k): _text(v) for k, v in cfg_raw.items()}
-    counts = {_text(k): int(v) for k, v in counts_raw.items()}
+    cfg = {reply_text(k): reply_text(v) for k, v in cfg_raw.items()}
+    counts = {reply_text(k): int(v) for k, v in counts_raw.items()}
     figures: dict[str, Any] = {
         "pages": counts.get("new", 0),
         "exact": counts.get("exact", 0),
@@ -282,10 +283,6 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
         if "b" in cfg:
             figures["near_level"] = int(cfg.get("nL", cfg.get("nmin", 0)))
     return figures
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _verdict(reply: list[Any]) -> DedupeVerdict:

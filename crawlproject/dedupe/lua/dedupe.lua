@@ -271,8 +271,6 @@ else
   if #sim == 8 then
     for t = 1, T do redis.call('SET', nkeys[t], (strings[t] or '') .. sim) end
   end
-end
-if not legacy then
   -- One page more in each part it went into; over its load (load x its
   -- buckets), a part splits bucket s by bit L and advances s.
   xn = xn + 1
