@@ -230,3 +230,36 @@ async def test_aopic_credit_moves_a_queued_url_up_and_park_keeps_each_url_once(
     assert await drain(f) == [f"http://a.test/{i}" for i in (0, 3, 2, 1)]
     counters = await f.counters()
     assert (counters["queued"], counters["leased"], counters["claims"]) == (0, 0, 5)
+
+
+async def test_aopic_credits_within_one_add_call_reach_their_urls(make: MakeFrontier) -> None:
+    """add.lua writes a host's new URLs and credits once per call: a credit
+    for a URL queued earlier in the same call, two links to one queued URL,
+    a dont_filter copy of a URL new in the call and credit for a URL already
+    fetched all land as they would one link at a time."""
+    f = await make(mode="credit", tax=0.0)
+    await f.add([entry("http://done.test/", 1.0)])
+    got = await claim_one(f)
+    assert got is not None and got[1] == "http://done.test/"
+    await f.ack([got[0]])
+    await f.add([entry("http://a.test/old", 0.1), entry("http://a.test/low", 0.2)])
+    r = await f.add(
+        [
+            entry("http://a.test/new", 0.1),
+            entry("http://a.test/new", 0.3),  # seen now: its credit joins the new URL's
+            entry("http://a.test/old", 0.25, credit_only=True),
+            entry("http://a.test/old", 0.25),  # two links to one queued URL
+            entry("http://a.test/new", 0.15, dont_filter=True),  # a copy of its own
+            entry("http://done.test/", 0.4),  # fetched: its credit goes to the cash
+        ]
+    )
+    assert (r.added, r.seen_hits, r.credited) == (2, 3, 3)
+    cash = float(await f.redis.hget(f.keys.shard_prefixes[0] + "aopic", "cash") or 0)
+    assert cash == pytest.approx(0.4)
+    got = await claim_one(f)
+    assert got is not None and got[1] == "http://a.test/old"
+    # 0.6 of its own, and the cash spread over the 4 URLs queued.
+    assert got[2] == pytest.approx(0.6 + 0.1)
+    await f.ack([got[0]])
+    assert await drain(f) == ["http://a.test/new", "http://a.test/low", "http://a.test/new"]
+    assert (await f.counters())["queued"] == 0
