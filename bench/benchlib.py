@@ -69,6 +69,22 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
     return out
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def url_depth(k: int) -> int:
+    """The depth (1-5) of the benchmarks' URL ``k``: a hash of k, so a host's
+    URLs come at every depth, as on the web. (``1 + k % 5``, used until
+    2026-11-27, made it a function of the host whenever the host count was a
+    multiple of 5, as every one run was: URL k's host is k x an odd constant
+    mod hosts. Every URL of a host then sat in one band list.)"""
+    x = (k * 0x9E3779B97F4A7C15) & _MASK64  # splitmix64's finaliser
+    x ^= x >> 29
+    x = (x * 0xBF58476D1CE4E5B9) & _MASK64
+    x ^= x >> 32
+    return 1 + x % 5
+
+
 PROBE_URL, PROBE_DEPTH, PROBE_SCOPE = "http://probe.invalid/u", 987654321, "probe.invalid"
 
 

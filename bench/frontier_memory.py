@@ -37,6 +37,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +48,7 @@ from benchlib import (
     PROBE_URL,
     RedisServer,
     fill_probe,
+    url_depth,
     write_result,
 )
 from redis.asyncio import Redis as AsyncRedis
@@ -88,8 +90,9 @@ class MemSpider(Spider):
 class Urls:
     """URL k: a pure function of k, so the same N URLs go to both systems."""
 
-    def __init__(self, hosts: int) -> None:
+    def __init__(self, hosts: int, depth: Callable[[int], int] = url_depth) -> None:
         self.hosts = hosts
+        self.depth = depth  # URL k's depth, its band in depth order
         self.spider = MemSpider()
         self.canon = UrlCanonicalizer(ds.CRAWL_SESSION_PARAMS)
         self._their_dict = self.request(0).to_dict(spider=self.spider)
@@ -111,7 +114,7 @@ class Urls:
         return f"http://{host}/{SECTIONS[k % 7]}/{k % 89:02d}/article-{k:08d}.html"
 
     def meta(self, k: int, host: str) -> dict[str, Any]:
-        return {"depth": 1 + k % 5, "crawl_scope": host}
+        return {"depth": self.depth(k), "crawl_scope": host}
 
     def request(self, k: int) -> Request:
         host = self.host(k)
@@ -125,7 +128,7 @@ class Urls:
     def ours(self, k: int, tiny: bool = False) -> NewEntry:
         host = self.host(k)
         url = self.url(k, host)  # already canonical (checked in verify)
-        data = b"" if tiny else fill_probe(self._template, url, 1 + k % 5, host)
+        data = b"" if tiny else fill_probe(self._template, url, self.depth(k), host)
         return NewEntry(host_key(url), self.canon.fingerprint(url), False, data)
 
     def theirs(self, k: int) -> tuple[str, bytes]:
@@ -162,10 +165,10 @@ def _shard_kind(key: str) -> str:
     return key.split("}:", 1)[1].split(":", 1)[0]
 
 
-def with_priority(e: NewEntry, k: int, policy: str) -> NewEntry:
+def with_priority(e: NewEntry, depth: int, policy: str) -> NewEntry:
     """The entry's number as the scheduler sets it: depth policy, the URL's depth
     (its band); AOPIC, the credit a link brings (a page's 0.9 shared by 20 links)."""
-    score = 0.9 / 20 if policy == "aopic" else float(1 + k % 5)
+    score = 0.9 / 20 if policy == "aopic" else float(depth)
     return NewEntry(e.pkey, e.fingerprint, e.dont_filter, e.data, score)
 
 
@@ -182,7 +185,7 @@ async def load_ours(
     spent = added = 0.0
     for start in range(0, n, batch):
         entries = [
-            with_priority(urls.ours(k, tiny), k, policy)
+            with_priority(urls.ours(k, tiny), urls.depth(k), policy)
             for k in range(start, min(start + batch, n))
         ]
         t = time.perf_counter()
@@ -269,9 +272,15 @@ def main() -> None:
     p.add_argument("--urls", type=int, default=1_000_000)
     p.add_argument("--hosts", type=int, default=10_000)
     p.add_argument("--batch", type=int, default=5000, help="entries per RedisFrontier.add call")
+    p.add_argument(
+        "--one-depth-per-host",
+        action="store_true",
+        help="every URL of a host at one depth (one band list a host), as the URLs "
+        "were made until 2026-11-27; by default a host's URLs come at depths 1-5",
+    )
     a = p.parse_args()
     n = a.urls
-    urls = Urls(a.hosts)
+    urls = Urls(a.hosts, (lambda k: 1 + k % 5) if a.one_depth_per_host else url_depth)
     urls.verify(n)
     sample = [urls.ours(k) for k in range(0, n, max(1, n // 2000))]
     shape = {
@@ -312,6 +321,7 @@ def main() -> None:
             "batch": a.batch,
             "shards": ds.CRAWL_FRONTIER_SHARDS,
             "seen_filter": "exact",
+            "depths": "one per host" if a.one_depth_per_host else "1-5 per host",
             **shape,
         },
         "target_seen_bytes_per_url": TARGET_SEEN_BYTES,

@@ -20,7 +20,9 @@ one Redis fast enough to test it:
   fingerprint, RequestCodec.encode) and per page (decode). Python-bound; shows
   what one worker process can push.
 
-Systems: ``ours`` (the default depth policy: each link scored by its depth),
+Systems: ``ours`` (the default depth policy: each link scored by its depth,
+1-5, a hash of the link (benchlib.url_depth), so a host's URLs come at every
+depth and fill several band lists),
 ``ours-aopic`` (CRAWL_PRIORITY_POLICY=aopic: claims return the page's credit
 share, each link brings share / links; repeated links credit queued URLs),
 ``scrapy-redis``. ``--systems ours,ours-aopic --modes frontier`` compares the
@@ -83,6 +85,7 @@ from benchlib import (
     RedisServer,
     fill_probe,
     result_record,
+    url_depth,
     write_result,
 )
 from redis.asyncio import Redis as AsyncRedis
@@ -179,7 +182,7 @@ class Links:
 
     def request(self, k: int) -> Request:
         host = self.space.host(k)
-        return Request(self.space.url(k, host), meta={"depth": 1 + k % 5, "crawl_scope": host})
+        return Request(self.space.url(k, host), meta={"depth": url_depth(k), "crawl_scope": host})
 
     def ours(self, k: int) -> NewEntry:
         if self.real:  # what FrontierScheduler.enqueue_request does
@@ -194,16 +197,16 @@ class Links:
         host = self.space.host(k)
         url = self.space.url(k, host)  # already canonical (checked in verify)
         pkey = host_key(url)
-        data = stored(fill_probe(self._template, url, 1 + k % 5, host), pkey)
+        data = stored(fill_probe(self._template, url, url_depth(k), host), pkey)
         fp = self.canon.fingerprint(url)
-        return NewEntry(pkey, fp, False, data, score=float(1 + k % 5))
+        return NewEntry(pkey, fp, False, data, score=float(url_depth(k)))
 
     def theirs(self, k: int) -> tuple[str, bytes]:
         """(RFPDupeFilter.request_fingerprint, PriorityQueue._encode_request) of link k."""
         host = self.space.host(k)
         url = self.space.url(k, host)
         fp_json = json.dumps({"method": "GET", "url": url, "body": ""}, sort_keys=True)
-        d = dict(self._their_dict, url=url, meta={"depth": 1 + k % 5, "crawl_scope": host})
+        d = dict(self._their_dict, url=url, meta={"depth": url_depth(k), "crawl_scope": host})
         return hashlib.sha1(fp_json.encode()).hexdigest(), pickle.dumps(d, protocol=-1)
 
     def verify(self, n: int = 300) -> None:
