@@ -23,6 +23,11 @@ Prelude = tuple[str, str]  # (package, name): <package>/lua/<name>.lua
 # Helpers every script on a frontier shard may call (host queues, bands):
 # crawlproject/frontier/lua/_prelude.lua.
 SHARD_PRELUDE: Prelude = ("crawlproject.frontier", "_prelude")
+# Host queues (queue_push, queue_pop, requeue), after SHARD_PRELUDE:
+# crawlproject/frontier/lua/_queue.lua.
+QUEUE_PRELUDE: Prelude = ("crawlproject.frontier", "_queue")
+# What a script on a frontier shard goes after (each takes only the parts it uses).
+SHARD_PRELUDES: tuple[Prelude, ...] = (SHARD_PRELUDE, QUEUE_PRELUDE)
 # The shard's seen set (seen_test_and_add), after SHARD_PRELUDE, whose shard
 # prefix P it uses: crawlproject/frontier/lua/_seen.lua, for add.lua.
 SEEN_PRELUDE: Prelude = ("crawlproject.frontier", "_seen")

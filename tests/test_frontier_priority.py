@@ -4,6 +4,8 @@ per-host caps) against a real redis-server; no HTTP, no Scrapy engine."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import random
 
 import pytest
 
@@ -12,6 +14,7 @@ from crawlproject.frontier.client import (
     RedisFrontier,
     Release,
 )
+from crawlproject.frontier.entries import Lease
 from testkit.frontier_sim import SyntheticWeb, claim_one, entry, simulated_crawl
 from tests.conftest import MakeFrontier
 
@@ -263,3 +266,61 @@ async def test_aopic_credits_within_one_add_call_reach_their_urls(make: MakeFron
     await f.ack([got[0]])
     assert await drain(f) == ["http://a.test/new", "http://a.test/low", "http://a.test/new"]
     assert (await f.counters())["queued"] == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_host_queue_keeps_band_order_small_and_large(make: MakeFrontier, seed: int) -> None:
+    """A host's queue against a model (per band, FIFO; a URL put back goes to
+    the head of its band) over random adds, claims, acks and URLs put back
+    later: a small host keeps one list (`q:<host>`, its bands in order, a URL
+    put before the next band's marker), turns to band lists past 32 entries,
+    and is small again once empty."""
+    rng = random.Random(seed)
+    f = await make(crawl=f"forms-{seed}")
+    key, hk = f.keys.queue(0, "a.test"), f.keys.shard_prefixes[0] + "h:a.test"
+    model: list[collections.deque[str]] = [collections.deque() for _ in range(5)]
+    held: list[tuple[Lease, str, int]] = []  # claimed, slot released, not acked
+    made, forms = 0, set()
+    for _ in range(160):
+        r = rng.random()
+        if r < 0.5:
+            batch = []
+            for _ in range(rng.choice((1, 1, 2, 5, 12))):
+                band, url = rng.randrange(5), f"http://a.test/{made}"
+                made += 1
+                batch.append(entry(url, band))
+                model[band].append(url)
+            assert (await f.add(batch)).added == len(batch)
+        elif r < 0.8 and any(model):
+            got = await claim_one(f)
+            assert got is not None
+            band = next(b for b in range(5) if model[b])
+            assert got[1] == model[band].popleft()
+            await f.release([Release(got[0], 0)])
+            held.append((got[0], got[1], band))
+        elif held:
+            lease, url, band = held.pop(rng.randrange(len(held)))
+            if rng.random() < 0.5:  # back to the head of its band, later
+                await f.release([Release(lease, 0, requeue=True)])
+                model[band].appendleft(url)
+            else:
+                await f.ack([lease])
+        queued = sum(map(len, model))
+        assert (await f.counters()).get("queued", 0) == queued
+        small = await f.redis.exists(key) == 1
+        assert small == (await f.redis.hget(hk, "qc") == b"1" and queued > 0)
+        assert not small or queued <= 32
+        forms.add(small)
+    assert forms == {True, False}  # both forms were crossed
+    await f.ack([lease for lease, _, _ in held])
+    left = [u for band in model for u in band]
+    assert await drain(f) == left
+    assert (await f.counters())["queued"] == 0
+    # Empty, it is small again; a URL put back into an empty host too.
+    await f.add([entry("http://a.test/again", 2)])
+    got = await claim_one(f)
+    assert got is not None and got[1] == "http://a.test/again"
+    await f.release([Release(got[0], 0, requeue=True)])
+    assert len(await f.redis.lrange(key, 0, -1)) == 1  # one list, no marker
+    assert await f.redis.hget(hk, "qc") == b"1"
+    assert await drain(f) == ["http://a.test/again"]

@@ -12,12 +12,11 @@ import pytest
 from crawlproject.frontier.address_client import ADDRESS_PRELUDE, ADDRESS_SCRIPTS, HOST_SCRIPTS
 from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
 from crawlproject.lua import (
-    SHARD_PRELUDE,
+    SHARD_PRELUDES,
     Prelude,
     load_script,
     names,
     preludes_text,
-    read_lua,
     used_parts,
 )
 
@@ -73,9 +72,9 @@ def test_statements_that_define_nothing_are_kept() -> None:
 # Every script loaded after a prelude, with its preludes, as the clients load them.
 SCRIPTS: list[tuple[str, str, tuple[Prelude, ...]]] = [
     *[("crawlproject.frontier", n, script_preludes(n)) for n in FRONTIER_SCRIPTS],
-    *[("crawlproject.frontier", n, (SHARD_PRELUDE,)) for n in HOST_SCRIPTS],
+    *[("crawlproject.frontier", n, SHARD_PRELUDES) for n in HOST_SCRIPTS],
     *[("crawlproject.frontier", n, (ADDRESS_PRELUDE,)) for n in ADDRESS_SCRIPTS],
-    ("crawlproject.recrawl", "recrawl_promote", (SHARD_PRELUDE,)),
+    ("crawlproject.recrawl", "recrawl_promote", SHARD_PRELUDES),
 ]
 
 
@@ -111,7 +110,7 @@ def test_a_loaded_script_defines_every_prelude_name_it_mentions(
 
 
 def test_a_script_that_needs_little_of_its_prelude_gets_little() -> None:
-    whole = read_lua(*SHARD_PRELUDE)
-    loaded = load_script("crawlproject.frontier", "renew", SHARD_PRELUDE)
+    whole = preludes_text(*SHARD_PRELUDES)
+    loaded = load_script("crawlproject.frontier", "renew", *SHARD_PRELUDES)
     assert "local P = ARGV[1]" in loaded and "local function queue_pop" not in loaded
     assert len(loaded) < len(whole) / 4

@@ -22,7 +22,7 @@ from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.entries import AdaptiveDelay, Lease
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
-from crawlproject.lua import SHARD_PRELUDE, load_script
+from crawlproject.lua import SHARD_PRELUDES, load_script
 
 ADDRESS_PRELUDE = ("crawlproject.frontier", "_address")
 # On an address's home shard / on a host's shard (the latter use the host queues).
@@ -81,11 +81,11 @@ class AddressClient:
         self.redis = redis
         self.keys = keys
         self.timing = timing
-        preludes = {**dict.fromkeys(ADDRESS_SCRIPTS, ADDRESS_PRELUDE),
-                    **dict.fromkeys(HOST_SCRIPTS, SHARD_PRELUDE)}  # fmt: skip
+        preludes = {**dict.fromkeys(ADDRESS_SCRIPTS, (ADDRESS_PRELUDE,)),
+                    **dict.fromkeys(HOST_SCRIPTS, SHARD_PRELUDES)}  # fmt: skip
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(load_script("crawlproject.frontier", name, prelude))
-            for name, prelude in preludes.items()
+            name: redis.register_script(load_script("crawlproject.frontier", name, *its))
+            for name, its in preludes.items()
         }
 
     async def _run(

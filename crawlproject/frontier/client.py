@@ -36,7 +36,7 @@ from crawlproject.frontier.layout import prepare_layout
 from crawlproject.frontier.parking import ParkedUrls
 from crawlproject.frontier.replies import group_by_shard, host_and_shape, reply_lines, reply_text
 from crawlproject.frontier.seen import SeenFilter
-from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDE, Prelude, load_script
+from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDES, Prelude, load_script
 
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
@@ -77,8 +77,8 @@ FRONTIER_SCRIPTS = (
 def script_preludes(name: str) -> tuple[Prelude, ...]:
     """The preludes a frontier script goes after."""
     if name == "add":  # the seen test: crawlproject/frontier/lua/_seen.lua
-        return (SHARD_PRELUDE, SEEN_PRELUDE)
-    return (SHARD_PRELUDE,)
+        return (*SHARD_PRELUDES, SEEN_PRELUDE)
+    return SHARD_PRELUDES
 
 
 def load_lua(name: str, prelude: bool = True) -> str:

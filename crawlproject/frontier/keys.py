@@ -28,6 +28,14 @@ Per shard, prefix ``cp:{C/s}:``
                          requests in codec.py's compact form, their URL after the
                          host key (``/path`` for ``http://<pkey>/path``): a link of
                          the web spider is a tag byte, its depth and that.
+``q:<pkey>``       LIST  score mode, a small host (``qc`` set; at most 32
+                         entries): its whole queue in one list, its bands'
+                         segments in band order, FIFO within a band, each segment
+                         but the first after its band's marker (byte 255, then
+                         the band as a byte; the first segment's band is the first
+                         in ``qb``'s mask); past 32 entries it turns to
+                         ``q:<pkey>:<band>`` lists, and back once empty (a Redis
+                         list key costs ~180 B before its first URL, _queue.lua).
 ``q:<pkey>``       ZSET  credit mode (AOPIC): the host's queue, URL fingerprint
                          (8 bytes) -> c, the credit it received from links, in
                          units of 1e-12 (an integer); claims take the highest
@@ -48,7 +56,8 @@ Per shard, prefix ``cp:{C/s}:``
                          ``qb`` (its non-empty bands and its due band: mask +
                          2^32 x d, mask bit b = band b (credit mode: the band of
                          its best URL), d = due band + 1 while it is due, else
-                         0; missing, or 0, when both are 0); ``urls``
+                         0; missing, or 0, when both are 0); ``qc`` (score
+                         mode: 1 while its queue is one list, ``q:<pkey>``); ``urls``
                          (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST
                          or CRAWL_HOST_BUDGET); ``capped`` / ``pcapped`` /
                          ``budgeted`` (a cap or its budget was reported for it);

@@ -16,9 +16,11 @@ from crawlproject.frontier.replies import reply_text
 from crawlproject.frontier.seen import SeenFilter, prepare_seen, refuse_old_layout
 
 # Host queues in priority bands (keys.py), requests in codec.py's compact form,
-# band masks, due lists. Older crawls: "bands1" (JSON requests, band strings, a
-# due ZSET), and before it none (one list per host queue): refused.
-QUEUE_LAYOUT = "bands2"
+# band masks, due lists, a small host's bands in one list (_queue.lua). Older
+# crawls, refused: "bands2" (band lists only: a worker of that version would
+# misread a small host's list), "bands1" (JSON requests, band strings, a due
+# ZSET), and before it none (one list per host queue).
+QUEUE_LAYOUT = "bands3"
 
 
 async def prepare_layout(

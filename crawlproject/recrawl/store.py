@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crawlproject.lua import SHARD_PRELUDE, load_script
+from crawlproject.lua import SHARD_PRELUDES, load_script
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -67,7 +67,7 @@ class RecrawlStore:
         self.redis = redis
         self.keys = keys
         self._promote = redis.register_script(
-            load_script("crawlproject.recrawl", "recrawl_promote", SHARD_PRELUDE)
+            load_script("crawlproject.recrawl", "recrawl_promote", *SHARD_PRELUDES)
         )
 
     def _schedule(self, shard: int) -> str:

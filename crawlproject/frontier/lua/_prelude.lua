@@ -165,62 +165,6 @@ local function in_due(host)
   return d > 0
 end
 
--- Queues an item in band `band` (score mode: appended, or with `front` put
--- at the head; credit mode: by its credit). Returns whether the host had
--- nothing queued before, and its new mask and d. `qb`: the host's `qb` if the
--- caller has it (nil: read here). It is written here unless `defer_qb` (the
--- caller writes it).
-local function queue_push(host, band, item, front, qb, defer_qb)
-  local hk = P .. 'h:' .. host
-  if qb == nil then qb = call('HGET', hk, 'qb') end
-  local mask, d = split_qb(qb)
-  local was_empty = mask == 0
-  local new_mask
-  if CREDIT then
-    local fp = sub(item, 1, 8)
-    local c, lq = item_credit(item)
-    call('HSET', P .. 'b:' .. host, fp, struct.pack('>d', lq) .. sub(item, 25))
-    call('ZADD', P .. 'q:' .. host, units_s(c), fp)
-    local best = first_band(mask)
-    new_mask = (best == nil or band < best) and band_bit(band) or mask
-  else
-    call(front and 'LPUSH' or 'RPUSH', P .. 'q:' .. host .. ':' .. NUM[band], item)
-    new_mask = bit_or(mask, band_bit(band))
-  end
-  if new_mask ~= mask then
-    mask = new_mask
-    if not defer_qb then write_qb(hk, mask, d) end
-  end
-  return was_empty, mask, d
-end
-
--- The host's best item: band, item, and the mask left (0: empty); or nil
--- and the mask. The caller writes the mask.
-local function queue_pop(host, mask)
-  if CREDIT then
-    local key = P .. 'q:' .. host
-    local top = call('ZPOPMAX', key)
-    if not top[1] then return nil, nil, 0 end
-    local bk = P .. 'b:' .. host
-    local body = call('HGET', bk, top[1])
-    call('HDEL', bk, top[1])
-    local c = tonumber(top[2]) * MIN_CREDIT
-    local next_best = call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    mask = next_best[2] and band_bit(band_of(tonumber(next_best[2]) * MIN_CREDIT)) or 0
-    if not body then return nil, nil, mask end  -- cannot happen: no URL without its body
-    return band_of(c), top[1] .. struct.pack('>d', c) .. body, mask
-  end
-  local band = first_band(mask)
-  while band do
-    local key = P .. 'q:' .. host .. ':' .. NUM[band]
-    local item = call('LPOP', key)
-    if not item or call('LLEN', key) == 0 then mask = with_band(mask, band, false) end
-    if item then return band, item, mask end
-    band = first_band(mask)
-  end
-  return nil, nil, mask
-end
-
 local function best_band(host)
   return first_band((split_qb(call('HGET', P .. 'h:' .. host, 'qb'))))
 end
@@ -387,24 +331,4 @@ end
 local function parse_lease(v)
   local state, worker, host, band, item = string.match(v, '^(%a)\t([^\t]*)\t([^\t]*)\t(%d+)\t(.*)$')
   return state, worker, host, tonumber(band), item
-end
-
--- Back to the head of its band. Returns 0 (and drops this copy) if the URL is
--- queued again already (credit mode: a dont_filter copy of it).
-local function requeue(host, band, item)
-  if CREDIT and call('HEXISTS', P .. 'b:' .. host, sub(item, 1, 8)) == 1 then return 0 end
-  local hk = P .. 'h:' .. host
-  local qb = call('HGET', hk, 'qb') or false
-  local _, mask, d = queue_push(host, band, item, true, qb, true)
-  if d > 0 and band < d - 1 then d = enter_due(host, band) end  -- a better band: due there
-  local v = qb_s(mask, d)
-  if v ~= qb then call('HSET', hk, 'qb', v) end
-  return 1
-end
-
--- The counts after n leases ended with their URLs requeued: pushed of them
--- (requeue's sum; a copy already queued is dropped) are queued again.
-local function count_requeued(n, pushed)
-  call('HINCRBY', P .. 'n', 'leased', -n)
-  call('HINCRBY', P .. 'n', 'queued', pushed)
 end

@@ -75,9 +75,10 @@ local hosts = {}
 local function host_state(host)
   local st = hosts[host]
   if not st then
-    local h = call('HMGET', P .. 'h:' .. host, 'parked', 'qb')
+    local h = CREDIT and call('HMGET', P .. 'h:' .. host, 'parked', 'qb')
+      or call('HMGET', P .. 'h:' .. host, 'parked', 'qb', 'qc')  -- qc: score mode's
     local mask, d = split_qb(h[2])
-    st = {parked = h[1] ~= false, why = h[1], qb = mask, d = d, pend = {}, mask = 0}
+    st = {parked = h[1] ~= false, why = h[1], qb = mask, d = d, pend = {}, mask = 0, qc = h[3]}
     hosts[host] = st
   end
   return st
@@ -156,11 +157,17 @@ local function flush(host)
     local was, now = first_band(old), first_band(st.mask)
     qb = (was and was <= now) and old or band_bit(now)
   else
-    local qk = P .. 'q:' .. host .. ':'
-    for band, list in pairs(st.pend) do
-      local key = qk .. NUM[band]
-      for i = 1, #list, PUSH_CHUNK do
-        call('RPUSH', key, unpack(list, i, math.min(i + PUSH_CHUNK - 1, #list)))
+    -- A small host's URLs go to its one list (_queue.lua), others to band lists.
+    local placed, small = false, false
+    if old == 0 or st.qc then placed, small = compact_add(host, old, st.qc, st.pend, false) end
+    st.qc = small and '1' or false
+    if not placed then
+      local qk = P .. 'q:' .. host .. ':'
+      for band, list in pairs(st.pend) do
+        local key = qk .. NUM[band]
+        for i = 1, #list, PUSH_CHUNK do
+          call('RPUSH', key, unpack(list, i, math.min(i + PUSH_CHUNK - 1, #list)))
+        end
       end
     end
     st.pend = {}

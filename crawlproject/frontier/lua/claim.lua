@@ -55,11 +55,12 @@ local lease_head = 'f\t' .. worker .. '\t'
 -- One due host: its best URL under a lease, if it still has one.
 local function claim_host(host, dband)
   local hk = P .. 'h:' .. host
-  local h = call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb')
+  local h = CREDIT and call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb')
+    or call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb', 'qc')  -- qc: score mode's
   local mask, d = split_qb(h[5])
   if d ~= dband + 1 then return end  -- stale: it moved, or was claimed
   local band, item
-  band, item, mask = queue_pop(host, mask)
+  band, item, mask = queue_pop(host, mask, h[6] or false)
   if not item then
     call('HDEL', hk, 'qb')  -- only stale entries were left (credit mode)
     return

@@ -11,10 +11,11 @@ local reason = ARGV[4] or 'parked'
 local hk = P .. 'h:' .. host
 redis.call('HSET', hk, 'parked', reason)
 local n = 0
-local mask, d = split_qb(redis.call('HGET', hk, 'qb'))
+local h = redis.call('HMGET', hk, 'qb', 'qc')
+local mask, d = split_qb(h[1])
 while n < max_n do
   local band, item
-  band, item, mask = queue_pop(host, mask)
+  band, item, mask = queue_pop(host, mask, h[2])
   if not item then break end
   redis.call('RPUSH', P .. 'parked', host .. '\t' .. band .. '\t' .. item)
   n = n + 1
