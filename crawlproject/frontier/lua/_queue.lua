@@ -36,9 +36,20 @@ local function band_after(mask, band)
   return first_band(bit_and(mask, bit.lshift(-1, band + 1)))
 end
 
+-- Pushes a host's items to its band lists: `by` band -> its items, in order.
+local function push_bands(host, by)
+  local qk = P .. 'q:' .. host .. ':'
+  for band, list in pairs(by) do
+    local key = qk .. NUM[band]
+    for i = 1, #list, 1000 do  -- Lua's unpack has a stack limit
+      call('RPUSH', key, unpack(list, i, math.min(i + 999, #list)))
+    end
+  end
+end
+
 -- A small host's list (its bands `mask`) goes to band lists: it is no longer small.
 local function compact_split(host, key, mask)
-  local by, order = {}, {}
+  local by = {}
   local band = first_band(mask)
   for _, e in ipairs(call('LRANGE', key, 0, -1)) do
     if str_byte(e, 1) == MARK then
@@ -48,19 +59,12 @@ local function compact_split(host, key, mask)
       if not list then
         list = {}
         by[band] = list
-        order[#order + 1] = band
       end
       list[#list + 1] = e
     end
   end
   call('DEL', key)
-  local qk = P .. 'q:' .. host .. ':'
-  for _, b in ipairs(order) do
-    local list = by[b]
-    for i = 1, #list, 1000 do  -- Lua's unpack has a stack limit
-      call('RPUSH', qk .. NUM[b], unpack(list, i, math.min(i + 999, #list)))
-    end
-  end
+  push_bands(host, by)
   call('HDEL', P .. 'h:' .. host, 'qc')
 end
 
@@ -109,10 +113,10 @@ end
 -- not, the host has band lists and the caller pushes them there), and
 -- whether the host is still small after them.
 local function compact_add(host, mask, qc, pend, front)
+  if mask ~= 0 and not qc then return false, false end  -- band lists already
   local key = P .. 'q:' .. host
   local total = 0
   for _, items in pairs(pend) do total = total + #items end
-  if mask ~= 0 and not qc then return false, false end  -- band lists already
   if total > COMPACT_MAX then
     if mask ~= 0 then
       compact_split(host, key, mask)

@@ -50,7 +50,6 @@ local token_permille = tonumber(ARGV[10]) or 0
 local FIRST = 11
 local MAX_VOTES = 256  -- linking domains counted; at this many a host has no budget
 local MAX_TOKEN_SHAPES = 16  -- contained shapes per host; past it the host is parked
-local PUSH_CHUNK = 1000  -- values per RPUSH (Lua's unpack has a stack limit)
 local NO_VOTE = string.rep('\0', 4)
 local SEED_VOTE = string.rep('\255', 4)
 local budgeted, tparked, released = 0, 0, 0
@@ -161,15 +160,7 @@ local function flush(host)
     local placed, small = false, false
     if old == 0 or st.qc then placed, small = compact_add(host, old, st.qc, st.pend, false) end
     st.qc = small and '1' or false
-    if not placed then
-      local qk = P .. 'q:' .. host .. ':'
-      for band, list in pairs(st.pend) do
-        local key = qk .. NUM[band]
-        for i = 1, #list, PUSH_CHUNK do
-          call('RPUSH', key, unpack(list, i, math.min(i + PUSH_CHUNK - 1, #list)))
-        end
-      end
-    end
+    if not placed then push_bands(host, st.pend) end
     st.pend = {}
     qb = bit_or(old, st.mask)
   end
