@@ -10,7 +10,7 @@
 -- few calls, read and write few fields, reuse strings, and keep library
 -- functions in locals (a global is a table lookup at every use).
 local P = ARGV[1]
-local call, tonumber, floor = redis.call, tonumber, math.floor
+local call, tonumber, floor, frexp = redis.call, tonumber, math.floor, math.frexp
 local sub, find, fmt = string.sub, string.find, string.format
 local bit_and, bit_or, bit_not = bit.band, bit.bor, bit.bnot
 local t = call('TIME')
@@ -85,7 +85,8 @@ local function first_band(mask)
   if mask == 0 then return nil end
   local low = bit_and(mask, -mask)  -- its lowest bit alone: 2^band
   if low < 0 then return 31 end
-  return floor(math.log(low) / LOG2 + 0.5)
+  local _, e = frexp(low)  -- 2^band = 0.5 x 2^(band + 1)
+  return e - 1
 end
 
 local function with_band(mask, band, on)
@@ -328,7 +329,12 @@ local function lease_record(state, worker, host, band, item)
   return state .. '\t' .. worker .. '\t' .. host .. '\t' .. NUM[band] .. '\t' .. item
 end
 
+-- (Plain finds: a pattern walks the record a character at a time.)
 local function parse_lease(v)
-  local state, worker, host, band, item = string.match(v, '^(%a)\t([^\t]*)\t([^\t]*)\t(%d+)\t(.*)$')
-  return state, worker, host, tonumber(band), item
+  local a = find(v, '\t', 3, true)
+  local b = a and find(v, '\t', a + 1, true)
+  local c = b and find(v, '\t', b + 1, true)
+  local band = c and tonumber(sub(v, b + 1, c - 1))
+  if not band or sub(v, 2, 2) ~= '\t' then return nil end  -- not a lease record
+  return sub(v, 1, 1), sub(v, 3, a - 1), sub(v, a + 1, b - 1), band, sub(v, c + 1)
 end

@@ -126,11 +126,9 @@ local function compact_add(host, mask, qc, pend, front)
     return false, false
   end
   if not qc then call('HSET', P .. 'h:' .. host, 'qc', 1) end
-  local n = 0
-  for band = 0, BANDS - 1 do
-    local items = pend[band]
-    if items then n, mask = compact_put(key, mask, band, items, front) end
-  end
+  -- Bands in any order: each put finds its place from the mask so far.
+  local n
+  for band, items in pairs(pend) do n, mask = compact_put(key, mask, band, items, front) end
   if n <= COMPACT_MAX then return true, true end
   compact_split(host, key, mask)
   return true, false

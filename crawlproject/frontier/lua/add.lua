@@ -66,18 +66,20 @@ end
 local seq0 = tonumber(call('GET', P .. 'qseq')) or 0
 local seq = seq0
 -- Per host, read once per call: links of one page share few hosts.
--- host -> {parked = bool, why, qb = band mask (as read), d = its due band + 1,
--- pend = band -> entries to push, mask = bands pushed to; read when first
+-- host -> {parked = bool, why, qb = band mask (as read), d = its due band + 1, hk = its h: key,
+-- pend = band -> entries to push (or false), mask = bands pushed to; read when first
 -- needed: ts = contained token shapes (8 bytes each) or false, seed = bool,
 -- votes = linking domains}
 local hosts = {}
 local function host_state(host)
   local st = hosts[host]
   if not st then
-    local h = CREDIT and call('HMGET', P .. 'h:' .. host, 'parked', 'qb')
-      or call('HMGET', P .. 'h:' .. host, 'parked', 'qb', 'qc')  -- qc: score mode's
+    local hk = P .. 'h:' .. host
+    local h = CREDIT and call('HMGET', hk, 'parked', 'qb')
+      or call('HMGET', hk, 'parked', 'qb', 'qc')  -- qc: score mode's
     local mask, d = split_qb(h[2])
-    st = {parked = h[1] ~= false, why = h[1], qb = mask, d = d, pend = {}, mask = 0, qc = h[3]}
+    st = {parked = h[1] ~= false, why = h[1], qb = mask, d = d, pend = false, mask = 0, qc = h[3],
+      hk = hk}
     hosts[host] = st
   end
   return st
@@ -117,10 +119,15 @@ local function push(host, band, item)
     call('ZADD', P .. 'q:' .. host, units_s(c), fp)
     return
   end
-  local list = st.pend[band]
+  local pend = st.pend
+  if not pend then  -- made at the host's first URL: most hosts of a call get one
+    pend = {}
+    st.pend = pend
+  end
+  local list = pend[band]
   if not list then
     list = {}
-    st.pend[band] = list
+    pend[band] = list
     st.mask = bit_or(st.mask, band_bit(band))  -- once per band and call, not per URL
   end
   list[#list + 1] = item
@@ -161,11 +168,11 @@ local function flush(host)
     if old == 0 or st.qc then placed, small = compact_add(host, old, st.qc, st.pend, false) end
     st.qc = small and '1' or false
     if not placed then push_bands(host, st.pend) end
-    st.pend = {}
+    st.pend = false
     qb = bit_or(old, st.mask)
   end
   st.mask = 0
-  local hk = P .. 'h:' .. host
+  local hk = st.hk
   if old == 0 then
     -- It had nothing queued: neither due nor in `ready` (see the prelude).
     local h = call('HMGET', hk, 'inflight', 'next', 'conc')
@@ -394,8 +401,8 @@ local function add_one(host, e)
   end
 end
 
-local i = FIRST
-while i <= #ARGV do
+local i, nargs = FIRST, #ARGV
+while i <= nargs do
   local host = ARGV[i]
   local last = i + 1 + tonumber(ARGV[i + 1])
   for j = i + 2, last do add_one(host, ARGV[j]) end
