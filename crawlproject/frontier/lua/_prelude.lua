@@ -170,6 +170,18 @@ local function best_band(host)
   return first_band((split_qb(call('HGET', P .. 'h:' .. host, 'qb'))))
 end
 
+-- Whether `s`, keys of `width` bytes packed back to back (a host's contained
+-- token shapes), holds `key`: a match only counts on a boundary.
+local function contains(s, key, width)
+  local init = 1
+  while true do
+    local i = find(s, key, init, true)
+    if not i then return false end
+    if (i - 1) % width == 0 then return true end
+    init = i + 1
+  end
+end
+
 -- A URL's field in `reclaims`: the first 8 bytes of the SHA-1 of its host
 -- key and request, in hex (the request is the same bytes at every claim of
 -- the URL, and its URL is relative to the host; score mode has no

@@ -193,26 +193,6 @@ local function flush(host)
   st.qb = qb
 end
 
-local function seq_bytes(n)
-  local b = {}
-  for i = 5, 1, -1 do
-    b[i] = n % 256
-    n = math.floor(n / 256)
-  end
-  return string.char(b[1], b[2], b[3], b[4], b[5])
-end
-
--- Fingerprints are packed back to back: a match only counts on a boundary.
-local function contains(s, fp, width)
-  local init = 1
-  while true do
-    local i = string.find(s, fp, init, true)
-    if not i then return false end
-    if (i - 1) % width == 0 then return true end
-    init = i + 1
-  end
-end
-
 -- AOPIC credit for a known URL: raises it if queued (ZADD XX: a URL not
 -- queued is not added), else feeds the lambda cash; a URL whose band beats
 -- its host's best makes it the host's (flush: the host moves up if due).
@@ -391,7 +371,7 @@ local function add_one(host, e)
       -- 8-byte URL fingerprint is expected to take.
       if kind == '1' and redis.call('HEXISTS', P .. 'b:' .. host, fp) == 1 then
         seq = seq + 1
-        fp = '\255\255\255' .. seq_bytes(seq)
+        fp = '\255\255\255' .. struct.pack('>I5', seq)
       end
       push_new_credit(host, fp, number, sub(e, tab + 1))
     else
