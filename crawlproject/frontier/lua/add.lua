@@ -89,7 +89,7 @@ end
 local function host_traps(host)
   local st = host_state(host)
   if st.seed == nil then
-    local h = call('HMGET', P .. 'h:' .. host, 'ts', 'seed')
+    local h = call('HMGET', st.hk, 'ts', 'seed')
     st.ts, st.seed = h[1], h[2] ~= false
   end
   return st
@@ -216,7 +216,7 @@ end
 -- (up to MAX_VOTES); a budget it raises lets over-budget URLs in, in order.
 local function vote(host, v)
   local st = host_traps(host)
-  local hk = P .. 'h:' .. host
+  local hk = st.hk
   if v == SEED_VOTE then
     if not st.seed then
       st.seed = true
@@ -261,7 +261,7 @@ local function token_contained(host, shape, seen)
   local r = tonumber(redis.call('HGET', pp, 'r' .. shape)) or 0
   if r * 1000 >= n * token_permille then return false end
   st.ts = (st.ts or '') .. shape
-  local hk = P .. 'h:' .. host
+  local hk = st.hk
   if #st.ts > 8 * MAX_TOKEN_SHAPES then
     redis.call('HSET', hk, 'parked', 'token')  -- a host of endless token shapes
     st.parked, st.why = true, 'token'
@@ -342,7 +342,7 @@ local function add_one(host, e)
     tparked = tparked + 1
     return
   end
-  local hk = (host_cap > 0 or budget_base > 0 or pattern_cap > 0) and P .. 'h:' .. host
+  local hk = st.hk
   local n = (kind == '0' and (host_cap > 0 or budget_base > 0))
     and redis.call('HINCRBY', hk, 'urls', 1)
   local budget = n and budget_of(host, st)
