@@ -33,8 +33,8 @@ async def collect_addresses(
     full: list[tuple[int, str]] = []
     waited: list[tuple[int, str, float]] = []
     for shard in range(keys.shards):
-        full += [(shard, _text(a)) for a in replies[2 * shard]]
-        waited += [(shard, _text(a), n) for a, n in replies[2 * shard + 1]]
+        full += [(shard, display_text(a)) for a in replies[2 * shard]]
+        waited += [(shard, display_text(a), n) for a, n in replies[2 * shard + 1]]
     waited.sort(key=lambda w: -w[2])
     waited = waited[:ADDRESSES_SHOWN]
     # Places whose lease expired (a dead worker's) are left out until a
@@ -55,7 +55,7 @@ async def collect_addresses(
         "woken": counters.get("address_woken", 0),
         "at_cap": at_cap,
         "waited_on": [
-            {"address": a, "hosts_waiting": int(n), "first": [_text(h) for h in hosts]}
+            {"address": a, "hosts_waiting": int(n), "first": [display_text(h) for h in hosts]}
             for (_, a, n), hosts in zip(waited, waiting_hosts, strict=True)
         ],
     }
@@ -84,5 +84,7 @@ def address_tables(section: dict[str, Any]) -> list[Any]:
     return tables
 
 
-def _text(value: bytes | str) -> str:
+def display_text(value: bytes | str) -> str:
+    """A Redis reply as text for the status page: bytes that are not UTF-8 are
+    shown replaced, never raised (frontier.replies.reply_text is strict)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

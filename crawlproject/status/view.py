@@ -39,7 +39,7 @@ from crawlproject.dedupe.index import index_figures
 from crawlproject.frontier.keys import BANDS
 from crawlproject.frontier.seen import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
-from crawlproject.status.addresses import address_tables, collect_addresses
+from crawlproject.status.addresses import address_tables, collect_addresses, display_text
 from crawlproject.status.hosts import merge_reports
 from crawlproject.status.reporter import (
     THROUGHPUT_BUCKET_SECONDS,
@@ -86,7 +86,7 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
         ]
         due = sum(dues)
         for k, v in h.items():
-            counters[_text(k)] += int(v)
+            counters[display_text(k)] += int(v)
         hosts_ready += int(due) + int(ready_now)
         hosts_waiting += int(ready_later)
         leases += int(n_leases)
@@ -107,16 +107,16 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
     alive = []
     for worker, heartbeat_ms in workers:
         if now_ms - heartbeat_ms <= lease_ms:
-            alive.append(_text(worker))
+            alive.append(display_text(worker))
     gauges = {}
     if alive:
         gpipe = redis.pipeline(transaction=False)
         for worker in alive:
             gpipe.hgetall(keys.worker_gauges(worker))
         for worker, g in zip(alive, await gpipe.execute(), strict=True):
-            gauges[worker] = {_text(k): float(v) for k, v in g.items()}
+            gauges[worker] = {display_text(k): float(v) for k, v in g.items()}
 
-    fleet_stats = {_text(k): int(v) for k, v in fleet.items()}
+    fleet_stats = {display_text(k): int(v) for k, v in fleet.items()}
     backlog = await RecrawlStore(redis, keys).backlog(now_s)
     seen = await seen_figures(redis, keys)
     return {
@@ -282,7 +282,3 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.1f}"
     return f"{int(value):,}"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
