@@ -9,7 +9,11 @@ import re
 
 import pytest
 
-from crawlproject.frontier.address_client import ADDRESS_PRELUDE, ADDRESS_SCRIPTS, HOST_SCRIPTS
+from crawlproject.frontier.address_client import (
+    ADDRESS_SCRIPTS,
+    HOST_SCRIPTS,
+    address_script_preludes,
+)
 from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
 from crawlproject.lua import (
     SHARD_PRELUDES,
@@ -72,8 +76,10 @@ def test_statements_that_define_nothing_are_kept() -> None:
 # Every script loaded after a prelude, with its preludes, as the clients load them.
 SCRIPTS: list[tuple[str, str, tuple[Prelude, ...]]] = [
     *[("crawlproject.frontier", n, script_preludes(n)) for n in FRONTIER_SCRIPTS],
-    *[("crawlproject.frontier", n, SHARD_PRELUDES) for n in HOST_SCRIPTS],
-    *[("crawlproject.frontier", n, (ADDRESS_PRELUDE,)) for n in ADDRESS_SCRIPTS],
+    *[
+        ("crawlproject.frontier", n, address_script_preludes(n))
+        for n in (*ADDRESS_SCRIPTS, *HOST_SCRIPTS)
+    ],
     ("crawlproject.recrawl", "recrawl_promote", SHARD_PRELUDES),
 ]
 

@@ -22,13 +22,19 @@ from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.entries import AdaptiveDelay, Lease
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
-from crawlproject.lua import SHARD_PRELUDES, load_script
+from crawlproject.lua import SHARD_PRELUDES, Prelude, load_script
 
 ADDRESS_PRELUDE = ("crawlproject.frontier", "_address")
 # On an address's home shard / on a host's shard (the latter use the host queues).
 ADDRESS_SCRIPTS = ("address_take", "address_release", "address_renew")
 HOST_SCRIPTS = ("address_wait", "address_wake")
 NO_DELAY = -1  # delay_ms of the address scripts when the address keeps no time (host mode)
+
+
+def address_script_preludes(name: str) -> tuple[Prelude, ...]:
+    """The preludes an address script goes after (as client.script_preludes
+    does for the frontier's)."""
+    return (ADDRESS_PRELUDE,) if name in ADDRESS_SCRIPTS else SHARD_PRELUDES
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +87,11 @@ class AddressClient:
         self.redis = redis
         self.keys = keys
         self.timing = timing
-        preludes = {**dict.fromkeys(ADDRESS_SCRIPTS, (ADDRESS_PRELUDE,)),
-                    **dict.fromkeys(HOST_SCRIPTS, SHARD_PRELUDES)}  # fmt: skip
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(load_script("crawlproject.frontier", name, *its))
-            for name, its in preludes.items()
+            name: redis.register_script(
+                load_script("crawlproject.frontier", name, *address_script_preludes(name))
+            )
+            for name in (*ADDRESS_SCRIPTS, *HOST_SCRIPTS)
         }
 
     async def _run(
