@@ -9,6 +9,7 @@ connection at all unless ``localhost`` is allowlisted by name.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import threading
@@ -255,6 +256,10 @@ class ConnectionLog:
                 conn.sendall(head.encode() + b"\r\nConnection: close\r\n\r\n" + body)
 
     def close(self) -> None:
+        # shutdown() wakes the thread blocked in accept(); close() alone does
+        # not, and the join would wait its whole timeout.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(timeout=5)
 
