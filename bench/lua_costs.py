@@ -9,7 +9,9 @@ instructions per iteration, the same at any load. ``empty`` is the loop
 alone; the others add one step each, so their difference from ``empty`` is
 that step's cost. The data: a hash of 1,024 fields of 300 bytes (the old
 exact seen set's buckets), 2,048 sets of 200 integers below 2^53 (intsets:
-the exact seen set's buckets now), a 256 KiB string.
+the exact seen set's buckets now), a 256 KiB string; for the credit cases a hash
+of 64 integer fields and sorted sets of 64 and 264 members (Redis keeps the
+first two as listpacks, the third as a dict and a skiplist).
 
 What the frontier's scripts were written by (docs/frontier.md, "Redis CPU
 per page"): a command run from Lua costs thousands of instructions; so does
@@ -49,6 +51,18 @@ CASES: dict[str, str] = {
     "GETRANGE_256_bytes": "n = n + #redis.call('GETRANGE', 'seg', '1024', '1279')",
     "SETRANGE_6_bytes": "n = n + redis.call('SETRANGE', 'seg', '1024', 'abcdef')",
     "SISMEMBER_intset_of_200": "n = n + redis.call('SISMEMBER', 's:17', '4503599627370496')",
+    # Where a URL's AOPIC credit could live, updated by a link to it (a
+    # member present): beside it in the seen set's intset (SADD only tests),
+    # in a small hash or sorted set (listpacks: found by a linear scan), in a
+    # large sorted set (a dict and a skiplist).
+    "SADD_intset_of_200_present": "n = n + redis.call('SADD', 's:18', '4503599627370497')",
+    "HINCRBY_hash_of_64_integers": "n = n + redis.call('HINCRBY', 'hc', '4503599627370497', 2)",
+    "ZADD_XX_INCR_zset_of_64": (
+        "n = n + #redis.call('ZADD', 'zc', 'XX', 'INCR', 2, '4503599627370497')"
+    ),
+    "ZADD_XX_INCR_zset_of_264": (
+        "n = n + #redis.call('ZADD', 'zs', 'XX', 'INCR', 2, '4503599627370497')"
+    ),
     "SADD_new_key_and_member_formatted": (
         "n = n + redis.call('SADD', string.format('s:%d', (i * 7) % 2048),"
         " string.format('%d', (i * 104729 * 7919) % 9007199254740991))"
@@ -72,6 +86,14 @@ def main() -> None:
     for b in range(2048):
         pipe.sadd(f"s:{b}", *[rng.getrandbits(53) for _ in range(200)])
     pipe.execute()
+    probe = 4503599627370497  # the member the credit cases update
+    c.sadd("s:18", probe)
+    others = [rng.getrandbits(52) for _ in range(263)]
+    # The probe in the middle of the hash's listpack (a scan finds it half way).
+    fields = [*others[:32], probe, *others[32:63]]
+    c.hset("hc", mapping={str(m): 2 * rng.getrandbits(30) for m in fields})
+    c.zadd("zc", {str(m): rng.getrandbits(30) for m in [probe, *others[:63]]})
+    c.zadd("zs", {str(m): rng.getrandbits(30) for m in [probe, *others]})
     c.set("seg", os.urandom(1 << 18))
     frontier_profile.PHASES = tuple(CASES)  # the dumps CallgrindRedis counts
     for name, body in CASES.items():
