@@ -10,8 +10,9 @@ alone; the others add one step each, so their difference from ``empty`` is
 that step's cost. The data: a hash of 1,024 fields of 300 bytes (the old
 exact seen set's buckets), 2,048 sets of 200 integers below 2^53 (intsets:
 the exact seen set's buckets now), a 256 KiB string; for the credit cases a hash
-of 64 integer fields and sorted sets of 64 and 264 members (Redis keeps the
-first two as listpacks, the third as a dict and a skiplist).
+of 64 integer fields and sorted sets of 64 and 264 8-byte fingerprints with
+integer scores, as AOPIC's `q:<host>` (Redis keeps the first two as
+listpacks, the third as a dict and a skiplist).
 
 What the frontier's scripts were written by (docs/frontier.md, "Redis CPU
 per page"): a command run from Lua costs thousands of instructions; so does
@@ -57,12 +58,8 @@ CASES: dict[str, str] = {
     # large sorted set (a dict and a skiplist).
     "SADD_intset_of_200_present": "n = n + redis.call('SADD', 's:18', '4503599627370497')",
     "HINCRBY_hash_of_64_integers": "n = n + redis.call('HINCRBY', 'hc', '4503599627370497', 2)",
-    "ZADD_XX_INCR_zset_of_64": (
-        "n = n + #redis.call('ZADD', 'zc', 'XX', 'INCR', 2, '4503599627370497')"
-    ),
-    "ZADD_XX_INCR_zset_of_264": (
-        "n = n + #redis.call('ZADD', 'zs', 'XX', 'INCR', 2, '4503599627370497')"
-    ),
+    "ZADD_XX_INCR_zset_of_64": ("n = n + #redis.call('ZADD', 'zc', 'XX', 'INCR', 2, fp)"),
+    "ZADD_XX_INCR_zset_of_264": ("n = n + #redis.call('ZADD', 'zs', 'XX', 'INCR', 2, fp)"),
     "SADD_new_key_and_member_formatted": (
         "n = n + redis.call('SADD', string.format('s:%d', (i * 7) % 2048),"
         " string.format('%d', (i * 104729 * 7919) % 9007199254740991))"
@@ -71,6 +68,7 @@ CASES: dict[str, str] = {
 PROLOGUE = (
     "local n = 0 local v300 = string.rep('x', 300) local function f(a) return a + 1 end "
     "local f20 = {} for j = 1, 20 do f20[j] = tostring(j) end "
+    "local fp = struct.pack('>I8', 4503599627370497) "
 )
 
 
@@ -92,8 +90,10 @@ def main() -> None:
     # The probe in the middle of the hash's listpack (a scan finds it half way).
     fields = [*others[:32], probe, *others[32:63]]
     c.hset("hc", mapping={str(m): 2 * rng.getrandbits(30) for m in fields})
-    c.zadd("zc", {str(m): rng.getrandbits(30) for m in [probe, *others[:63]]})
-    c.zadd("zs", {str(m): rng.getrandbits(30) for m in [probe, *others]})
+    # The sorted sets as AOPIC's `q:<host>`: 8-byte fingerprints, integer scores.
+    fps = [m.to_bytes(8, "big") for m in [probe, *others]]
+    c.zadd("zc", {fp: rng.getrandbits(30) for fp in fps[:64]})
+    c.zadd("zs", {fp: rng.getrandbits(30) for fp in fps})
     c.set("seg", os.urandom(1 << 18))
     frontier_profile.PHASES = tuple(CASES)  # the dumps CallgrindRedis counts
     for name, body in CASES.items():
