@@ -58,8 +58,8 @@ CASES: dict[str, str] = {
     # large sorted set (a dict and a skiplist).
     "SADD_intset_of_200_present": "n = n + redis.call('SADD', 's:18', '4503599627370497')",
     "HINCRBY_hash_of_64_integers": "n = n + redis.call('HINCRBY', 'hc', '4503599627370497', 2)",
-    "ZADD_XX_INCR_zset_of_64": ("n = n + #redis.call('ZADD', 'zc', 'XX', 'INCR', 2, fp)"),
-    "ZADD_XX_INCR_zset_of_264": ("n = n + #redis.call('ZADD', 'zs', 'XX', 'INCR', 2, fp)"),
+    "ZADD_XX_INCR_zset_of_64": "n = n + #redis.call('ZADD', 'zc', 'XX', 'INCR', 2, fp)",
+    "ZADD_XX_INCR_zset_of_264": "n = n + #redis.call('ZADD', 'zs', 'XX', 'INCR', 2, fp)",
     "SADD_new_key_and_member_formatted": (
         "n = n + redis.call('SADD', string.format('s:%d', (i * 7) % 2048),"
         " string.format('%d', (i * 104729 * 7919) % 9007199254740991))"
