@@ -8,6 +8,7 @@ redis-server; the figures it shows equal ``crawlproject status --json``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ from scrapy.http import Response
 
 from crawlproject.status.hosts import HostTally, merge_reports, stale_fields
 from crawlproject.status.page import StatusServer, parse_listen
+from crawlproject.status.view import index_layout
 from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, tail, wait_all
 from testkit.processes import free_port
 from testkit.redis_server import RedisServer
@@ -408,6 +410,10 @@ def test_the_status_page_in_a_browser_shows_what_status_json_says(
     assert addresses == {"at-cap": before["addresses"]["at_cap"],
                          "waited-on": before["addresses"]["waited_on"]}  # fmt: skip
     assert {group for group, _, _ in groups} >= {"robotstxt", "store"}
+    # The seen set and the duplicate index too (equal to --json above): every
+    # URL of the web went through the seen set; dedupe is off in this crawl.
+    assert figures["frontier.seen.urls"] >= len(web.expected_urls)
+    assert {"dedupe.pages", "dedupe.exact", "dedupe.near"} <= figures.keys()
 
     # The hosts: as --json says, and as the test web saw them (responses per
     # host; failures: 5xx answers and requests never answered).
@@ -438,6 +444,29 @@ def test_the_status_page_in_a_browser_shows_what_status_json_says(
     assert shot.stat().st_size > 10_000
 
 
+@contextlib.contextmanager
+def served(status: dict[str, Any]) -> Iterator[str]:
+    """``status`` (a --json object, read again at every refresh: change it
+    and the page shows the change) served by the page's own server; its URL."""
+
+    async def collect() -> dict[str, Any]:
+        return status
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    server = StatusServer(("127.0.0.1", 0), collect, loop, refresh_seconds=0.5)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+
+
 def test_the_page_shows_the_addresses_at_their_cap_and_waited_on(
     redis_server: RedisServer, browser_page: Any
 ) -> None:
@@ -452,27 +481,12 @@ def test_the_page_shows_the_addresses_at_their_cap_and_waited_on(
         "waited_on": [{"address": "192.0.2.7", "hosts_waiting": 9,
                        "first": ["a.example", "<b>.example"]}],
     }  # fmt: skip
-
-    async def collect() -> dict[str, Any]:
-        return status
-
-    loop = asyncio.new_event_loop()
-    runner = threading.Thread(target=loop.run_forever, daemon=True)
-    runner.start()
-    server = StatusServer(("127.0.0.1", 0), collect, loop, refresh_seconds=0.5)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
     page = browser_page
-    try:
-        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+    with served(status) as url:
+        page.goto(url)
         wait_js(page, "document.body.dataset.loaded !== undefined", True)
         figures = dom_figures(page)
         addresses = dom_addresses(page)
-    finally:
-        server.shutdown()
-        server.server_close()
-        loop.call_soon_threadsafe(loop.stop)
-        runner.join(10)
     assert {k: figures[f"addresses.{k}"] for k in ("taken", "denied", "woken")} == {
         "taken": 1234,
         "denied": 56,
@@ -482,3 +496,61 @@ def test_the_page_shows_the_addresses_at_their_cap_and_waited_on(
         "at-cap": status["addresses"]["at_cap"],
         "waited-on": status["addresses"]["waited_on"],  # host names shown as text
     }
+
+
+def dom_seen(page: Any) -> dict[str, Any]:
+    """The seen set's rows as shown: its kind, whether the Bloom rows are
+    visible, and their values (the raw numbers behind the text)."""
+    return page.evaluate(
+        """() => ({
+            filter: document.querySelector('[data-text="frontier.seen.filter"]').textContent,
+            bloom_shown: [...document.querySelectorAll('.bloom')].map(e => !e.hidden),
+            used: document.getElementById('seen-used').dataset.value,
+            used_text: document.getElementById('seen-used').textContent,
+            fp: document.getElementById('seen-fp').dataset.value,
+            layout: document.getElementById('index-layout').textContent,
+        })"""
+    )
+
+
+def test_the_page_shows_the_seen_set_and_the_duplicate_index(
+    redis_server: RedisServer, browser_page: Any
+) -> None:
+    """A Bloom filter's fill and false-positive rate, then an exact set (the
+    Bloom rows hidden); the duplicate index's counts and layout: as --json
+    has them and the terminal view words them."""
+    status = crawl_status(redis_server.url, "quiet")
+    status["frontier"]["seen"] = {
+        "filter": "bloom", "urls": 123_456, "capacity": 1_000_000,
+        "capacity_used": 0.1235, "expected_fp_rate": 2.4e-06,
+    }  # fmt: skip
+    growing = {"pages": 9876, "exact": 54, "near": 32, "layout": "growing",
+               "near_tables": 10, "near_level": 17}  # fmt: skip
+    fixed = {**growing, "layout": "fixed", "near_level": None}  # an index from before
+    status["dedupe"] = growing
+    page = browser_page
+    with served(status) as url:
+        page.goto(url)
+        wait_js(page, "document.body.dataset.loaded !== undefined", True)
+        bloom_figures, bloom = dom_figures(page), dom_seen(page)
+        # The next refresh reads the changed object: an exact set, an old index.
+        loaded = page.evaluate("document.body.dataset.loaded")
+        status["frontier"]["seen"] = {"filter": "exact", "urls": 77}
+        status["dedupe"] = fixed
+        status["time"] += 1
+        wait_js(page, f"document.body.dataset.loaded !== {json.dumps(loaded)}", True)
+        exact_figures, exact = dom_figures(page), dom_seen(page)
+    assert bloom_figures["frontier.seen.urls"] == 123_456
+    assert {k: bloom_figures[f"dedupe.{k}"] for k in ("pages", "exact", "near")} == {
+        "pages": 9876,
+        "exact": 54,
+        "near": 32,
+    }
+    assert bloom["filter"] == "bloom" and bloom["bloom_shown"] == [True] * 4
+    assert (float(bloom["used"]), float(bloom["fp"])) == (0.1235, 2.4e-06)
+    assert bloom["used_text"] == "12.3 % of 1,000,000"
+    assert bloom["layout"] == index_layout(growing) == "10 (17)"
+    assert exact["filter"] == "exact" and exact["bloom_shown"] == [False] * 4
+    assert (exact["used_text"], exact["used"], exact["fp"]) == ("\u2013", None, None)  # none kept
+    assert exact["layout"] == index_layout(fixed) == "10 (fixed)"
+    assert exact_figures["frontier.seen.urls"] == 77

@@ -193,7 +193,8 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
     }
 
 
-def _index_layout(dedupe: dict[str, Any]) -> str:
+def index_layout(dedupe: dict[str, Any]) -> str:
+    """The duplicate index's near tables and their level, as the views show them."""
     if dedupe["layout"] == "growing":
         return f"{dedupe['near_tables']} ({dedupe['near_level']})"
     return f"{dedupe['near_tables']} (fixed)" if dedupe["layout"] == "fixed" else "-"
@@ -224,7 +225,7 @@ def render(status: dict[str, Any]) -> Any:
         ("bytes spooled", status["storage"]["bytes_spooled"], "workers paused (spool full)",
          status["storage"]["workers_paused"]),
         ("pages in the duplicate index", status["dedupe"]["pages"],
-         "near tables (level)", _index_layout(status["dedupe"])),
+         "near tables (level)", index_layout(status["dedupe"])),
     ]  # fmt: skip
     for a, av, b, bv in rows:
         head.add_row(a, _fmt(av), b, _fmt(bv))
