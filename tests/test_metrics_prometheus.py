@@ -30,6 +30,7 @@ from testkit.testweb import TestWeb
 DASHBOARD = REPO_ROOT / "docs" / "grafana" / "crawlproject-dashboard.json"
 SCRAPE_EXAMPLE = REPO_ROOT / "docs" / "prometheus" / "scrape-example.yml"
 LINGER_LOG = "Final metrics on"
+SEEN_CAPACITY = 10_000  # the live crawl's Bloom seen set
 SAMPLE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\{(.*)\} (\S+)$")
 
 
@@ -85,7 +86,8 @@ def scrape(port: int) -> Scrape:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCrawl]:
     """One crawl with a 404, a connection reset (a download exception), a URL
-    rule and a depth guard at work, its /metrics scraped twice."""
+    rule and a depth guard at work, and a Bloom seen set (its fill is a
+    gauge the dashboard draws), its /metrics scraped twice."""
     tmp = tmp_path_factory.mktemp("metrics")
     special = {2: {"/gone": {"status": 404}}, 3: {"/reset": {"reset": True}}}
     with RedisServer() as redis:
@@ -99,7 +101,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCrawl]:
                 {"CRAWL_HOST_DELAY": 0.3, "CRAWL_IDLE_CLOSE_SECONDS": 1.5,
                  "CRAWL_IDLE_POLL_SECONDS": 0.2, "CRAWL_STATUS_REPORT_SECONDS": 0.3,
                  "CRAWL_METRICS_PORT": port, "CRAWL_METRICS_LINGER_SECONDS": 120,
-                 "CRAWL_MAX_DEPTH": 3, "CRAWL_DENY_PATH_PREFIXES": ["/p/7"]},
+                 "CRAWL_MAX_DEPTH": 3, "CRAWL_DENY_PATH_PREFIXES": ["/p/7"],
+                 "CRAWL_SEEN_FILTER": "bloom", "CRAWL_SEEN_CAPACITY": SEEN_CAPACITY},
                 tmp / "worker.log",
             )  # fmt: skip
             try:
@@ -181,8 +184,17 @@ def test_labels_and_counts_of_a_live_worker(live: LiveCrawl) -> None:
         assert final.value(family.exposed, **labels) == value, stat
         compared += 1
     assert compared > 30
+    # The Bloom seen set's levels, as its stats say (the fill: URLs / capacity).
+    seen = final.value("crawlproject_frontier_seen_urls", **target)
+    assert seen == live.stats["frontier/seen_urls"] > 20
+    used = final.value("crawlproject_frontier_seen_capacity_used", **target)
+    assert used == pytest.approx(seen / SEEN_CAPACITY, abs=1e-4)
+    assert 0 < final.value("crawlproject_frontier_seen_fp_rate_expected", **target) < 0.001
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", final.text, re.MULTILINE))
-    for level in ("store_spool_bytes", "store_paused", "in_flight_requests", "memusage_max_bytes"):
+    levels = ("store_spool_bytes", "store_paused", "in_flight_requests", "memusage_max_bytes",
+              "frontier_seen_urls", "frontier_seen_capacity_used",
+              "frontier_seen_fp_rate_expected")  # fmt: skip
+    for level in levels:
         assert types[f"crawlproject_{level}"] == "gauge"
     assert all(kind == "counter" for name, kind in types.items() if name.endswith("_total"))
 
