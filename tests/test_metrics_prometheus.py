@@ -29,6 +29,7 @@ from testkit.testweb import TestWeb
 
 DASHBOARD = REPO_ROOT / "docs" / "grafana" / "crawlproject-dashboard.json"
 SCRAPE_EXAMPLE = REPO_ROOT / "docs" / "prometheus" / "scrape-example.yml"
+ALERTS = REPO_ROOT / "docs" / "prometheus" / "alerts.yml"
 LINGER_LOG = "Final metrics on"
 SEEN_CAPACITY = 10_000  # the live crawl's Bloom seen set
 SAMPLE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\{(.*)\} (\S+)$")
@@ -233,3 +234,23 @@ def test_the_prometheus_example_passes_promtool_check_config() -> None:
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert b"SUCCESS" in checked.stdout + checked.stderr
+
+
+def test_the_alerts_pass_promtool_and_their_unit_tests() -> None:
+    """promtool's own checks of the shipped rules and of their unit tests
+    (alerts_test.yml: each alert fires when it should, with its words, and
+    not before)."""
+    for command in (["check", "rules", ALERTS.name], ["test", "rules", "alerts_test.yml"]):
+        checked = subprocess.run(
+            [promtool(), *command], cwd=ALERTS.parent, capture_output=True, timeout=60
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert b"SUCCESS" in checked.stdout + checked.stderr
+    assert b"alerts.yml" in SCRAPE_EXAMPLE.read_bytes()  # checked with the config above
+
+
+def test_the_alerts_name_only_what_a_worker_serves(live: LiveCrawl) -> None:
+    names = set(re.findall(r"\bcrawlproject_\w+", ALERTS.read_text()))
+    assert len(names) >= 4
+    missing = names - live.final.families()
+    assert not missing, f"the alerts name metrics no worker serves: {sorted(missing)}"
