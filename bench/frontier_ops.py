@@ -42,6 +42,14 @@ seeding import the project from it), ``--repeats`` rounds in alternating order
     .venv/bin/python bench/frontier_ops.py --systems ours --modes frontier --procs 1 \
         --revs 1cb6f38,5e394c7 --repeats 4
 
+Without ``--revs``, ``--repeats N`` runs the systems in N alternating rounds
+(A B, then B A, ...: the machine's drift over the minutes falls on both
+alike) and gives each system's median and the AOPIC ÷ depth ratio per round
+and of the medians (``system_medians``):
+
+    .venv/bin/python bench/frontier_ops.py --systems ours,ours-aopic --modes frontier \
+        --procs 1 --duration 15 --redis single --repeats 3
+
 ``--redis single,cluster`` runs every scenario on one redis-server and then on a
 real Redis Cluster of 3 masters (Debian's redis-server, ``redis-cli --cluster
 create``; REDIS_URL ``redis+cluster://``, the client the workers use), and gives
@@ -631,7 +639,12 @@ def main() -> None:
         help="run each scenario on every revision's export (drivers and seeding import it),\n"
         "--repeats rounds in alternating order; medians and their ratio to the first",
     )
-    p.add_argument("--repeats", type=int, default=1, help="rounds per scenario (with --revs)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="rounds per scenario, in alternating order of the revisions (--revs) or systems",
+    )
     a = p.parse_args()
     revs: list[tuple[str | None, Path | None]] = [(None, None)]
     if a.revs is not None:
@@ -665,23 +678,24 @@ def main() -> None:
         for kind in kinds:
             servers[kind] = ClusterServer() if kind == "cluster" else RedisServer()
         info = machine(servers[kinds[0]])
+        systems = a.systems.split(",")
         for mode in a.modes.split(","):
             for procs in (int(x) for x in a.procs.split(",")):
-                for system in a.systems.split(","):
-                    for kind, server in servers.items():
-                        if kind == "cluster" and system not in POLICY_MODES:
-                            continue  # scrapy-redis has no cluster keys
-                        run = Config(**{**asdict(cfg), "url": server.url})
-                        for i in range(a.repeats):  # with --revs: A B, then B A, ...
-                            for label, code in revs if i % 2 == 0 else revs[::-1]:
-                                r = scenario(server, kind, system, mode, procs, run, code)
-                                rows.append({**r, "rev": label, "round": i + 1})
-                                print(
-                                    f"  {kind:7} {system:12} {mode:8} x{procs}"
-                                    f"{f' {label} #{i + 1}' if label else ''}: "
-                                    f"{r['pages_per_s']:>8,.0f} pages/s",
-                                    flush=True,
-                                )
+                for system, kind, rnd, label, code in schedule(
+                    systems, list(servers), a.repeats, revs, a.revs is not None
+                ):
+                    if kind == "cluster" and system not in POLICY_MODES:
+                        continue  # scrapy-redis has no cluster keys
+                    server = servers[kind]
+                    run = Config(**{**asdict(cfg), "url": server.url})
+                    r = scenario(server, kind, system, mode, procs, run, code)
+                    rows.append({**r, "rev": label, "round": rnd})
+                    shown = f" {label} #{rnd}" if label else f" #{rnd}" if a.repeats > 1 else ""
+                    print(
+                        f"  {kind:7} {system:12} {mode:8} x{procs}{shown}: "
+                        f"{r['pages_per_s']:>8,.0f} pages/s",
+                        flush=True,
+                    )
     finally:
         for server in servers.values():
             server.stop()
@@ -707,6 +721,7 @@ def main() -> None:
             r["ratio_aopic_vs_depth"] = round(r["pages_per_s"] / depth["pages_per_s"], 3)
     report(rows, cfg, info)
     by_rev = rev_medians(rows, [label for label, _ in revs]) if a.revs else []
+    by_system = system_medians(rows) if a.revs is None and a.repeats > 1 else []
     result = result_record(
         "frontier_ops",
         machine=info,
@@ -719,7 +734,76 @@ def main() -> None:
         result["revs"] = [info for _, _, info in exports]
         result["rev_medians"] = by_rev
         name = "frontier_ops-revs.json"  # never overwrites the benchmark's own file
+    if by_system:
+        result["system_medians"] = by_system
     print(f"\nwrote {write_result(name, result)}")
+
+
+def schedule(
+    systems: list[str],
+    kinds: list[str],
+    repeats: int,
+    revs: list[tuple[str | None, Path | None]],
+    compare_revs: bool,
+) -> Iterator[tuple[str, str, int, str | None, Path | None]]:
+    """The scenarios of one mode and driver count, in the order they run:
+    (system, redis kind, round, revision label, its export). With revisions,
+    each system's rounds alternate them (A B, then B A); without, the rounds
+    alternate the systems. One round runs the systems in the order given,
+    each on one Redis and then the cluster, back to back."""
+    if compare_revs:
+        for system in systems:
+            for kind in kinds:
+                for i in range(repeats):
+                    for label, code in revs if i % 2 == 0 else revs[::-1]:
+                        yield system, kind, i + 1, label, code
+        return
+    for i in range(repeats):
+        for system in systems if i % 2 == 0 else systems[::-1]:
+            for kind in kinds:
+                yield system, kind, i + 1, None, None
+
+
+def system_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """--repeats without --revs: each system's median pages/s and Redis CPU per
+    page per scenario, and AOPIC ÷ depth order per round and of the medians."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["redis"], r["system"], r["mode"], r["procs"])].append(r)
+    out = []
+    for (kind, system, mode, procs), runs in groups.items():
+        row: dict[str, Any] = {
+            "redis": kind,
+            "system": system,
+            "mode": mode,
+            "procs": procs,
+            "runs": [r["pages_per_s"] for r in runs],
+            "median_pages_per_s": statistics.median(r["pages_per_s"] for r in runs),
+            "median_redis_cpu_us_per_page": statistics.median(
+                r["redis_cpu_us_per_page"] for r in runs
+            ),
+        }
+        ratios = [r["ratio_aopic_vs_depth"] for r in runs if "ratio_aopic_vs_depth" in r]
+        if ratios:
+            depth = groups[(kind, "ours", mode, procs)]
+            row["ratios_aopic_vs_depth"] = ratios
+            row["median_ratio_aopic_vs_depth"] = statistics.median(ratios)
+            row["ratio_aopic_vs_depth_of_medians"] = round(
+                row["median_pages_per_s"] / statistics.median(r["pages_per_s"] for r in depth), 3
+            )
+        out.append(row)
+        print(
+            f"  {kind} {system} {mode} x{procs}: median pages/s {row['median_pages_per_s']:,.0f}"
+            f" (rounds {', '.join(f'{x:,.0f}' for x in row['runs'])}), median Redis CPU "
+            f"{row['median_redis_cpu_us_per_page']:.1f} us/page"
+            + (
+                f"; AOPIC / depth per round {', '.join(f'{x:.3f}' for x in ratios)}, of the "
+                f"medians {row['ratio_aopic_vs_depth_of_medians']:.3f}"
+                if ratios
+                else ""
+            )
+        )
+    return out
 
 
 def rev_medians(rows: list[dict[str, Any]], labels: list[str | None]) -> list[dict[str, Any]]:
