@@ -784,8 +784,8 @@ def system_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ),
         }
         ratios = [r["ratio_aopic_vs_depth"] for r in runs if "ratio_aopic_vs_depth" in r]
-        if ratios:
-            depth = groups[(kind, "ours", mode, procs)]
+        depth = groups.get((kind, "ours", mode, procs))  # get: no key made mid-iteration
+        if ratios and depth:
             row["ratios_aopic_vs_depth"] = ratios
             row["median_ratio_aopic_vs_depth"] = statistics.median(ratios)
             row["ratio_aopic_vs_depth_of_medians"] = round(
