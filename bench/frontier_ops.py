@@ -682,7 +682,7 @@ def main() -> None:
         for mode in a.modes.split(","):
             for procs in (int(x) for x in a.procs.split(",")):
                 for system, kind, rnd, label, code in schedule(
-                    systems, list(servers), a.repeats, revs, a.revs is not None
+                    systems, list(servers), a.repeats, revs if a.revs is not None else None
                 ):
                     if kind == "cluster" and system not in POLICY_MODES:
                         continue  # scrapy-redis has no cluster keys
@@ -743,15 +743,14 @@ def schedule(
     systems: list[str],
     kinds: list[str],
     repeats: int,
-    revs: list[tuple[str | None, Path | None]],
-    compare_revs: bool,
+    revs: list[tuple[str | None, Path | None]] | None,
 ) -> Iterator[tuple[str, str, int, str | None, Path | None]]:
     """The scenarios of one mode and driver count, in the order they run:
-    (system, redis kind, round, revision label, its export). With revisions,
-    each system's rounds alternate them (A B, then B A); without, the rounds
-    alternate the systems. One round runs the systems in the order given,
-    each on one Redis and then the cluster, back to back."""
-    if compare_revs:
+    (system, redis kind, round, revision label, its export). With revisions
+    (--revs), each system's rounds alternate them (A B, then B A); without,
+    the rounds alternate the systems. Each system runs on one Redis and then
+    the cluster, back to back."""
+    if revs is not None:
         for system in systems:
             for kind in kinds:
                 for i in range(repeats):
@@ -799,7 +798,7 @@ def system_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             + (
                 f"; AOPIC / depth per round {', '.join(f'{x:.3f}' for x in ratios)}, of the "
                 f"medians {row['ratio_aopic_vs_depth_of_medians']:.3f}"
-                if ratios
+                if "ratio_aopic_vs_depth_of_medians" in row
                 else ""
             )
         )
