@@ -29,6 +29,8 @@ from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
 from crawlproject.frontier.redis_settings import refuse_scrapy_redis
 from crawlproject.rules.url_rules import UrlRules
+from crawlproject.setting_values import crawl_setting
+from crawlproject.store.config import BodyStoreConfig
 
 if TYPE_CHECKING:
     import argparse
@@ -45,6 +47,8 @@ def refusal(settings: BaseSettings) -> str | None:
         # Read later inside the engine or the reactor, where a refusal is a traceback.
         UrlRules.from_settings(settings)
         DnsConfig.from_settings(settings)
+        if crawl_setting(settings, "CRAWL_STORE_ENABLED"):
+            BodyStoreConfig.from_settings(settings)
     except ConfigError as exc:
         return str(exc)
     return None
