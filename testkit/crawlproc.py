@@ -38,7 +38,7 @@ def setting_value(value: object) -> str:
 def start_worker(
     cwd_repo_root: str | Path,
     redis_url: str | None,
-    crawl: str,
+    crawl: str | None,
     seeds: Sequence[str],
     extra_settings: Mapping[str, object] | None,
     log_path: str | Path,
@@ -47,11 +47,16 @@ def start_worker(
     env: Mapping[str, str] | None = None,
 ) -> WorkerProcess:
     """Start one worker of crawl ``crawl``; the repo root holds scrapy.cfg.
+    ``crawl`` None: no ``-a crawl=`` (the crawl the project names by default);
+    no ``seeds``: no ``-a seeds=`` (a spider with its own start URLs).
     ``redis_url`` None: no REDIS_URL setting (the environment's, REDIS_HOST or
     the embedded Redis); ``env``: extra environment variables."""
     root = Path(cwd_repo_root).resolve()
-    cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"crawl={crawl}",
-           "-a", "seeds=" + ",".join(seeds)]  # fmt: skip
+    cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
+    if crawl is not None:
+        cmd += ["-a", f"crawl={crawl}"]
+    if seeds:
+        cmd += ["-a", "seeds=" + ",".join(seeds)]
     if redis_url is not None:
         cmd += ["-s", f"REDIS_URL={redis_url}"]
     settings = dict(extra_settings or {})
