@@ -64,6 +64,7 @@ from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.connection import redis_client
+from crawlproject.frontier.crawl_name import crawl_name
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.config import RecrawlConfig
@@ -203,7 +204,9 @@ async def _with_redis(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crawlproject", description=__doc__.split("\n")[0])
-    parser.add_argument("--crawl", help="crawl name (default: CRAWL_NAME)")
+    parser.add_argument(
+        "--crawl", help="crawl name (default: CRAWL_NAME, else web); a spider's own: its name"
+    )
     parser.add_argument("--redis-url", help="Redis server (default: REDIS_URL, else embedded)")
     parser.add_argument(
         "-s", "--set", action="append", default=[], metavar="NAME=VALUE",
@@ -265,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:  # one line, as a worker's start says it
         print(f"crawlproject: {exc}", file=sys.stderr)
         return 1
-    crawl = args.crawl or config.crawl
+    crawl = args.crawl or crawl_name(None, settings)  # CRAWL_NAME, else "web"
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
     if args.command == "status":

@@ -66,6 +66,7 @@ from scrapy.utils.misc import load_object
 from crawlproject.body_digest import body_sha1, payload_digest_of
 from crawlproject.content import content_type_of
 from crawlproject.frontier.access import crawl_redis_of, is_frontier
+from crawlproject.frontier.crawl_name import crawl_name
 from crawlproject.frontier.outcomes import ItemNotSaved
 from crawlproject.frontier.wake import wake_engine
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
@@ -125,7 +126,7 @@ class BodyStorePipeline:
 
     async def open_spider(self) -> None:
         spider = self.crawler.spider
-        crawl = str(getattr(spider, "crawl_name", None) or self.crawler.settings["CRAWL_NAME"])
+        crawl = crawl_name(spider, self.crawler.settings)  # the frontier's rule
         # The worker id names its files; the crawl's Redis has it once the frontier is open.
         on_frontier = is_frontier(load_object(self.crawler.settings["SCHEDULER"]))
         shared = crawl_redis_of(self.crawler) if on_frontier else None

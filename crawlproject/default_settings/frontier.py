@@ -10,8 +10,10 @@ REDIS_URL: str | None = None
 CRAWL_DATA_DIR = "crawl-data"
 
 # Name of the crawl; every process with the same Redis and name joins it.
-# The spider argument ``-a crawl=NAME`` overrides it.
-CRAWL_NAME = "web"
+# The spider argument ``-a crawl=NAME`` overrides it; None: the spider's name
+# (each spider its own crawl; ``crawlproject`` commands: ``web``), see
+# crawlproject/frontier/crawl_name.py.
+CRAWL_NAME: str | None = None
 
 # Politeness: seconds between the end of one fetch from a host and the start of
 # the next (fleet-wide), and requests in flight per host (fleet-wide).

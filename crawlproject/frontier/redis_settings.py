@@ -32,13 +32,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawlproject.security.redaction import redact
 from crawlproject.setting_values import ConfigError, crawl_setting, is_given
+
+if TYPE_CHECKING:
+    from crawlproject.frontier.crawl_name import CrawlName
 
 # Environment variables read when the setting is not given (settings.py).
 ENVIRONMENT_SETTINGS = ("REDIS_URL", "CRAWL_NAME", "CRAWL_DATA_DIR")
@@ -273,20 +276,20 @@ def _truthy(value: Any) -> bool:
 
 
 def sources_line(
-    settings: BaseSettings, url: str | None, source: str, crawl: str, data_dir: str
+    settings: BaseSettings, url: str | None, source: str, crawl: CrawlName, data_dir: str
 ) -> str:
     """One line for the start's log: which Redis (password masked) and where
-    the crawl's name and data folder came from."""
+    the crawl's name (crawl_name.py) and data folder came from."""
     if url is None:
         redis = "the embedded Redis (no REDIS_URL setting or environment variable, no REDIS_HOST)"
     else:
         redis = f"{redact(url, [])} from {source}"
-    parts = []
-    for name, value in (("CRAWL_NAME", crawl), ("CRAWL_DATA_DIR", data_dir)):
-        source = (
-            "spider argument" if value != crawl_setting(settings, name)
-            else "environment" if from_environment(settings, name)
-            else "setting" if is_given(settings, name) else "default"
-        )  # fmt: skip
-        parts.append(f"{name}={value!r} ({source})")
-    return f"Redis: {redis}; {', '.join(parts)}"
+    folder = (
+        "spider argument" if data_dir != crawl_setting(settings, "CRAWL_DATA_DIR")
+        else "environment" if from_environment(settings, "CRAWL_DATA_DIR")
+        else "setting" if is_given(settings, "CRAWL_DATA_DIR") else "default"
+    )  # fmt: skip
+    return (
+        f"Redis: {redis}; CRAWL_NAME={crawl.name!r} ({crawl.source}), "
+        f"CRAWL_DATA_DIR={data_dir!r} ({folder})"
+    )

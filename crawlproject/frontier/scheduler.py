@@ -47,6 +47,7 @@ from crawlproject.frontier.client import FrontierMismatch, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_end import CrawlEnd
+from crawlproject.frontier.crawl_name import crawl_name_of
 from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier
 from crawlproject.frontier.embedded import EmbeddedRedisError
 from crawlproject.frontier.gc_tuning import tune_gc
@@ -159,14 +160,15 @@ class FrontierScheduler(BaseScheduler):
     async def _connect(self, spider: Spider) -> None:
         self._spider = spider
         c = self.config
-        crawl = getattr(spider, "crawl_name", None) or c.crawl
+        named = crawl_name_of(spider, self.crawler.settings)  # crawl_name.py: the one rule
+        crawl = named.name
         self.end.max_pages = getattr(spider, "crawl_max_pages", None)
         # A continuous crawl (-a mode=continuous) waits for recrawls instead of
         # finishing when the frontier is empty.
         self.end.continuous = bool(getattr(spider, "continuous", False))
         logger.info(
             "%s",
-            sources_line(self.crawler.settings, c.redis_url, c.redis_source, crawl, c.data_dir),
+            sources_line(self.crawler.settings, c.redis_url, c.redis_source, named, c.data_dir),
         )
         shared = self.crawl_redis = await CrawlRedis.connect(c, crawl, self.worker_id)
         self.frontier = frontier = await open_frontier(shared, c, self.policy.mode)

@@ -43,6 +43,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.frontier.access import crawl_redis_of, frontier_closing, frontier_of, is_frontier
+from crawlproject.frontier.crawl_name import crawl_name
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 from crawlproject.status.hosts import HostTally
 from crawlproject.status.metrics import MetricsServer, StatsExporter
@@ -196,7 +197,7 @@ class StatusReporter:
             scheduler = frontier_of(self.crawler)
             shared = scheduler.crawl_redis
             if shared is None:
-                return scheduler.config.crawl, scheduler.worker_id
+                return crawl_name(self.crawler.spider, self.crawler.settings), scheduler.worker_id
             self._target = (shared.keys.crawl, shared.worker_id)
         return self._target
 
