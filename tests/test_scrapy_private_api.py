@@ -12,6 +12,11 @@ body grew over its limit while being decompressed, and it has no public name:
 spiders/sitemaps.py catches it from ``scrapy.utils.gz.gunzip`` (a gzipped sitemap
 over the limit is skipped, not a crash), crawlproject/limits.py finds it as the
 cause of HttpCompressionMiddleware's IgnoreRequest (``limits/decompressed_too_large``).
+
+crawlproject/frontier/request_ends.py wraps the engine's ``_slot.remove_request``
+(and reads ``_slot.inprogress``): the one call Scrapy makes when it is finished
+with a request, after its callback or errback, their output and items. Scrapy
+has no signal for it, and without it a failure no ack reaches keeps its lease.
 """
 
 from __future__ import annotations
@@ -19,20 +24,24 @@ from __future__ import annotations
 import gzip
 import importlib
 import inspect
+from collections.abc import Collection
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from scrapy import Request
 from scrapy.core import engine
+from scrapy.core.scraper import Scraper
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
+from scrapy.utils.asyncio import _parallel_asyncio
 from scrapy.utils.gz import gunzip
 from scrapy.utils.reactor import CallLaterOnce
 from scrapy.utils.test import get_crawler
 
 from crawlproject import limits
+from crawlproject.frontier.request_ends import watch_request_ends
 from crawlproject.frontier.wake import wake_engine
 
 BOMB = gzip.compress(b"x" * 200_000)  # 200 kB once decompressed, a few hundred bytes sent
@@ -105,3 +114,65 @@ def test_the_compression_middleware_still_raises_ignore_request_from_it() -> Non
         f"limit_of_failure would stop counting limits/decompressed_too_large"
     )
     assert limits.limit_of_failure(caught.value) == limits.DECOMPRESSED_TOO_LARGE
+
+
+# crawlproject/frontier/request_ends.py ends every lease on the engine's own
+# end of a request: it wraps ``_Slot.remove_request``, which the engine calls
+# only after the scraper finished the response or failure (callback or errback,
+# its output, its items through the pipelines).
+
+
+def test_the_engine_removes_a_request_only_after_the_scraper_finished_it() -> None:
+    start = inspect.getsource(engine.ExecutionEngine._start_scheduled_request)
+    handled = start.find("d.addBoth(self._handle_downloader_output, request)")
+    removed = start.find("d.addBoth(partial(self._remove_request, request=request))")
+    assert 0 <= handled < removed, (
+        "ExecutionEngine._start_scheduled_request no longer removes a request after "
+        "handling its download output: crawlproject/frontier/request_ends.py would end "
+        "leases too early or never"
+    )
+    assert "self._slot.remove_request(request)" in inspect.getsource(
+        engine.ExecutionEngine._remove_request
+    ), "ExecutionEngine._remove_request no longer calls _Slot.remove_request: request_ends.py"
+    handle = inspect.getsource(engine.ExecutionEngine._handle_downloader_output)
+    assert "yield self.scraper.enqueue_scrape(result, request)" in handle, (
+        "the engine no longer waits for the scraper before removing a request: request_ends.py"
+    )
+    scrape = inspect.getsource(Scraper._scrape)
+    assert scrape.count("await self.handle_spider_output_async(output, request, result)") == 2
+    assert "await self.start_itemproc_async(output, response=response)" in inspect.getsource(
+        Scraper._process_spidermw_output_async
+    ), "the scraper no longer waits for the item pipelines: an ack could precede an item"
+    assert "await asyncio.wait([fill_task, *work_tasks])" in inspect.getsource(_parallel_asyncio), (
+        "the scraper no longer waits for every output of a callback: request_ends.py"
+    )
+
+
+async def test_request_ends_wraps_the_real_slot_and_sees_what_it_still_holds() -> None:
+    slot = engine._Slot(True, CallLaterOnce(lambda: None), cast(Any, SimpleNamespace()))
+    ended: list[tuple[str, list[str]]] = []
+
+    def note(request: Request, held: Collection[Request]) -> None:
+        ended.append((request.url, sorted(r.url for r in held)))
+
+    assert watch_request_ends(SimpleNamespace(_slot=slot), note)
+    first, second = Request("http://a.test/1"), Request("http://a.test/2")
+    slot.add_request(first)
+    slot.add_request(second)
+    slot.remove_request(first)
+    slot.remove_request(second)
+    assert ended == [
+        ("http://a.test/1", ["http://a.test/1", "http://a.test/2"]),
+        ("http://a.test/2", ["http://a.test/2"]),
+    ]
+    assert slot.inprogress == set()
+
+    def broken(request: Request, held: Collection[Request]) -> None:
+        raise RuntimeError("a bug in the hook")
+
+    assert watch_request_ends(SimpleNamespace(_slot=slot), broken)
+    slot.add_request(first)
+    slot.remove_request(first)  # the engine's own bookkeeping still happens
+    assert slot.inprogress == set()
+    for engine_ in (None, SimpleNamespace(), SimpleNamespace(_slot=None)):
+        assert watch_request_ends(engine_, note) is False

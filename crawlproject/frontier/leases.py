@@ -7,6 +7,13 @@ response; requests carrying its lease are its links) -> ended: acknowledged
 (done, moved, returned) through the outbox, after the links its page produced,
 or given back unfetched (``defer``). Slot releases go out at once, on their
 own loop, never queued behind a batch of links.
+
+Whatever the spider, every lease ends: one the ack middlewares did not end
+(a failure without errback, raised in a downloader middleware's
+``process_response`` or ``process_exception``, or an errback raising) is ended
+when the engine is finished with the last request that carries it
+(``request_ended``, wired by request_ends.py), counted in
+``frontier/lease_ended/<state>``.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -43,6 +51,15 @@ class LeaseState(enum.Enum):
     FETCHING = "fetching"  # holds its host slot
     DOWNLOADED = "downloaded"  # slot released; the downloader may still redirect/retry
     SCRAPING = "scraping"  # the spider has the response
+
+
+# A lease the engine finished with, unended, by its state then: the stat's
+# reason (frontier/lease_ended/<reason>) and its outcome (frontier/outcome/...).
+ENDED_BY_ENGINE: dict[LeaseState, tuple[str, str]] = {
+    LeaseState.FETCHING: ("not_downloaded", "failed"),  # failed before the download
+    LeaseState.DOWNLOADED: ("failed", "failed"),  # a failure no ack or errback ended
+    LeaseState.SCRAPING: ("unacked", "spider_error"),  # the spider had it, no ack came
+}
 
 
 @dataclass(slots=True)
@@ -301,13 +318,33 @@ class LeaseBook:
         self.outbox.ack(ack_mode, held.lease)
         self.stats.inc_value(f"frontier/outcome/{outcome}")
 
+    def request_ended(self, request: Request, in_engine: Collection[Request]) -> None:
+        """The engine is finished with ``request``: its callback or errback, their
+        output and items are through (request_ends.py). A lease it carries that
+        nothing ended by now is ended here (done: Scrapy dropped the request),
+        unless another request the engine still holds (``in_engine``) carries
+        it: the last carrier ends it. A redirect or retry is no carrier: it was
+        stored as a URL of its own (``hand_over``) before its parent ends."""
+        token = request.meta.get(LEASE_META_KEY)
+        held = self._held.get(token) if isinstance(token, str) else None
+        if held is None:
+            return  # the usual case: acked, handed over or given back already
+        for other in in_engine:
+            if other is not request and other.meta.get(LEASE_META_KEY) == token:
+                return
+        reason, outcome = ENDED_BY_ENGINE[held.state]
+        self.stats.inc_value(f"frontier/lease_ended/{reason}")
+        logger.debug("Lease of %s ended with its request (%s)", request.url, reason)
+        self._end(request, "done", outcome)
+
     def failed(self, request: Request, exception: BaseException | None) -> None:
         """The one way a failed or refused download reaches its lease.
 
-        Called by the ack downloader middleware's process_exception and by the
-        spider's errback (Scrapy sends an exception raised by a middleware's
-        process_response, a gzip bomb over DOWNLOAD_MAXSIZE or REDIRECT_MAX_TIMES
-        used up, past every process_exception, straight to the errback). What
+        Called by the ack downloader middleware's process_exception, which
+        sees every exception from a download or a ``process_request``. One
+        raised past it (in a middleware's process_response: a gzip bomb over
+        DOWNLOAD_MAXSIZE, REDIRECT_MAX_TIMES used up) goes to the errback, if
+        any: the lease then ends with its request (``request_ended``). What
         the refusing component said decides (crawlproject/frontier/outcomes.py):
         a :class:`NotFetched` with ``requeue`` goes back to its queue (``defer``);
         one ``unfetched``, or a guard refusal (no contact with the host), frees

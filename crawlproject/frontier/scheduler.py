@@ -60,6 +60,7 @@ from crawlproject.frontier.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
 from crawlproject.frontier.persist import end_crawl
 from crawlproject.frontier.priority import CREDIT_MODE, PriorityPolicy, build_policy
 from crawlproject.frontier.redis_settings import sources_line
+from crawlproject.frontier.request_ends import watch_request_ends
 from crawlproject.frontier.seeds import SeedReader
 from crawlproject.frontier.seen import SeenWatch
 from crawlproject.frontier.shutdown import hand_back, stop_loops
@@ -141,6 +142,8 @@ class FrontierScheduler(BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         try:
             await self._connect(spider)
+            # Every lease ends when the engine is done with its last request.
+            watch_request_ends(self.crawler.engine, self.leases.request_ended)
         except (RedisError, OSError, EmbeddedRedisError, FrontierMismatch, ValueError) as exc:
             log_open_failure(self.config, exc)
             # Raising CloseSpider here would leave Scrapy's scraper unopened
@@ -199,23 +202,8 @@ class FrontierScheduler(BaseScheduler):
         if shared is None:
             return
         if self.frontier is not None and not self._open_failed:
-            try:
-                await hand_back(
-                    self.frontier,
-                    self.worker_id,
-                    self.leases,
-                    self.claims,
-                    self._write_once,
-                    self.seen,
-                    self.stats,
-                )
-            except RedisError as exc:
-                logger.warning(
-                    "Could not hand unfinished work back (%s): its leases expire within "
-                    "%.0f s and it returns to the queues then",
-                    exc,
-                    self.config.lease_seconds,
-                )
+            parts = (self.leases, self.claims, self._write_once, self.seen, self.stats)
+            await hand_back(self.frontier, self.worker_id, *parts, self.config.lease_seconds)
             # SCHEDULER_PERSIST=False: only once the fleet's crawl ended (persist.py).
             if not self.config.persist and reason == "finished" and self.end.finished:
                 await end_crawl(shared.redis, shared.keys, self.config.lease_ms)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+from redis.exceptions import RedisError
 from scrapy.statscollectors import StatsCollector
 
 from crawlproject.frontier.claims import ClaimBuffer
@@ -50,8 +51,30 @@ async def hand_back(
     write_once: Callable[[], Awaitable[None]],
     seen: SeenWatch,
     stats: StatsCollector,
+    lease_seconds: float,
 ) -> None:
-    """Writes what is pending and returns unfinished URLs to their queues."""
+    """Writes what is pending and returns unfinished URLs to their queues;
+    if Redis fails meanwhile, their leases expire and they come back then."""
+    try:
+        await _hand_back(frontier, worker_id, leases, claims, write_once, seen, stats)
+    except RedisError as exc:
+        logger.warning(
+            "Could not hand unfinished work back (%s): its leases expire within "
+            "%.0f s and it returns to the queues then",
+            exc,
+            lease_seconds,
+        )
+
+
+async def _hand_back(
+    frontier: RedisFrontier,
+    worker_id: str,
+    leases: LeaseBook,
+    claims: ClaimBuffer,
+    write_once: Callable[[], Awaitable[None]],
+    seen: SeenWatch,
+    stats: StatsCollector,
+) -> None:
     unfinished = leases.take_all()
     claims.clear()
     await leases.send_releases(frontier)

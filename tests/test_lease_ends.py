@@ -1,0 +1,66 @@
+"""Every lease ends on every path, whatever the spider: the engine's own end of
+a request (crawlproject/frontier/request_ends.py) ends a lease nothing else
+ended (LeaseBook.request_ended), once its last carrying request is done.
+
+The real crawls, a spider with no errback failing in every way, are in
+tests/test_lease_ends_crawl.py."""
+
+from __future__ import annotations
+
+from scrapy import Request
+
+from crawlproject.frontier.leases import LeaseState
+from tests.test_lease_outcomes import book, claimed
+
+
+async def test_a_failure_nothing_acked_is_finished_when_the_engine_is_done() -> None:
+    scheduler, leases = book()
+    failed = claimed(leases, 1, LeaseState.DOWNLOADED)  # e.g. REDIRECT_MAX_TIMES, no errback
+    never_sent = claimed(leases, 2)  # a process_request failure past the ack middleware
+    spider_had_it = claimed(leases, 3, LeaseState.SCRAPING)
+    for request in (failed, never_sent, spider_had_it):
+        leases.request_ended(request, {request})
+    assert len(leases) == 0
+    assert [(m, lease.id) for m, lease in scheduler.outbox.pending_acks] == [
+        ("done", 1),
+        ("done", 2),
+        ("done", 3),
+    ]
+    stats = scheduler.stats
+    assert stats.get_value("frontier/lease_ended/failed") == 1
+    assert stats.get_value("frontier/lease_ended/not_downloaded") == 1
+    assert stats.get_value("frontier/lease_ended/unacked") == 1
+    assert stats.get_value("frontier/outcome/failed") == 2
+    assert stats.get_value("frontier/outcome/spider_error") == 1
+    assert leases.pending_releases == []  # the ack itself frees a slot still held
+
+
+async def test_the_last_carrier_ends_it_and_an_ended_lease_is_left_alone() -> None:
+    scheduler, leases = book()
+    request = claimed(leases, 1, LeaseState.DOWNLOADED)
+    # A copy downloaded through the engine by a middleware, carrying the token.
+    copy = request.replace(url="http://a.example/1?variant")
+    leases.request_ended(copy, {request, copy})
+    assert leases.state_of(request) is LeaseState.DOWNLOADED
+    leases.request_ended(request, {request})
+    assert leases.state_of(request) is None
+    assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1]
+
+    scraped = claimed(leases, 2, LeaseState.SCRAPING)
+    leases.done(scraped, "scraped")  # the ack middleware, before the engine is done
+    leases.request_ended(scraped, {scraped})
+    leases.request_ended(Request("http://a.example/robots.txt"), set())  # carries none
+    assert [lease.id for _, lease in scheduler.outbox.pending_acks] == [1, 2]
+    assert scheduler.stats.get_value("frontier/outcome/scraped") == 1
+    assert scheduler.stats.get_value("frontier/lease_ended/unacked") is None
+
+
+async def test_a_redirect_stored_before_its_parent_ends_leaves_nothing_to_end() -> None:
+    scheduler, leases = book()
+    request = claimed(leases, 1, LeaseState.DOWNLOADED)
+    hop = request.replace(url="http://a.example/moved")  # RedirectMiddleware's new request
+    token, parent = leases.take_parent(hop)  # the scheduler stores it...
+    leases.hand_over(token, parent)  # ...and the old lease is done as moved
+    leases.request_ended(request, {request})
+    assert [(m, lease.id) for m, lease in scheduler.outbox.pending_acks] == [("moved", 1)]
+    assert scheduler.stats.get_value("frontier/lease_ended/failed") is None
