@@ -27,8 +27,9 @@ links; page URLs keep their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats:
 
 Limits and hostile pages (crawlproject/limits.py): a download over a limit
 (size, decompressed size, timeout, redirects, a redirect loop) reaches
-``on_error``, which counts it (``limits/*``), records the fetch and finishes
-its lease; an empty or binary body served as text is counted
+``on_error``, which counts it (``limits/*``) and records the fetch (its lease
+ends with the request, as every lease: crawlproject/frontier/request_ends.py);
+an empty or binary body served as text is counted
 (``content/empty_body``, ``content/binary_as_text``) and not processed; charset
 trouble is counted (``content/bad_charset``, ``content/no_charset``); a page's
 links beyond CRAWL_MAX_LINKS_PER_PAGE are dropped (``limits/links_truncated``).
@@ -41,7 +42,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
@@ -52,7 +53,6 @@ from twisted.python.failure import Failure
 
 from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
-from crawlproject.frontier.access import is_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.limits import SITEMAP_META_KEY
 from crawlproject.once import OncePerKey
@@ -66,8 +66,6 @@ from spiders.sitemaps import SITEMAP_MAX_ENTRIES, open_sitemap, sitemap_entries
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-
-    from crawlproject.frontier.scheduler import FrontierScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -293,8 +291,6 @@ class WebSpider(Spider):
         request = getattr(failure, "request", None)
         error = type(failure.value).__name__
         self.crawler.stats.inc_value(f"web/error/{error}")
-        if isinstance(request, Request):
-            self._finish_failed(request, failure.value)
         http_error = failure.check(HttpError) is not None
         limit = limits.limit_of_failure(failure.value)
         if limit is not None:  # a limit stopped the fetch: its one log line
@@ -317,17 +313,6 @@ class WebSpider(Spider):
         response = exc.response if isinstance(exc, HttpError) else None
         extra = {"error": error, **({"limit": limit.rsplit("/", 1)[-1]} if limit else {})}
         return [fetch_record(request.meta, request.url, response, extra, request.url)]
-
-    def _finish_failed(self, request: Request, exception: BaseException | None) -> None:
-        # A failure raised in a downloader middleware's process_response (a gzip
-        # bomb, REDIRECT_MAX_TIMES) skips the ack middleware: finish its lease
-        # here, or it would stay held (see LeaseBook.failed).
-        try:
-            scheduler = self.crawler.engine.scheduler
-        except (AttributeError, RuntimeError):  # no engine: nothing is leased
-            return
-        if is_frontier(scheduler):
-            cast("FrontierScheduler", scheduler).leases.failed(request, exception)
 
     # -- sitemaps ------------------------------------------------------------
 
