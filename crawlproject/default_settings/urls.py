@@ -14,15 +14,18 @@ CRAWL_MAX_PAGES_PER_HOST = 0
 # minted per render (0: no limit). A forum's /thread?id=N counts as one shape:
 # raise it for sites like that (CRAWL_HOST_OVERRIDES does not apply here).
 CRAWL_MAX_URLS_PER_PATTERN = 10_000
-# Budgets from reputation (IRLbot's BEAST): a host may queue CRAWL_HOST_BUDGET
-# URLs for each vote it has: its own, one per distinct other registered domain
-# that links to it (up to 255; with 256 it has no budget), and
-# CRAWL_HOST_BUDGET_SEED_VOTES more when it is a seed's host. URLs over the
-# budget wait in the host's overflow, in order, and go in as votes arrive; a
+# Budgets from reputation (IRLbot's BEAST), for the hosts a crawl finds by
+# itself: a host may queue CRAWL_HOST_BUDGET URLs for each vote it has: its
+# own, one per distinct other registered domain that links to it (up to 255;
+# with 256 it has no budget). URLs over the budget wait in the host's
+# overflow, in order, and go in as votes arrive or the budget is raised; a
 # host nobody links to cannot take the crawl, a well-linked site is never cut
-# short. 0 turns budgets off; CRAWL_MAX_PAGES_PER_HOST stays a hard cap.
+# short. The operator's hosts (a seed's; every host of scope hosts or domains,
+# or of a spider's allowed_domains) have no budget, unless
+# CRAWL_HOST_BUDGET_SEED_VOTES > 0 gives them that many votes more than their
+# own. 0 turns budgets off; CRAWL_MAX_PAGES_PER_HOST stays a hard cap.
 CRAWL_HOST_BUDGET = 1000
-CRAWL_HOST_BUDGET_SEED_VOTES = 9
+CRAWL_HOST_BUDGET_SEED_VOTES = 0
 # Tokens minted per render (a session id in the path or query, new on every
 # page): once CRAWL_TRAP_TOKEN_URLS new URLs of one token shape of a host
 # (rules/traps.py token_shape) have been seen and fewer than

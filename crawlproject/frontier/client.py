@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from crawlproject.frontier.budgets import OverBudget
 from crawlproject.frontier.codec import whole_form
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.entries import (
@@ -71,6 +72,7 @@ FRONTIER_SCRIPTS = (
     "host_config",
     "park_host",
     "unpark",
+    "budget_release",
 )
 
 
@@ -86,9 +88,10 @@ def load_lua(name: str, prelude: bool = True) -> str:
     return load_script("crawlproject.frontier", name, *(script_preludes(name) if prelude else ()))
 
 
-class RedisFrontier(ParkedUrls):
+class RedisFrontier(ParkedUrls, OverBudget):
     """The frontier of one crawl, seen from one worker (or a CLI); its
-    operations on set-aside URLs are in parking.py."""
+    operations on set-aside URLs are in parking.py, on URLs over budget in
+    budgets.py."""
 
     def __init__(
         self,

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from crawlproject.frontier.client import AddResult, Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.client import NO_VOTE, AddResult, Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.operator_scope import OperatorScope
+from crawlproject.frontier.votes import SCOPE_VOTE
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
 
 if TYPE_CHECKING:
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OUTBOX_FLUSH_ENTRIES = 1000  # flush early when this many URLs wait
+SCOPE_MARKS_REMEMBERED = 100_000  # hosts marked in scope by this worker (cleared when full)
+SWEEP_MIN_SECONDS = 5.0  # between budget sweeps the crawl's growing scope asks for
 # done: finished here; moved: a redirect or retry took the URL over; dead:
 # undecodable; return: its item could not be saved (ItemNotSaved), fetch it again.
 ACK_MODES = ("done", "moved", "dead", "return")
@@ -46,6 +52,13 @@ class Outbox:
         # Recrawl fetch states (middlewares/recrawl.py), written before the
         # acks queued after them: a page's next due time never lags its ack.
         self._tracks: list[StateWrite] = []
+        # The operator's hosts (operator_scope.py): the hosts this worker marked
+        # (the scope vote goes once per host), and whether the URLs waiting over
+        # budget are to be looked at again (at start, when the scope grows).
+        self.scope = OperatorScope()
+        self._scope_marked: set[str] = set()
+        self._sweep_due = True
+        self._swept_at = 0.0
 
     def __bool__(self) -> bool:
         """Whether anything waits to be written."""
@@ -61,7 +74,18 @@ class Outbox:
         return len(self._entries)
 
     def add(self, entry: NewEntry, flush: bool = True) -> None:
-        """Queues ``entry``; with ``flush``, wakes the writer once many wait."""
+        """Queues ``entry``; with ``flush``, wakes the writer once many wait.
+        The first URL of a host of the operator's scope carries the scope vote."""
+        if (
+            entry.vote == NO_VOTE
+            and self.scope.active
+            and entry.pkey not in self._scope_marked
+            and self.scope.covers(entry.pkey)
+        ):
+            if len(self._scope_marked) >= SCOPE_MARKS_REMEMBERED:
+                self._scope_marked.clear()  # forgetting one costs a vote sent again
+            self._scope_marked.add(entry.pkey)
+            entry = replace(entry, vote=SCOPE_VOTE)
         self._entries.append(entry)
         if flush and len(self._entries) >= OUTBOX_FLUSH_ENTRIES:
             self.event.set()
@@ -72,6 +96,30 @@ class Outbox:
 
     def see_scope(self, roots: set[str]) -> None:
         self.scope_roots = self.scope_roots | roots
+        if self.scope.see(roots):
+            self._sweep_due = True
+
+    def watch_scope(self, spider: Any) -> None:
+        """Reads what the spider's scope is (operator_scope.py)."""
+        self.scope.watch(spider)
+        self._sweep_due = True
+
+    async def _sweep(self, frontier: RedisFrontier) -> None:
+        """Lets in the URLs over budget that now fit (budgets.py): at start, a
+        raised CRAWL_HOST_BUDGET; hosts that joined the operator's scope."""
+        now = time.monotonic()
+        if self._swept_at and now - self._swept_at < SWEEP_MIN_SECONDS:
+            return
+        self._swept_at = now
+        released = await frontier.sweep_budgets(self.scope.covers)
+        self._sweep_due = False
+        if released:
+            self.stats.inc_value("frontier/budget_released", released)
+            logger.info(
+                "Released %d URLs that waited over their host's budget (a raised "
+                "CRAWL_HOST_BUDGET, or hosts now in the crawl's scope)",
+                released,
+            )
 
     def credit(self, pkey: str, fingerprint: bytes, credit: float) -> None:
         """AOPIC credit for a URL (summed with what waits for it already)."""
@@ -107,7 +155,9 @@ class Outbox:
         if self._new_scope:
             roots, self._new_scope = self._new_scope, set()
             await frontier.add_scope(roots)
-            self.scope_roots = self.scope_roots | roots
+            self.see_scope(roots)
+        if self._sweep_due:
+            await self._sweep(frontier)
         if self._credits:  # after the URLs of this write, so a new URL gets its credit
             credits, self._credits = self._credits, {}
             self._entries += [

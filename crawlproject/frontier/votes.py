@@ -3,7 +3,9 @@
 * **A vote**: a link from a page of another registered domain is that
   domain's vote for the target host; the frontier counts distinct voters per
   host and grows the host's page budget with them (add.lua, IRLbot's budget
-  enforcement). A seed is the operator's vote.
+  enforcement). A seed is the operator's vote, and so is a host of the
+  crawl's scope (``SCOPE_VOTE``, operator_scope.py): the operator's hosts have
+  no budget.
 * **A token shape** (rules/traps.py ``token_shape``): a URL with a part that
   looks minted; the frontier watches whether such URLs ever repeat.
 
@@ -27,6 +29,8 @@ from crawlproject.once import Generations
 LINK_FROM_META_KEY = "crawl_from"
 VOTE_BYTES = 4
 DOMAINS_CACHED = 65_536
+# The operator's vote for a host of the crawl's scope (add.lua marks it `scoped`).
+SCOPE_VOTE = b"\xfe\xff\xff\xff"
 
 
 @lru_cache(maxsize=DOMAINS_CACHED)
@@ -36,9 +40,9 @@ def _voter(host: str) -> str:
 
 @lru_cache(maxsize=DOMAINS_CACHED)
 def vote_of(domain: str) -> bytes:
-    """4 bytes of a registered domain's hash, never NO_VOTE or SEED_VOTE."""
+    """4 bytes of a registered domain's hash, never NO_VOTE, SEED_VOTE or SCOPE_VOTE."""
     v = hashlib.blake2b(domain.encode("utf-8", "surrogatepass"), digest_size=VOTE_BYTES).digest()
-    return b"\x00\x00\x00\x01" if v in (NO_VOTE, SEED_VOTE) else v
+    return b"\x00\x00\x00\x01" if v in (NO_VOTE, SEED_VOTE, SCOPE_VOTE) else v
 
 
 class SentVotes:

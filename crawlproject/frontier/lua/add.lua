@@ -18,13 +18,14 @@
 -- pattern: the URL's query shape key (8 bytes), see rules/traps.py.
 -- token shape: the shape key of a URL with a token part.
 -- vote: the linking page's registered domain (4 bytes of its hash) when it is
--- not the URL's own; FF FF FF FF: a seed (the operator's vote).
+-- not the URL's own; the operator's: FF FF FF FF a seed, FE FF FF FF a host
+-- of the crawl's scope (votes.py).
 -- request: its stored form (codec.py: compact, the URL relative to the pkey).
 -- Seen test (seen_spec: the shard's seen set, _seen.lua); then, for a new URL:
 -- a parked host's URLs go to `parked`; a token shape contained on the host
 -- (`ts`) too; host_cap URLs per host per crawl (h:<host> `urls`); the host's
--- budget (budget_base x (1 + linking domains [+ seed votes])): over it, to the
--- host's overflow list `ob:<host>`, released as votes raise the budget;
+-- budget (the prelude's host_budget; the operator's hosts have none): over
+-- it, to its overflow list `ob:<host>`, released as votes raise the budget;
 -- pattern_cap URLs per shape per host (`pp:<host>`); then into the host
 -- queue. Token shapes: `pp:<host>` counts, per shape, new URLs (field
 -- "n" .. shape) and links seen before ("r" .. shape); a shape with token_urls
@@ -48,10 +49,10 @@ local seed_votes = tonumber(ARGV[8]) or 0
 local token_urls = tonumber(ARGV[9]) or 0
 local token_permille = tonumber(ARGV[10]) or 0
 local FIRST = 11
-local MAX_VOTES = 256  -- linking domains counted; at this many a host has no budget
 local MAX_TOKEN_SHAPES = 16  -- contained shapes per host; past it the host is parked
 local NO_VOTE = string.rep('\0', 4)
 local SEED_VOTE = string.rep('\255', 4)
+local SCOPE_VOTE = '\254' .. string.rep('\255', 3)  -- a host of the crawl's scope
 local budgeted, tparked, released = 0, 0, 0
 local new_budgeted, new_shapes = {}, {}
 local NO_PATTERN = string.rep('\0', 8)
@@ -95,14 +96,14 @@ local function host_traps(host)
   return st
 end
 
--- The host's page budget (URLs it may queue): budget_base for each vote, the
--- host's own included; nil: no budget (off, or MAX_VOTES domains link to it).
+-- The host's page budget (the prelude's host_budget); nil: none.
 local function budget_of(host, st)
   if budget_base <= 0 then return nil end
   host_traps(host)
-  if not st.votes then st.votes = redis.call('SCARD', P .. 'il:' .. host) end
-  if st.votes >= MAX_VOTES then return nil end
-  return budget_base * (1 + st.votes + (st.seed and seed_votes or 0))
+  if st.scoped == nil then st.scoped = redis.call('HGET', st.hk, 'scoped') ~= false end
+  local budget
+  budget, st.votes = host_budget(host, budget_base, seed_votes, st.seed or st.scoped, st.votes)
+  return budget
 end
 
 -- Queues an item. Score mode: its request goes to the host's pending
@@ -213,14 +214,17 @@ local function give_credit(host, fp, credit)
 end
 
 -- A vote of another registered domain for the host: counted once per domain
--- (up to MAX_VOTES); a budget it raises lets over-budget URLs in, in order.
+-- (up to MAX_VOTES); or the operator's (no budget then). A budget it raises
+-- lets over-budget URLs in, in order.
 local function vote(host, v)
   local st = host_traps(host)
   local hk = st.hk
-  if v == SEED_VOTE then
-    if not st.seed then
-      st.seed = true
-      redis.call('HSET', hk, 'seed', 1)
+  if v == SEED_VOTE or v == SCOPE_VOTE then
+    -- The operator's: a seed, or a host of the crawl's scope (the worker's verdict).
+    local flag = v == SEED_VOTE and 'seed' or 'scoped'
+    if not st[flag] then
+      st[flag] = true
+      redis.call('HSET', hk, flag, 1)
     end
   else
     if not st.votes then st.votes = redis.call('SCARD', P .. 'il:' .. host) end
@@ -229,20 +233,9 @@ local function vote(host, v)
     st.votes = st.votes + 1
   end
   if budget_base <= 0 or st.parked then return end
-  local ob = P .. 'ob:' .. host
-  local budget = budget_of(host, st)
-  local room = budget and budget - (tonumber(redis.call('HGET', hk, 'urls')) or 0)
-  while room == nil or room > 0 do
-    local e = redis.call('LPOP', ob)
-    if not e then break end
-    local tab = string.find(e, '\t', 1, true)
-    push(host, tonumber(string.sub(e, 1, tab - 1)), sub(e, tab + 1))
-    redis.call('HINCRBY', hk, 'urls', 1)
-    added = added + 1
-    released = released + 1
-    if room then room = room - 1 end
-    redis.call('HINCRBY', P .. 'tr', host .. '\tbudget', -1)
-  end
+  local out = take_over_budget(host, hk, budget_of(host, st))
+  for _, it in ipairs(out) do push(host, it[1], it[2]) end
+  added, released = added + #out, released + #out
 end
 
 -- Token shapes: count the URL (new) or the repeat (seen); contain a shape
@@ -352,13 +345,12 @@ local function add_one(host, e)
     if redis.call('HSETNX', hk, 'capped', 1) == 1 then new_capped[#new_capped + 1] = host end
   elseif budget and n > budget then
     -- Kept in order for when the host earns more votes (IRLbot's BEAST).
-    redis.call('HINCRBY', hk, 'urls', -1)
     local item = sub(e, tab + 1)
     if CREDIT then item = new_item(fp, number, item) end
-    redis.call('RPUSH', P .. 'ob:' .. host, band_of(math.max(number, MIN_CREDIT)) .. '\t' .. item)
     budgeted = budgeted + 1
-    redis.call('HINCRBY', P .. 'tr', host .. '\tbudget', 1)
-    if redis.call('HSETNX', hk, 'budgeted', 1) == 1 then new_budgeted[#new_budgeted + 1] = host end
+    if hold_over_budget(host, hk, band_of(math.max(number, MIN_CREDIT)), item) then
+      new_budgeted[#new_budgeted + 1] = host
+    end
   elseif kind == '0' and pattern_cap > 0 and pattern ~= NO_PATTERN
       and redis.call('HINCRBY', P .. 'pp:' .. host, pattern, 1) > pattern_cap then
     pcapped = pcapped + 1
