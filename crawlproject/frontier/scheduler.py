@@ -176,6 +176,7 @@ class FrontierScheduler(BaseScheduler):
         shared = self.crawl_redis = await CrawlRedis.connect(c, crawl, self.worker_id)
         self.frontier = frontier = await open_frontier(shared, c, self.policy.mode)
         await frontier.heartbeat(self.worker_id)
+        self.outbox.watch_scope(spider)  # the operator's hosts have no budget
         self.outbox.see_scope(await frontier.scope())
         # response_downloaded carries the raw answer (a 429 included) before any
         # middleware turns it into a retry; request_left_downloader follows it,
