@@ -20,10 +20,18 @@ For a request whose origin (``scheme://host:port``) has no fresh robots.txt:
 The result's Crawl-delay (or Request-rate) becomes the host's delay in the
 frontier, for every worker; its ``Sitemap:`` lines seed the frontier.
 Disallowed requests raise :class:`RobotsForbidden` (``robotstxt/forbidden``).
-A host whose robots.txt is unreachable is fully disallowed: its URLs wait in
-their queue while robots.txt is retried with backoff (:class:`RobotsDeferred`),
-and after ``CRAWL_ROBOTS_DEFER_RETRIES`` failed fetches they fail
-(:class:`RobotsUnreachable`, ``robotstxt/unreachable``) until a retry succeeds.
+A host whose robots.txt is unreachable (5xx, 429, a name that does not
+resolve, a refused connection, a timeout) is fully disallowed: its URLs wait in
+their queue while robots.txt is retried on a short schedule
+(``CRAWL_ROBOTS_RETRY_SECONDS``, doubling; :class:`RobotsDeferred`), and after
+``CRAWL_ROBOTS_DEFER_RETRIES`` failed fetches in a row the host is set aside:
+its queue moves to the frontier's parked list with the reason
+(``robots_503``, ``dns``, ``connection_refused``, ``timeout``, ``no_answer``:
+``crawlproject parked --reasons``), URLs found later follow, and the claimed URL
+goes back to its queue, where the claim parks it too. Nothing is lost, and a
+crawl whose only hosts left cannot answer ends; ``crawlproject parked
+--requeue`` tries them again (one more failure parks them at once). Stats
+``robotstxt/parked_hosts``, ``robotstxt/parked_urls``; one WARNING per host.
 A host whose robots.txt the private-address guard refuses (``middlewares/guard.py``:
 the host's address is refused, so its pages are too) raises the guard's
 ``BlockedAddress`` for the request, and for those waiting on the same fetch;
@@ -69,6 +77,7 @@ WAIT_POLL_MIN_SECONDS = 0.05
 WAIT_POLL_MAX_SECONDS = 1.0
 REDIS_ERROR_HOLD_SECONDS = 5.0
 SITEMAPS_PER_ROBOTS_MAX = 50
+PARKED_REMEMBERED_MAX = 10_000  # hosts this worker set aside, for one WARNING each
 
 
 class RobotsTxtMiddleware:
@@ -82,6 +91,7 @@ class RobotsTxtMiddleware:
         self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
         self._store: RobotsStore | None = None
         self._no_sitemap_callback_logged = False
+        self._parked: OrderedDict[str, None] = OrderedDict()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
@@ -126,7 +136,7 @@ class RobotsTxtMiddleware:
             logger.debug("Forbidden by robots.txt: %s", request.url)
             raise RobotsForbidden("Forbidden by robots.txt", unfetched=fetched is None)
         if verdict is Verdict.UNREACHABLE:
-            self._unreachable(scheduler, request, rules, fetched)
+            await self._unreachable(scheduler, request, rules, fetched)
         if fetched is not None and scheduler.leases.holds_slot(request):
             # Its slot was used for robots.txt: fetched after the host's delay.
             raise RobotsDeferred(
@@ -134,7 +144,7 @@ class RobotsTxtMiddleware:
             )
         return None
 
-    def _unreachable(
+    async def _unreachable(
         self,
         scheduler: FrontierScheduler,
         request: Request,
@@ -142,19 +152,61 @@ class RobotsTxtMiddleware:
         fetched: Fetched | None,
     ) -> None:
         record = rules.record
+        holds_slot = scheduler.leases.holds_slot(request)
         if record.fails < self.config.defer_retries:
             hold = max(0.0, (record.expires_ms - _now_ms()) / 1000)
-            if scheduler.leases.holds_slot(request):
+            if holds_slot:
                 self.stats.inc_value("robotstxt/deferred")
                 raise RobotsDeferred(
                     f"robots.txt unreachable; retried in {hold:.0f} s",
                     requeue=self._requeue(scheduler, fetched, hold),
                 )
+        elif holds_slot and await self._park(scheduler, request, record):
+            # Back to its queue, whose host is parked now: the claim parks it.
+            raise RobotsDeferred(
+                f"robots.txt unreachable ({record.reason or 'no answer'}, {record.fails} "
+                "failed fetches): host set aside",
+                requeue=self._requeue(scheduler, fetched),
+            )
         self.stats.inc_value("robotstxt/unreachable")
         logger.debug("robots.txt unreachable (%d failures): %s", record.fails, request.url)
         raise RobotsUnreachable(
             f"robots.txt unreachable ({record.fails} failed fetches)", unfetched=fetched is None
         )
+
+    async def _park(
+        self, scheduler: FrontierScheduler, request: Request, record: RobotsRecord
+    ) -> bool:
+        """Sets the host aside for the record's reason; False if Redis failed
+        (the URL then fails as unreachable, as before parking existed)."""
+        frontier = scheduler.frontier
+        if frontier is None:
+            return False
+        pkey = scheduler.politeness_key(request.url)
+        reason = record.reason or "no_answer"
+        try:
+            parked = await frontier.park_host(pkey, reason)
+        except RedisError as exc:
+            self.stats.inc_value("robotstxt/park_errors")
+            logger.warning("Could not set %s aside (robots.txt unreachable): %s", pkey, exc)
+            return False
+        self.stats.inc_value("robotstxt/parked_urls", parked + 1)  # + the claimed URL
+        if pkey not in self._parked:
+            self.stats.inc_value("robotstxt/parked_hosts")
+            logger.warning(
+                "%s: robots.txt unreachable (%s) %d times in a row: host set aside, "
+                "%d queued URL(s) parked (crawlproject parked --reasons; --requeue "
+                "tries it again)",
+                pkey,
+                reason,
+                record.fails,
+                parked + 1,
+            )
+        self._parked[pkey] = None
+        self._parked.move_to_end(pkey)
+        while len(self._parked) > PARKED_REMEMBERED_MAX:
+            self._parked.popitem(last=False)
+        return True
 
     @staticmethod
     def _requeue(

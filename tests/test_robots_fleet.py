@@ -7,6 +7,9 @@ how often, and when.
 from __future__ import annotations
 
 import gzip
+import json
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from itertools import pairwise
@@ -197,7 +200,21 @@ def test_three_workers_obey_robots_txt_edge_cases(
     assert total["robotstxt/redirects_exhausted"] == 1
     assert total["robotstxt/crawl_delay_hosts"] == 1
     assert total["sitemap/urls"] == len(ORPHANS)
-    assert total["robotstxt/unreachable"] == 3  # the seeds of hosts 4-6, dropped
+    # Hosts 4-6 were set aside after their failed fetches, with their reason;
+    # their seeds are parked, not dropped.
+    assert "robotstxt/unreachable" not in total
+    assert total["robotstxt/parked_hosts"] == 3
+    reasons = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "robots",
+             "parked", "--reasons"],
+            cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60,
+        ).stdout
+    )  # fmt: skip
+    expected_reasons = {4: "robots_500", 5: "robots_503", 6: "no_answer"}
+    assert {
+        h: reasons[key] for h in (4, 5, 6) for key in reasons if key.startswith(ip[h] + ":")
+    } == {h: {why: 1} for h, why in expected_reasons.items()}
     assert total["frontier/retry_after"] == 1
 
 

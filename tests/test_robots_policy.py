@@ -377,19 +377,49 @@ def test_unreachable_backoff_outage_and_fallback_to_the_last_good_copy() -> None
     t1 = NOW + 5_000
     r1 = next_record(ok, FetchOutcome(503), t1, CONFIG)
     assert r1 == RobotsRecord(
-        RobotsKind.UNREACHABLE, 503, t1, t1 + 10_000, fails=1, outage_since_ms=t1, good_body=good
+        RobotsKind.UNREACHABLE,
+        503,
+        t1,
+        t1 + 10_000,
+        fails=1,
+        outage_since_ms=t1,
+        good_body=good,
+        reason="robots_503",
     )
     t2 = r1.expires_ms
     r2 = next_record(r1, FetchOutcome(0, error="timeout"), t2, CONFIG)
     assert r2 == RobotsRecord(
-        RobotsKind.UNREACHABLE, 0, t2, t2 + 20_000, fails=2, outage_since_ms=t1, good_body=good
+        RobotsKind.UNREACHABLE,
+        0,
+        t2,
+        t2 + 20_000,
+        fails=2,
+        outage_since_ms=t1,
+        good_body=good,
+        reason="no_answer",
     )
     t3 = r2.expires_ms
     r3 = next_record(r2, FetchOutcome(429), t3, CONFIG)
     # 10 s * 2**2 = 40 s, capped at 35 s.
     assert r3 == RobotsRecord(
-        RobotsKind.UNREACHABLE, 429, t3, t3 + 35_000, fails=3, outage_since_ms=t1, good_body=good
+        RobotsKind.UNREACHABLE,
+        429,
+        t3,
+        t3 + 35_000,
+        fails=3,
+        outage_since_ms=t1,
+        good_body=good,
+        reason="robots_429",
     )
+    assert (
+        RobotsRecord.from_fields(
+            {
+                k.encode(): str(v).encode() if isinstance(v, int | str) else v
+                for k, v in r3.to_fields().items()
+            }
+        )
+        == r3
+    )  # the reason is kept in Redis
     t4 = r3.expires_ms
     r4 = next_record(r3, FetchOutcome(500), t4, CONFIG)
     assert (r4.fails, r4.expires_ms, r4.outage_since_ms, r4.good_body) == (
@@ -411,7 +441,13 @@ def test_unreachable_backoff_outage_and_fallback_to_the_last_good_copy() -> None
 def test_unreachable_without_a_good_copy_allows_after_the_outage() -> None:
     record = next_record(None, FetchOutcome(500), NOW, CONFIG)
     assert record == RobotsRecord(
-        RobotsKind.UNREACHABLE, 500, NOW, NOW + 10_000, fails=1, outage_since_ms=NOW
+        RobotsKind.UNREACHABLE,
+        500,
+        NOW,
+        NOW + 10_000,
+        fails=1,
+        outage_since_ms=NOW,
+        reason="robots_500",
     )
     rules = RobotsRules(record, TOKEN, OUTAGE_MS)
     assert rules.verdict(SITE + "/x", NOW) is Verdict.UNREACHABLE

@@ -17,14 +17,17 @@ CRAWL_ROBOTS_MAX_BYTES = 512_000
 CRAWL_ROBOTS_MAX_REDIRECTS = 5
 # A robots.txt Crawl-delay (or Request-rate) raises a host's delay up to this.
 CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS = 30.0
-# robots.txt answered 5xx/429 or not at all: the host is treated as fully
-# disallowed and its robots.txt retried after this, doubling each time up to
-# the max (a Retry-After header counts too).
-CRAWL_ROBOTS_RETRY_SECONDS = 60.0
-CRAWL_ROBOTS_RETRY_MAX_SECONDS = 21600.0
+# robots.txt answered 5xx/429 or not at all (a name that does not resolve, a
+# refused connection, a timeout): the host is treated as fully disallowed and
+# its robots.txt retried after this, doubling each time up to the max (a
+# Retry-After header counts too, capped by the max). Short: a host that cannot
+# answer must not hold a crawl's end (tries at 0, 5 and 15 s by default).
+CRAWL_ROBOTS_RETRY_SECONDS = 5.0
+CRAWL_ROBOTS_RETRY_MAX_SECONDS = 60.0
 # Meanwhile a URL of such a host goes back to its queue until robots.txt failed
-# this many times in a row; after that its URLs fail (robotstxt/unreachable)
-# until a retry succeeds, so a finite crawl can end.
+# this many times in a row; then the host is set aside (its URLs parked, with
+# the reason: crawlproject parked --reasons; --requeue tries it again), so a
+# finite crawl can end.
 CRAWL_ROBOTS_DEFER_RETRIES = 3
 # After an outage this long, the last good robots.txt is used again (or, with
 # none, everything is allowed), as RFC 9309 allows after 30 days.

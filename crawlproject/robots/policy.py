@@ -8,7 +8,9 @@
 * 5xx, 429, or no answer at all ("unreachable"): everything is disallowed,
   and robots.txt is retried with exponential backoff (a Retry-After counts).
   After an outage of ``CRAWL_ROBOTS_OUTAGE_SECONDS`` the last good copy
-  applies again, or, with none, everything is allowed.
+  applies again, or, with none, everything is allowed. The record keeps why
+  (:func:`unreachable_reason`: ``robots_503``, ``dns``, ``connection_refused``,
+  ``timeout``, ``no_answer``), the reason a host is set aside for.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class RobotsRecord:
     fails: int = 0  # UNREACHABLE: failed fetches in a row
     outage_since_ms: int = 0  # UNREACHABLE: first failure of this outage
     good_body: bytes | None = None  # UNREACHABLE: last OK body, for a long outage
+    reason: str = ""  # UNREACHABLE: why (unreachable_reason)
 
     def to_fields(self) -> dict[str, bytes | int | str]:
         fields: dict[str, bytes | int | str] = {
@@ -74,6 +77,8 @@ class RobotsRecord:
             fields["o"] = self.outage_since_ms
         if self.good_body is not None:
             fields["g"] = zlib.compress(self.good_body)
+        if self.reason:
+            fields["e"] = self.reason
         return fields
 
     @classmethod
@@ -92,6 +97,7 @@ class RobotsRecord:
                 fails=int(fields.get(b"n", b"0")),
                 outage_since_ms=int(fields.get(b"o", b"0")),
                 good_body=None if good is None else zlib.decompress(good),
+                reason=fields.get(b"e", b"").decode("ascii", "replace"),
             )
         except (KeyError, ValueError, zlib.error):
             return None
@@ -109,6 +115,29 @@ def classify(outcome: FetchOutcome) -> RobotsKind:
         # lets a crawler treat unresolved redirects as unavailable).
         return RobotsKind.UNAVAILABLE
     return RobotsKind.UNREACHABLE  # 1xx or nonsense
+
+
+# An exception's class name (FetchOutcome.error starts with it) -> a reason;
+# Scrapy 2.19's names and the Twisted ones older handlers raised.
+_DNS_ERRORS = frozenset({"CannotResolveHostError", "DNSLookupError"})
+_REFUSED_ERRORS = frozenset({"DownloadConnectionRefusedError", "ConnectionRefusedError"})
+
+
+def unreachable_reason(outcome: FetchOutcome) -> str:
+    """Why a robots.txt fetch counts as unreachable, as one word: the status
+    (``robots_503``, ``robots_429``), or for no answer the failure's kind
+    (``dns``: the name does not resolve; ``connection_refused``; ``timeout``;
+    ``no_answer``: anything else, a reset connection say)."""
+    if outcome.status:
+        return f"robots_{outcome.status}"
+    kind = (outcome.error or "").partition(":")[0].strip()
+    if kind in _DNS_ERRORS:
+        return "dns"
+    if kind in _REFUSED_ERRORS:
+        return "connection_refused"
+    if "Timeout" in kind or "TimedOut" in kind:
+        return "timeout"
+    return "no_answer"
 
 
 def truncate(body: bytes, max_bytes: int) -> tuple[bytes, bool]:
@@ -148,6 +177,7 @@ def next_record(
         fails=fails,
         outage_since_ms=since,
         good_body=good,
+        reason=unreachable_reason(outcome),
     )
 
 

@@ -6,6 +6,7 @@
 -- to the worker, which shares it out over the page's links. The lambda cash
 -- is spread evenly over all queued URLs by raising L by cash / queued: O(1),
 -- whatever the queue size.
+-- A parked host's URLs are parked here, not claimed (see park_queue).
 -- Returns {now_ms, next_ready_ms or -1, id1, host1, req1, share1, id2, ...}
 -- (share: the credit to pass on; "" in score mode).
 local max_n = tonumber(ARGV[2])
@@ -52,15 +53,46 @@ local db0 = db
 local expire = fmt('%d', NOW + lease_ms)
 local lease_head = 'f\t' .. worker .. '\t'
 
+-- A parked host (park_host) that has URLs queued again: they came back
+-- after it was parked (a requeued or reclaimed lease; add.lua parks new ones),
+-- so they are parked too, up to PARK_MAX a call, never claimed.
+local PARK_MAX = 100
+local parked_n = 0
+local function park_queue(host, hk, mask, qc, why)
+  local reason = (why == '1') and 'parked' or why
+  local n, band, item = 0, nil, nil
+  while n < PARK_MAX do
+    band, item, mask = queue_pop(host, mask, qc)
+    if not item then break end
+    call('RPUSH', P .. 'parked', host .. '\t' .. band .. '\t' .. item)
+    n = n + 1
+  end
+  if mask == 0 then
+    call('HDEL', hk, 'qb')
+  else
+    write_qb(hk, mask, 0)
+    call('ZADD', ready, NOW_S, host)  -- the rest at the next claim
+  end
+  if n > 0 then
+    parked_n = parked_n + n
+    call('HINCRBY', P .. 'tr', host .. '\t' .. reason, n)
+  end
+end
+
 -- One due host: its best URL under a lease, if it still has one.
 local function claim_host(host, dband)
   local hk = P .. 'h:' .. host
-  local h = CREDIT and call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb')
-    or call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb', 'qc')  -- qc: score mode's
+  local h = CREDIT and call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb', 'parked')
+    or call('HMGET', hk, 'inflight', 'delay', 'conc', 'rdelay', 'qb', 'parked', 'qc')  -- qc: score mode's
   local mask, d = split_qb(h[5])
   if d ~= dband + 1 then return end  -- stale: it moved, or was claimed
+  local qc = (not CREDIT) and h[7] or false
+  if h[6] then
+    park_queue(host, hk, mask, qc, h[6])
+    return
+  end
   local band, item
-  band, item, mask = queue_pop(host, mask, h[6] or false)
+  band, item, mask = queue_pop(host, mask, qc)
   if not item then
     call('HDEL', hk, 'qb')  -- only stale entries were left (credit mode)
     return
@@ -120,6 +152,10 @@ if claimed > 0 then
   call('HINCRBY', P .. 'n', 'queued', -claimed)
   call('HINCRBY', P .. 'n', 'leased', claimed)
   call('HINCRBY', P .. 'n', 'claims', claimed)
+end
+if parked_n > 0 then
+  call('HINCRBY', P .. 'n', 'queued', -parked_n)
+  call('HINCRBY', P .. 'n', 'parked', parked_n)
 end
 if CREDIT and (L ~= L0 or cash ~= cash0) then
   call('HSET', P .. 'aopic', 'L', fmt('%.17g', L), 'cash', fmt('%.17g', cash))

@@ -1,0 +1,136 @@
+"""A crawl ends when its work ends (issue 34, item 7): hosts that cannot answer
+are tried on a short schedule, then set aside with their reason.
+
+A real worker, a real redis-server and a real loopback web: a seeded site whose
+home page links to names that do not resolve and to a loopback address where
+nothing listens, and whose pages link to a second host whose robots.txt answers
+503. The crawl must end by itself within ``CRAWL_IDLE_CLOSE_SECONDS`` + 10 s of
+the last page the web served (from the web's own log and the worker's exit
+time), and ``crawlproject parked --reasons`` must name every such host and why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from crawlproject.robots.policy import FetchOutcome, unreachable_reason
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, tail
+from testkit.testweb import TestWeb
+
+PAGES = 40
+DELAY = 0.5  # host 1's pages alone take PAGES * DELAY = 20 s, longer than the retries
+IDLE_CLOSE = 10.0  # the default CRAWL_IDLE_CLOSE_SECONDS, said out loud
+DEAD_NAMES = ["nx-docs.invalid", "nx-api.invalid"]
+REFUSED = "127.0.2.9:1"  # a loopback address where nothing listens
+SETTINGS = {
+    "CRAWL_HOST_DELAY": DELAY,
+    "CRAWL_IDLE_CLOSE_SECONDS": IDLE_CLOSE,
+    "CRAWL_IDLE_POLL_SECONDS": 0.5,
+    "LOG_LEVEL": "INFO",
+}
+
+
+def home_page() -> str:
+    dead = [f'<a href="http://{name}/guide/{i}">guide</a>' for name in DEAD_NAMES for i in (1, 2)]
+    dead.append(f'<a href="http://{REFUSED}/">mirror</a>')
+    return f'<html><body><a href="/p/1">next</a> {" ".join(dead)}</body></html>'
+
+
+def cli(redis_url: str, crawl: str, *args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", crawl, *args],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+
+
+def test_unanswering_hosts_are_parked_with_a_reason_and_the_crawl_ends(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    special = {
+        1: {"/": {"body": home_page(), "content_type": "text/html"}},
+        2: {"/robots.txt": {"status": 503, "body": "busy"}},
+    }
+    web = testweb_factory(
+        hosts=2,
+        pages=PAGES,
+        latency_ms=2,
+        links=2,
+        cross_links=1,
+        query_variants=0,
+        special=special,
+    )
+    proc = start_worker(
+        REPO_ROOT,
+        redis_url,
+        "unanswering",
+        [web.base_url(1)],
+        SETTINGS,
+        tmp_path / "w.log",
+        extra_args=["-a", "scope=any"],
+    )
+    deadline = time.monotonic() + 240
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, tail(proc.log_path)
+        time.sleep(0.05)
+    exited = time.time()
+    assert proc.returncode == 0, tail(proc.log_path)
+
+    log = list(web.log)
+    host1, host2 = web.ips[0], web.ips[1]
+    useful = [r for r in log if r.status == 200]
+    assert {r.host_ip for r in useful} == {host1}
+    # Every page of host 1 was fetched (its home and its chain of PAGES - 1).
+    assert len({r.path for r in useful if r.path != "/robots.txt"}) == PAGES
+    last_useful = max(r.end for r in useful)
+    # Host 2 was only ever asked for robots.txt, a bounded number of times.
+    robots2 = [r for r in log if r.host_ip == host2]
+    assert {r.path for r in robots2} == {"/robots.txt"}
+    assert 1 <= len(robots2) <= 3, robots2
+    assert exited - last_useful <= IDLE_CLOSE + 10, (exited - last_useful, tail(proc.log_path))
+
+    reasons = json.loads(cli(redis_url, "unanswering", "parked", "--reasons"))
+    by_reason = {host: set(why) for host, why in reasons.items()}
+    for name in DEAD_NAMES:
+        assert by_reason.get(name) == {"dns"}, reasons
+    (refused,) = [h for h in reasons if "127.0.2.9" in h]
+    assert by_reason[refused] == {"connection_refused"}, reasons
+    (busy,) = [h for h in reasons if host2 in h]
+    assert by_reason[busy] == {"robots_503"}, reasons
+    assert len(reasons) == len(DEAD_NAMES) + 2, reasons
+
+    # Counted, not lost: every URL of those hosts is parked, and requeueable.
+    parked = json.loads(cli(redis_url, "unanswering", "parked"))
+    assert {h: parked[h] for h in DEAD_NAMES} == {h: 2 for h in DEAD_NAMES}
+    assert parked[refused] == 1
+    assert parked[busy] >= 1
+    total = sum(parked.values())
+    assert sum(n for why in reasons.values() for n in why.values()) == total
+    stats = stats_of(proc.log_path)
+    assert stats["robotstxt/parked_hosts"] >= 1
+    assert "robotstxt/unreachable" not in stats  # no URL was dropped
+    requeued = cli(redis_url, "unanswering", "parked", "--requeue")
+    assert requeued.strip() == f"requeued {total} parked URL(s)"
+    assert json.loads(cli(redis_url, "unanswering", "parked")) == {}
+
+
+def test_an_unreachable_robots_txt_names_its_reason() -> None:
+    assert unreachable_reason(FetchOutcome(status=503)) == "robots_503"
+    assert unreachable_reason(FetchOutcome(status=429)) == "robots_429"
+    cases = {
+        "CannotResolveHostError: DNS lookup failed: no results for hostname lookup: x": "dns",
+        "DNSLookupError: DNS lookup failed": "dns",
+        "DownloadConnectionRefusedError: Connection was refused": "connection_refused",
+        "ConnectionRefusedError: Connection was refused by other side": "connection_refused",
+        "DownloadTimeoutError: Getting http://x/robots.txt took longer than 180.0 s": "timeout",
+        "TCPTimedOutError: TCP connection timed out": "timeout",
+        "TimeoutError: User timeout caused connection failure": "timeout",
+        "ResponseNeverReceived: [<twisted.python.failure.Failure ...>]": "no_answer",
+        None: "no_answer",
+    }
+    for error, reason in cases.items():
+        assert unreachable_reason(FetchOutcome(status=0, error=error)) == reason, error
