@@ -25,6 +25,8 @@
     crawlproject status --serve [ADDR:]PORT  the same as a live web page, with pages/s
                                           over the last hour and the busiest and
                                           failing hosts (binds 127.0.0.1 by default)
+    crawlproject budget [--release [HOST ...]]  URLs waiting over their host's budget
+                                          (JSON), or released into their queues
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
@@ -60,6 +62,7 @@ from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
 from crawlproject.body_digest import payload_digest
+from crawlproject.budget_cli import add_budget_parser, run_budget
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
@@ -253,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--headers", action="store_true",
         help="print status and headers instead (the object format keeps only Content-Type)",
     )  # fmt: skip
+    add_budget_parser(sub)
     args = parser.parse_args(argv)
 
     settings = get_project_settings()
@@ -269,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"crawlproject: {exc}", file=sys.stderr)
         return 1
     crawl = args.crawl or crawl_name(None, settings)  # CRAWL_NAME, else "web"
+    if args.command == "budget":
+        return _run_with_redis(config, run_budget(config, crawl, args))
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
     if args.command == "status":

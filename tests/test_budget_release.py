@@ -5,6 +5,9 @@ OperatorScope and the outbox's scope vote sit beside them."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -206,3 +209,28 @@ def test_the_outbox_sends_the_scope_vote_once_per_host() -> None:
     outbox.add(entry("http://blog.example.com/3"))
     outbox.add(entry("http://found.test/1"))
     assert [e.vote for e in outbox._entries] == [link.vote, SCOPE_VOTE, NO_VOTE, NO_VOTE]
+
+
+async def test_the_budget_command_lists_and_releases(
+    make_frontier: MakeFrontier, redis_url: str
+) -> None:
+    f = await make_frontier(crawl="cli", shards=4, delay_ms=0, conc=100, budget=BUDGET)
+    await f.add([entry(f"http://{h}/{i}") for h in ("a.test", "b.test") for i in range(14)])
+    cli = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "cli"]
+
+    async def run(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            *cli, "budget", *args, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0
+        return out.decode()
+
+    assert json.loads(await run()) == {"a.test": 4, "b.test": 4}
+    assert "released 4 URL(s)" in await run("--release", "a.test", "nowhere.test")
+    assert json.loads(await run()) == {"b.test": 4}
+    assert "released 4 URL(s)" in await run("--release")
+    assert json.loads(await run()) == {}
+    urls = await drain(f)
+    every = {f"http://{h}/{i}" for h in ("a.test", "b.test") for i in range(14)}
+    assert len(urls) == 28 and set(urls) == every  # each once
