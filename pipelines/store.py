@@ -1,5 +1,6 @@
-"""Store each kept page's body (as WARC, or as one object per distinct body),
-and say where in its item.
+"""Store each kept answer's body (as WARC, or as one object per distinct body),
+and say where in its item: every status by default, 4xx and 5xx included
+(``CRAWL_STORE_STATUSES`` narrows it; stat ``store/skipped_status/<status>``).
 
 The spider hands the page's Response over in the item (``crawl_response``,
 see crawlproject/store/config.py); this pipeline takes it out, so feeds never
@@ -72,7 +73,7 @@ from crawlproject.frontier.wake import wake_engine
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
 from crawlproject.store.factory import open_store
-from crawlproject.store.hops import Hop
+from crawlproject.store.hops import TRUNCATED_DISCONNECT, Hop
 from crawlproject.store.signals import redirect_received
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.writer_thread import WriterThread
@@ -85,6 +86,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# Scrapy's flag of a body cut short by the connection (DOWNLOAD_FAIL_ON_DATALOSS off).
+DATALOSS_FLAG = "dataloss"
 
 
 class BodyStorePipeline:
@@ -214,11 +218,17 @@ class BodyStorePipeline:
         adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
         adapter["final_url"] = response.url
         digest = adapter["payload_digest"] = payload_digest_of(body_sha1(response))
+        if response.status not in self.config.statuses:  # CRAWL_STORE_STATUSES
+            self.stats.inc_value(f"store/skipped_status/{response.status}")
+            return item
         content_type = content_type_of(response)
-        if content_type not in self.config.content_types:
+        # A response with no body (204, HEAD, an empty error page) is stored
+        # whatever its type: there is no body to leave out, only its answer.
+        if content_type not in self.config.content_types and response.body:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
             return item
-        page = PageToStore(response, content_type, fetched_at, digest)
+        truncated = TRUNCATED_DISCONNECT if DATALOSS_FLAG in response.flags else None
+        page = PageToStore(response, content_type, fetched_at, digest, truncated)
         stored = await self._write(partial(writer.write_page, page), response.url, response.body)
         adapter.update(stored.fields)
         if stored.stat is not None:
@@ -246,6 +256,9 @@ class BodyStorePipeline:
         with the pages' machinery: a full spool pauses, the write waits."""
         writer = self._writer
         if writer is None or not writer.archives_redirects:  # not open, closed, or objects
+            return
+        if hop.status not in self.config.statuses:  # CRAWL_STORE_STATUSES
+            self.stats.inc_value(f"store/skipped_status/{hop.status}")
             return
         try:
             written = await self._write(partial(writer.write_hop, hop), hop.url, hop.body)

@@ -312,7 +312,11 @@ class WebSpider(Spider):
         exc = failure.value
         response = exc.response if isinstance(exc, HttpError) else None
         extra = {"error": error, **({"limit": limit.rsplit("/", 1)[-1]} if limit else {})}
-        return [fetch_record(request.meta, request.url, response, extra, request.url)]
+        record = fetch_record(request.meta, request.url, response, extra, request.url)
+        if response is not None and self.store_bodies:
+            # Every answer is kept, 4xx and 5xx too (CRAWL_STORE_STATUSES narrows it).
+            record[RESPONSE_ITEM_KEY] = response
+        return [record]
 
     # -- sitemaps ------------------------------------------------------------
 

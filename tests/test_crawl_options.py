@@ -161,6 +161,9 @@ def test_failed_fetches_get_a_fetch_record(
     by_url = {i["url"]: i for i in items}
     assert set(by_url) == web.expected_urls | {gone, refused}
     assert by_url[gone].pop("fetched_at") and by_url[refused]["fetched_at"]
+    # The 404's answer is stored (docs/storage.md): its record says where.
+    assert by_url[gone].pop("payload_digest") and by_url[gone].pop("warc_file")
+    assert by_url[gone].pop("warc_offset") >= 0 and by_url[gone].pop("warc_length") > 0
     assert by_url[gone] == {
         "url": gone, "final_url": gone, "status": 404, "depth": 0, "length": len(GONE),
         "content_type": "text/html", "error": "HttpError",
@@ -168,7 +171,7 @@ def test_failed_fetches_get_a_fetch_record(
     assert by_url[refused]["status"] is None
     assert by_url[refused]["error"] == "DownloadConnectionRefusedError"
     assert all(by_url[u]["status"] == 200 and "error" not in by_url[u] for u in web.expected_urls)
-    # The 404 page is recorded, not judged as a page nor stored.
+    # The 404 page is recorded and stored, not judged as a page.
     assert stats["dedupe/checked/new"] == len(web.expected_urls)
-    assert stats["store/pages"] == len(web.expected_urls)
+    assert stats["store/pages"] == len(web.expected_urls) + 1
     assert stats["web/error/HttpError"] == 1

@@ -37,6 +37,12 @@ CRAWL_STORE_FORMAT = "warc"
 # Content types whose bodies are stored; None: every type a content processor
 # reads (CRAWL_CONTENT_PROCESSORS below: HTML, plain text, PDF, feeds).
 CRAWL_STORE_CONTENT_TYPES: list[str] | None = None
+# HTTP statuses whose responses are stored; None: every response that came
+# back (4xx and 5xx too, as Heritrix and wget keep them; the redirects' 3xx as
+# they are followed). Codes, ranges and classes, as a comma-separated string
+# or a list: "200-299,404", ["2xx", 404], "all" (crawlproject/store/statuses.py).
+# A value that names no status clearly refuses the start.
+CRAWL_STORE_STATUSES: str | list[str | int] | None = None
 CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
 CRAWL_STORE_ROTATE_SECONDS = 3600.0
 # A stopping worker waits this long for its files to reach the store; what is

@@ -14,6 +14,7 @@ from scrapy.settings import BaseSettings
 
 from crawlproject.content.registry import processor_paths
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
+from crawlproject.store.statuses import ALL_STATUSES, StatusSet, parse_statuses
 from crawlproject.store.uri import parse_store_uri
 
 # Item key under which the spider hands the page's Response to the storage
@@ -45,6 +46,7 @@ class BodyStoreConfig:
     spool_max_bytes: Annotated[int, Setting("CRAWL_STORE_SPOOL_MAX_BYTES")] = 0  # 0: no cap
     spool_min_free_bytes: Annotated[int, Setting("CRAWL_STORE_SPOOL_MIN_FREE_BYTES")] = 0
     spool_check_seconds: Annotated[float, Setting("CRAWL_STORE_SPOOL_CHECK_SECONDS")] = 1.0
+    statuses: StatusSet = ALL_STATUSES  # CRAWL_STORE_STATUSES
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BodyStoreConfig:
@@ -54,6 +56,7 @@ class BodyStoreConfig:
             content_types=_content_types(settings),
             data_dir=Path(crawl_setting(settings, "CRAWL_DATA_DIR")),
             store_format=str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower(),
+            statuses=parse_statuses(settings.get("CRAWL_STORE_STATUSES")),
         )
 
     def validate(self) -> None:

@@ -41,6 +41,7 @@ REQUEST_HEADERS_MAX_CHARS = 2048  # our own headers (and cookies): a few hundred
 
 TRUNCATED_LENGTH = "length"  # WARC-Truncated values (WARC/1.1, section 5.13)
 TRUNCATED_UNSPECIFIED = "unspecified"
+TRUNCATED_DISCONNECT = "disconnect"  # a page's body cut short by its connection
 
 # Kept before the other header lines: a hop without it cannot be replayed.
 _FIRST_HEADERS = frozenset({"location"})

@@ -56,6 +56,7 @@ class PageToStore:
     mime: str  # Content-Type without parameters, lowercased
     fetched_at: datetime
     digest: str  # the body's payload digest (crawlproject/body_digest.py)
+    truncated: str | None = None  # WARC-Truncated: why the body is not all there
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +245,7 @@ def _page_exchange(page: PageToStore) -> HttpExchange:
         fetched_at=page.fetched_at,
         ip_address=str(ip) if ip is not None else None,
         payload_digest=page.digest,
+        truncated=page.truncated,
     )
 
 
