@@ -23,11 +23,11 @@ from testkit.own_sites import (
     SHOP_IP,
     BlogSite,
     DocsSite,
-    OwnSitesWeb,
     ShopSite,
     Site,
     stable_ids,
 )
+from testkit.own_web import OwnSitesWeb
 from testkit.testweb import page_counts, politeness_report
 from tests.spiders_for_tests.shop import ShopSpider
 
