@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 # Files the docs name as examples to write, not as files of the repository.
-EXAMPLES = {"pipelines/content/json_links.py", "spiders/catalog.py"}
+EXAMPLES = {"pipelines/content/json_links.py", "spiders/catalog.py", "pipelines/sqlite_records.py"}
 
 
 def code_spans(*paths: Path) -> set[str]:
@@ -100,8 +100,8 @@ def test_every_file_the_docs_name_exists(doc: Path) -> None:
 def test_every_class_path_the_docs_name_imports(doc: Path) -> None:
     dotted = re.compile(r"(crawlproject|spiders|middlewares|pipelines)(\.[A-Za-z_]\w*)+")
     for name in sorted(s for s in code_spans(doc) if dotted.fullmatch(s)):
-        if name.startswith("pipelines.content.json_links"):
-            continue  # the docs' example
+        if name.startswith(("pipelines.content.json_links", "pipelines.sqlite_records")):
+            continue  # the docs' examples
         module, _, attr = name.rpartition(".")
         try:
             importlib.import_module(name)
