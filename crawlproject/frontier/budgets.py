@@ -32,6 +32,14 @@ BUDGET_REASON = "\tbudget"  # a `tr` field's suffix: URLs over the host's budget
 BY_BUDGET, IN_SCOPE, ALL = "b", "s", "a"
 
 
+def waiting_over_budget(counters: dict[str, int]) -> int:
+    """URLs waiting in their hosts' overflows now, from the frontier counters:
+    every URL held over budget (``over_budget``) leaves its overflow only
+    through a counted release (``budget_released``: votes, a raised budget,
+    the command)."""
+    return counters.get("over_budget", 0) - counters.get("budget_released", 0)
+
+
 class OverBudget:
     """The frontier's operations on URLs over budget (a part of RedisFrontier)."""
 

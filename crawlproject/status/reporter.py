@@ -43,6 +43,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.frontier.access import crawl_redis_of, frontier_closing, frontier_of, is_frontier
+from crawlproject.frontier.budgets import waiting_over_budget
 from crawlproject.frontier.crawl_name import crawl_name
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 from crawlproject.status.hosts import HostTally
@@ -190,6 +191,23 @@ class StatusReporter:
             await self._task
             self._task = None
         await self._report()
+        self._finish_line()
+
+    def _finish_line(self) -> None:
+        """The frontier as this worker leaves it, with what waits over budget."""
+        fleet = self._fleet
+        if fleet is None:
+            return
+        waiting = waiting_over_budget(fleet)
+        logger.info(
+            "Frontier at close: %d URLs queued, %d leased, %d done, %d waiting over their "
+            "host's budget%s",
+            fleet.get("queued", 0),
+            fleet.get("leased", 0),
+            fleet.get("done", 0),
+            waiting,
+            " (crawlproject budget; --release lets them in)" if waiting else "",
+        )
 
     def _metrics_target(self) -> tuple[str, str]:
         """The crawl and worker labels (the frontier's, once it is connected)."""

@@ -36,6 +36,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from crawlproject.dedupe.index import index_figures
+from crawlproject.frontier.budgets import waiting_over_budget
 from crawlproject.frontier.keys import BANDS
 from crawlproject.frontier.seen import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
@@ -132,9 +133,12 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             "reclaimed": counters.get("reclaimed", 0),
             # Set aside after CRAWL_MAX_RECLAIMS reclaims: they kill or hang workers.
             "poisoned": counters.get("poisoned", 0),
-            # Trap guards (add.lua): URLs over their host's budget, waiting for
-            # votes; URLs parked because their token shape is minted per render.
-            "over_budget": counters.get("over_budget", 0) - counters.get("budget_released", 0),
+            # Trap guards (add.lua): URLs over their host's budget waiting now
+            # in its overflow (held minus released: crawlproject budget
+            # --release, votes, a raised budget), and released so far; URLs
+            # parked because their token shape is minted per render.
+            "waiting_over_budget": waiting_over_budget(counters),
+            "released_from_budget": counters.get("budget_released", 0),
             "token_parked": counters.get("token_parked", 0),
             "start_urls": int(start_urls),
             "hosts_ready_now": hosts_ready,
@@ -221,7 +225,8 @@ def render(status: dict[str, Any]) -> Any:
          status["storage"]["files_waiting_for_upload"]),
         ("parked URLs", f["parked"], "recrawl overdue", status["recrawl"]["overdue"]),
         ("leases reclaimed", f["reclaimed"], "poisoned URLs", f["poisoned"]),
-        ("URLs over budget", f["over_budget"], "URLs parked (minted tokens)", f["token_parked"]),
+        ("URLs waiting over budget", f["waiting_over_budget"], "URLs parked (minted tokens)",
+         f["token_parked"]),
         ("bytes spooled", status["storage"]["bytes_spooled"], "workers paused (spool full)",
          status["storage"]["workers_paused"]),
         ("pages in the duplicate index", status["dedupe"]["pages"],
