@@ -20,10 +20,15 @@ address (``SITE_IPS``), served together on one port by testkit/own_web.py:
   discontinued``: a 404) and a deal behind a redirect chain (``/deal/0`` ->
   ``/deal/1`` -> ... -> ``/deal/<hops>``, a 200 page, ``hops`` redirects).
 
-Any other path is not a site's (the server answers 404). Pages are small (a heading, ``TEXT_BYTES`` of text drawn from the page's own
-seed, its links); no page shows its own path, and no two pages share their
-text, so neither duplicate detection nor the soft-404 probe has a reason to
-touch them.
+Any other path is not a site's (the server answers 404). Pages are small (a
+heading, ``TEXT_BYTES`` of text drawn from the page's own seed, its links); no
+page shows its own path, and no two pages share their text, so neither
+duplicate detection nor the soft-404 probe has a reason to touch them.
+
+The docs site has more pages than a seed's host could queue before issue 34
+(10 x ``CRAWL_HOST_BUDGET``), the shop more than a host the crawl found by
+itself may queue (one vote: ``CRAWL_HOST_BUDGET``); the blog's and the shop's
+paginations are longer than ``CRAWL_MAX_DEPTH``.
 """
 
 from __future__ import annotations
@@ -201,7 +206,7 @@ GONE_PRODUCT = "/product/discontinued"
 
 @dataclass(frozen=True)
 class ShopSite:
-    listings: int = 10
+    listings: int = 60
     per_listing: int = 20
     redirect_hops: int = 25
 

@@ -8,8 +8,9 @@ At the same time, on one real redis-server, with no crawl name given anywhere
   linked once from a prev/next chain of 100 listing pages;
 * one worker of a spider written as Scrapy's tutorial teaches
   (tests/spiders_for_tests/shop.py: ``start_urls``, a private callback,
-  ``cb_kwargs``, dict items, no errback) on a shop whose listings also link a
-  404 and a redirect chain longer than ``REDIRECT_MAX_TIMES``.
+  ``cb_kwargs``, dict items, no errback) on a shop of 1,200 products on a
+  prev/next chain of 60 listings, which also link a 404 and a redirect chain
+  longer than ``REDIRECT_MAX_TIMES``.
 
 The sites (testkit/own_sites.py) are three loopback hosts; their server's
 request log and its live count of requests in flight per host are the judge.
