@@ -176,7 +176,7 @@ def test_a_spider_without_errback_ends_every_lease_and_the_crawl(
     assert proc.returncode == 0, log
     # It ends by itself once its work is done: within the idle close and a
     # few seconds of the site's last answer (start-up and close included).
-    assert ended - failing_site.last_request < IDLE_CLOSE_SECONDS + 10, log
+    assert ended - failing_site.last_request < IDLE_CLOSE_SECONDS + 6, log
     assert ended - started < 90, log
 
     stats = stats_of(proc.log_path)
