@@ -89,6 +89,8 @@ LABELLED: tuple[tuple[str, str, str, str], ...] = (
      "Answers no content processor reads, by MIME type"),
     ("store/skipped_content_type/", "store_skipped", "content_type",
      "Pages not stored for their Content-Type"),
+    ("store/skipped_status/", "store_skipped_status", "status",
+     "Answers not stored for their HTTP status (CRAWL_STORE_STATUSES)"),
     ("dedupe/checked/", "dedupe_checked", "verdict", "Pages checked for duplicates, by verdict"),
     ("dedupe/near/distance_", "dedupe_near", "distance",
      "Near-duplicates found, by SimHash distance"),
