@@ -12,7 +12,12 @@ A. Delay-bound (``--part delay``): 100 hosts x 30 pages, per-host latency
    steady rate over the middle 80 % of requests, both against the nominal ideal
    (hosts / delay) and the latency-adjusted ideal (sum over hosts of
    1 / (delay + latency): our delay runs from the END of a fetch), and
-   politeness violations counted server-side.
+   politeness violations counted server-side. Also how long each host waited
+   between its fetches (``host_gaps``: the idle time from the end of a fetch
+   to the start of the host's next, the gap the delay governs, p50 and p99
+   over all pairs of all hosts and the worst host's p99, against the target
+   delay + 0.1 s; start-to-start too) and the run's end against the ideal
+   (every host fetched back to back, one delay after each answer).
 
 B. CPU-bound (``--part cpu``): 250 hosts x 40 pages, latency 0-2 ms, no delay.
    ONE frontier worker (real redis-server) against plain single-process Scrapy
@@ -441,6 +446,57 @@ def host_gaps(pages: list[RequestRecord]) -> tuple[list[float], list[float]]:
     return gaps, idles
 
 
+def host_gap_report(
+    pages: list[RequestRecord], delay: float, latency_s: dict[str, float]
+) -> dict[str, Any]:
+    """How long each host waited between its fetches, against its delay.
+
+    ``idle``: from the end of one fetch of a host to the start of its next (the
+    frontier's delay runs from the end of a fetch: the gap the delay governs,
+    whose target is delay + 0.1 s); ``start``: start to start. Percentiles over
+    every consecutive pair of every host, and the worst host's own p99. The
+    run's end against the ideal: every host fetched back to back, ``delay``
+    after each answer (its pages x latency + (pages - 1) x delay, from the
+    run's first request), the slowest host setting the end."""
+    by_host: dict[str, list[RequestRecord]] = defaultdict(list)
+    for r in pages:
+        by_host[r.host_ip].append(r)
+    starts: list[float] = []
+    idles: list[float] = []
+    worst_p99: tuple[float, str] | None = None
+    ideal_end = 0.0
+    for host, recs in by_host.items():
+        recs.sort(key=lambda r: r.start)
+        own = [b.start - a.end for a, b in pairwise(recs)]
+        starts += [b.start - a.start for a, b in pairwise(recs)]
+        idles += own
+        if own:
+            p99 = pct(own, 0.99) or 0.0
+            if worst_p99 is None or p99 > worst_p99[0]:
+                worst_p99 = (p99, host)
+        latency = latency_s.get(host, 0.0)
+        ideal_end = max(ideal_end, len(recs) * latency + (len(recs) - 1) * delay)
+    first = min(r.start for r in pages)
+    last = max(r.end for r in pages)
+    target = delay + 0.1
+    return {
+        "samples": len(idles),
+        "idle_p50_s": pct(idles, 0.5),
+        "idle_p99_s": pct(idles, 0.99),
+        "idle_max_s": max(idles, default=None),
+        "worst_host_idle_p99_s": worst_p99[0] if worst_p99 else None,
+        "worst_host": worst_p99[1] if worst_p99 else None,
+        "start_gap_p50_s": pct(starts, 0.5),
+        "start_gap_p99_s": pct(starts, 0.99),
+        "target_s": target,
+        "idle_over_target": sum(x > target for x in idles),
+        "idle_over_2s": sum(x > 2.0 for x in idles),
+        "end_s": last - first,
+        "ideal_end_s": ideal_end,
+        "end_vs_ideal": (last - first) / ideal_end if ideal_end else None,
+    }
+
+
 def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -585,6 +641,9 @@ def delay_run(
     )
     res = analyse(run, delay)
     ideal = ideals(run["description"], delay)
+    res["host_gaps"] = host_gap_report(
+        page_records(run["log"]), delay, run["description"]["latency_s"]
+    )
     res.update(name=name, variant=variant, workers=workers, settings=settings, ideal=ideal)
     res["harness_s"] = time.monotonic() - t
     for key in ("pages_per_s", "steady_pages_per_s"):
@@ -625,6 +684,17 @@ def part_delay(args: argparse.Namespace, out: dict[str, Any]) -> None:
             for rev, _ in args.code
         }
         out["delay_bound"]["median_pages_per_s_by_rev"] = by_rev
+        out["delay_bound"]["median_idle_p99_s_by_rev"] = {
+            rev: {
+                f"frontier-{n}w": statistics.median(
+                    r["host_gaps"]["idle_p99_s"]
+                    for r in runs
+                    if (r["rev"], r["variant"], r["workers"]) == (rev, "frontier", n)
+                )
+                for n in cfg["frontier_workers"]
+            }
+            for rev, _ in args.code
+        }
         out["delay_bound"]["vs_baseline"] = compare_revs(
             by_rev,
             {
@@ -678,9 +748,34 @@ def print_delay(section: dict[str, Any]) -> None:
             f"{sum(q or 0 for q in r['cpu']['worker_runqueue_wait_s']):>7.1f}"
             f"{r['cpu']['foreign_cores']:>12.2f}"
         )
+    print(
+        f"\nOne host's consecutive fetches (idle: end -> next start, the gap the delay "
+        f"governs; target p99 <= delay + 0.1 s = {cfg['delay'] + 0.1:.2f} s; end: last "
+        "request's end against every host fetched back to back)"
+    )
+    width = table_head(
+        runs,
+        16,
+        f"{'idle p50':>9}{'p99':>7}{'max':>7}{'worst host p99':>15}{'>target':>8}{'>2 s':>6}"
+        f"{'start p50':>10}{'p99':>7}{'end s':>7}{'ideal s':>8}{'end/ideal':>10}",
+    )
+    for r in runs:
+        g = r.get("host_gaps")
+        if not g or g["idle_p50_s"] is None:
+            continue
+        print(
+            f"{r['name']:<{width}}{g['idle_p50_s']:>9.3f}{g['idle_p99_s']:>7.3f}"
+            f"{g['idle_max_s']:>7.3f}{g['worst_host_idle_p99_s']:>15.3f}"
+            f"{g['idle_over_target']:>8}{g['idle_over_2s']:>6}{g['start_gap_p50_s']:>10.3f}"
+            f"{g['start_gap_p99_s']:>7.3f}{g['end_s']:>7.1f}{g['ideal_end_s']:>8.1f}"
+            f"{g['end_vs_ideal']:>10.3f}"
+        )
     for rev, medians in section.get("median_pages_per_s_by_rev", {}).items():
         parts = ", ".join(f"{name} {rate:.1f}" for name, rate in medians.items())
         print(f"{rev}: median pages/s {parts}")
+    for rev, medians in section.get("median_idle_p99_s_by_rev", {}).items():
+        parts = ", ".join(f"{name} {v:.3f}" for name, v in medians.items())
+        print(f"{rev}: median idle p99 (s) {parts}")
     print_vs_baseline(section)
 
 
@@ -783,8 +878,19 @@ def trace_chain(
             "mean": 1000 * statistics.fmean(v),
             "p50": 1000 * (pct(v, 0.5) or 0),
             "p90": 1000 * (pct(v, 0.9) or 0),
+            "p99": 1000 * (pct(v, 0.99) or 0),
+            "max": 1000 * max(v),
         }
         for k, v in sorted(parts.items())
+    }
+    # The pairs whose excess idle is over 100 ms: which step took the time.
+    excess = parts.get("= excess idle (start - prev end - delay)", [])
+    late = [i for i, x in enumerate(excess) if x > 0.1]
+    summary["late_pairs"] = len(late)
+    summary["late_components_ms"] = {
+        k: 1000 * statistics.fmean(v[i] for i in late)
+        for k, v in sorted(parts.items())
+        if late and len(v) == len(excess)
     }
     summary["calls"] = {
         op: {"n": len(v), "p50_ms": 1000 * (pct(v, 0.5) or 0), "p90_ms": 1000 * (pct(v, 0.9) or 0)}
@@ -810,9 +916,17 @@ def print_trace(section: dict[str, Any]) -> None:
             f"({c['unmatched']} unmatched); slots freed by the ack call: "
             f"{c.get('slots_freed_by_ack')} of {c.get('slots_freed')}"
         )
-        print(f"  {'between two fetches of one host':<44}{'mean':>8}{'p50':>8}{'p90':>8}  (ms)")
+        print(
+            f"  {'between two fetches of one host':<44}{'mean':>8}{'p50':>8}{'p90':>8}"
+            f"{'p99':>8}{'max':>8}{'late':>8}  (ms; late: mean over the "
+            f"{c.get('late_pairs', 0)} pairs over 100 ms late)"
+        )
+        late = c.get("late_components_ms", {})
         for k, v in c["components_ms"].items():
-            print(f"  {k:<44}{v['mean']:>8.1f}{v['p50']:>8.1f}{v['p90']:>8.1f}")
+            print(
+                f"  {k:<44}{v['mean']:>8.1f}{v['p50']:>8.1f}{v['p90']:>8.1f}"
+                f"{v.get('p99', 0):>8.1f}{v.get('max', 0):>8.1f}{late.get(k, 0):>8.1f}"
+            )
         calls = ", ".join(
             f"{op} {v['n']} (p50 {v['p50_ms']:.1f} ms, p90 {v['p90_ms']:.1f})"
             for op, v in c["calls"].items()
