@@ -8,7 +8,8 @@ process_exception, a spider middleware raising in process_spider_input, the
 callback raising, an errback raising, DOWNLOAD_MAXSIZE exceeded as sent and
 once decompressed, an item pipeline dropping the item, a refused connection
 (tests/spiders_for_tests/failing.py). The crawl ends by itself, every URL is
-finished in the frontier, none is left leased and none is fetched twice."""
+finished in the frontier, none is left leased and none is fetched twice. The
+same holds for the project's ``web`` spider, whose errback does not end leases."""
 
 from __future__ import annotations
 
@@ -142,12 +143,18 @@ def wait_exit(proc: WorkerProcess, timeout: float) -> float:
     return time.monotonic()
 
 
-def test_a_spider_without_errback_ends_every_lease_and_the_crawl(
-    redis_url: str, failing_site: FailingSite, tmp_path: Path
+# The tutorial's spider, and the project's own, whose errback (on_error)
+# records the failed fetch but is not what ends its lease.
+SPIDERS = {"no_errback": [], "web": ["-a", "scope=any"]}
+
+
+@pytest.mark.parametrize("spider", list(SPIDERS))
+def test_every_lease_ends_and_the_crawl_ends_by_itself(
+    spider: str, redis_url: str, failing_site: FailingSite, tmp_path: Path
 ) -> None:
     settings: dict[str, object] = {
         "SPIDER_MODULES": "spiders,tests.spiders_for_tests",
-        "CRAWL_NAME": "no_errback",
+        "CRAWL_NAME": spider,
         "CRAWL_IDLE_CLOSE_SECONDS": IDLE_CLOSE_SECONDS,
         "CRAWL_IDLE_POLL_SECONDS": 0.2,
         "CRAWL_HOST_DELAY": 0.05,
@@ -169,8 +176,8 @@ def test_a_spider_without_errback_ends_every_lease_and_the_crawl(
         },
     }
     started = time.monotonic()
-    proc = start_worker(REPO_ROOT, redis_url, "no_errback", [failing_site.base + "/"],
-                        settings, tmp_path / "worker.log", spider="no_errback")  # fmt: skip
+    proc = start_worker(REPO_ROOT, redis_url, spider, [failing_site.base + "/"], settings,
+                        tmp_path / "worker.log", SPIDERS[spider], spider=spider)  # fmt: skip
     ended = wait_exit(proc, timeout=120)
     log = tail(proc.log_path, 80)
     assert proc.returncode == 0, log
@@ -189,7 +196,7 @@ def test_a_spider_without_errback_ends_every_lease_and_the_crawl(
     probes = stats.get("trap/soft404_probes", 0)
     assert len(set(fetched) - expected) == probes, fetched
 
-    frontier = counts(redis_url, "no_errback")
+    frontier = counts(redis_url, spider)
     assert frontier.get("leased", 0) == 0 and frontier.get("queued", 0) == 0, frontier
     # Every URL stored is finished: done, or moved on (a redirect hop, a
     # retry). Done: every page, the chain's last hop, the refused URL's last
@@ -201,7 +208,8 @@ def test_a_spider_without_errback_ends_every_lease_and_the_crawl(
     # process_response), a process_response raising (alone and with an
     # errback that raises), the decompression limit (HttpCompressionMiddleware's
     # process_response); a process_exception raising past the ack middleware
-    # (never downloaded).
+    # (never downloaded). The web spider's errback on_error, on every request,
+    # records the failure and leaves the lease alone.
     assert stats.get("frontier/lease_ended/failed") == 4, stats
     assert stats.get("frontier/lease_ended/not_downloaded") == 1, stats
     assert "frontier/lease_ended/unacked" not in stats, stats
