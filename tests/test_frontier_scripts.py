@@ -275,7 +275,10 @@ async def test_adaptive_delay_follows_response_time_and_429_backoff(
         return await due_in_ms(f)
 
     assert 150 <= await fetch(40) <= 200  # 5 x 40 ms
-    assert 1450 <= await fetch(900) <= 1500  # 5 x 900 ms, capped at 1.5 s
+    # One slow answer alone (most often the worker's own stall) does not raise it:
+    assert 150 <= await fetch(900) <= 200  # the smaller of 40 and 900 ms
+    assert 1450 <= await fetch(900) <= 1500  # a second: 5 x 900 ms, capped at 1.5 s
+    assert (await f.host_state(host))["ft"] == 900
     assert 950 <= await fetch(10, throttled=True) <= 1000  # penalty: at least 1 s
     assert 1950 <= await fetch(10, throttled=True) <= 2000  # doubles
     assert 3950 <= await fetch(10, throttled=True) <= 4000  # capped at backoff max

@@ -52,6 +52,8 @@ Per shard, prefix ``cp:{C/s}:``
                          own ``delay`` (ms) / ``conc`` when configured; ``rdelay``
                          (ms, its robots.txt Crawl-delay); ``pen`` (ms, the
                          429/503 backoff penalty, halved by each normal answer);
+                         ``ft`` (ms, its last answer's time: the adaptive delay
+                         takes the smaller of it and the next one's);
                          ``parked`` (set aside as a trap: new URLs go to ``parked``);
                          ``qb`` (its non-empty bands and its due band: mask +
                          2^32 x d, mask bit b = band b (credit mode: the band of

@@ -297,7 +297,13 @@ end
 -- measures it); the next one may start `delay` after that, where delay is
 -- the host's delay raised by the adaptive terms:
 --   fetch: ms the server took to answer (-1: no contact, nothing learnt);
---     the delay is at least factor x fetch, up to amax (Heritrix's rule);
+--     the delay is at least factor x fetch, up to amax (Heritrix's rule),
+--     fetch being the smaller of this answer's time and the host's last one
+--     (`ft`): a single slow answer is most often the worker's own stall (its
+--     event loop, a GC pause, no CPU free), timed into the download, and no
+--     reason to slow the host (it made 1 % of a delay-bound crawl's hosts
+--     wait twice their delay); a server that stays slow raises the delay from
+--     its second slow answer;
 --   throttled: the answer was 429/503, so the host's penalty `pen` doubles
 --     (at least the delay, at least 1 s, at most bmax); any other answer
 --     halves it, so the host recovers;
@@ -313,7 +319,7 @@ local function release_slot(host, ddelay, dconc, age, r)
   local fetch = r.fetch or -1
   local hold = r.hold or 0
   local hk = P .. 'h:' .. host
-  local h = call('HMGET', hk, 'inflight', 'next', 'delay', 'conc', 'rdelay', 'pen', 'qb')
+  local h = call('HMGET', hk, 'inflight', 'next', 'delay', 'conc', 'rdelay', 'pen', 'qb', 'ft')
   local held = tonumber(h[1]) or 1
   local inflight = held - 1
   if inflight < 0 then inflight = 0 end
@@ -331,8 +337,12 @@ local function release_slot(host, ddelay, dconc, age, r)
     pen_field = pen
   end
   local wait = delay
+  local ft_field
   if fetch > 0 and (r.factor or 0) > 0 then
-    wait = math.max(wait, math.min(fetch * r.factor, r.amax or 0))
+    local last = tonumber(h[8])
+    local basis = (last and last < fetch) and last or fetch
+    wait = math.max(wait, math.min(basis * r.factor, r.amax or 0))
+    ft_field = fetch
   end
   if pen > wait then wait = pen end
   if hold > wait then wait = hold end
@@ -368,15 +378,11 @@ local function release_slot(host, ddelay, dconc, age, r)
     pen_field = nil
   end
   local nxt_s = nxt == NOW and NOW_S or fmt('%d', nxt)
-  if pen_field and qb then
-    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'pen', pen_field, 'qb', qb)
-  elseif pen_field then
-    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'pen', pen_field)
-  elseif qb then
-    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s, 'qb', qb)
-  else
-    call('HSET', hk, 'inflight', int_s(inflight), 'next', nxt_s)
-  end
+  local fields = {'inflight', int_s(inflight), 'next', nxt_s}
+  if pen_field then fields[#fields + 1] = 'pen'; fields[#fields + 1] = pen_field end
+  if qb then fields[#fields + 1] = 'qb'; fields[#fields + 1] = qb end
+  if ft_field then fields[#fields + 1] = 'ft'; fields[#fields + 1] = int_s(ft_field) end
+  call('HSET', hk, unpack(fields))
 end
 
 -- A lease record is "<state>\t<worker>\t<host>\t<band>\t<item>", so the URL
