@@ -32,6 +32,7 @@ from crawlproject.frontier.codec import RequestCodec, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.meta import SEED_META_KEY
 from crawlproject.frontier.priority import CREDIT_META_KEY, SHARE_META_KEY, PriorityPolicy
+from crawlproject.frontier.seeds import START_META_KEY, mark_seed
 from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
 from crawlproject.frontier.votes import LINK_FROM_META_KEY, LinkVotes
 from crawlproject.once import Generations, OncePerKey
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
+UNSTORABLE_KINDS = 64  # kinds of unstorable request warned about once each
 ORIGINS_CACHED = 10_000  # origins whose politeness key is remembered
 
 
@@ -92,6 +94,7 @@ class Admission:
         self.codec = codec
         self.pkey = host_key if config.politeness_key == "host" else domain_key
         self._trap_logged = OncePerKey(TRAP_LOG_HOSTS)
+        self._unstorable_logged = OncePerKey(UNSTORABLE_KINDS)
         # The fingerprints this worker sent to the frontier (at most 2 x the size).
         self._recent: Generations[bytes] = Generations(config.local_seen_size)
         self._known = KnownLinks(config.known_links_size)
@@ -169,6 +172,9 @@ class Admission:
     ) -> NewEntry | SeenLocally | Refusal:
         """What ``request`` becomes; ``parent``: the lease it takes over (a
         redirect or retry of a claimed URL), if any."""
+        meta = request.meta
+        if parent is None and meta.get(START_META_KEY) and SEED_META_KEY not in meta:
+            mark_seed(request)  # a start request: the operator's vote, whatever the spider
         link = parent is None and _plain_link(request)
         if link:
             depth = request.meta.get("depth", 0)
@@ -226,7 +232,6 @@ class Admission:
             if link:
                 self._remember(request.url, pkey, canonical, fingerprint, shape)
             return SeenLocally(pkey, fingerprint, value, votes)
-        self._recent.add(fingerprint)
         bypass_seen = request.dont_filter
         if parent is not None:
             if canonical == self.canonical_or_none(parent.url):
@@ -239,8 +244,17 @@ class Admission:
         try:
             data = self.codec.encode(request, spider)
         except RequestEncodeError as exc:
-            logger.warning("Skipped a request that cannot be stored as JSON: %s", exc)
-            return Refusal("frontier/unserializable")
+            # Refused before it is marked seen: a storable request of the URL still goes in.
+            if self._unstorable_logged.first(exc.reason):
+                logger.warning(
+                    "Not queued: a request the frontier cannot store (%s; warned once per "
+                    "kind, each counted as frontier/unstorable/%s): %s",
+                    exc.reason,
+                    exc.reason,
+                    exc,
+                )
+            return Refusal(f"frontier/unstorable/{exc.reason}")
+        self._recent.add(fingerprint)
         # The query shape key is only read by the per-shape cap.
         pattern = url_pattern(canonical) if self.config.max_urls_per_pattern else None
         if link:

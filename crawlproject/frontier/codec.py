@@ -20,9 +20,24 @@ URL's host[:port]}``. The frontier stores only what differs from that::
 
 A link of 70 characters costs about 50 bytes instead of 170. The whole JSON
 object of earlier versions (``{"url": ...}``, what recrawl_promote.lua still
-writes) is read too. On the way back only allowlisted request classes and
-public spider methods are accepted: whoever can write to Redis can queue URLs,
-not run code on workers.
+writes) is read too.
+
+What is stored is what Scrapy's own ``request_to_dict`` / ``request_from_dict``
+carry: a callback or errback that is a method of the spider, private ones
+(``_parse_x``, a name-mangled ``__x`` as ``_Spider__x``) included, found as
+Scrapy's ``_find_method`` finds it (by the function, not by its name); a
+Request subclass by its import path; ``cb_kwargs``, ``meta``, ``flags``,
+``priority``, headers, cookies, body, encoding and ``dont_filter``. A request
+that cannot be stored raises :class:`RequestEncodeError` naming the kind
+(``reason``), when the spider yields it.
+
+Security: whoever can write to Redis can queue URLs, not run code on workers.
+On the way back a callback must name a method of the spider (never a dunder);
+``_class`` must name a subclass of ``scrapy.Request`` that is either in a
+module this worker imported already (the spider's, Scrapy's, its plugins') or
+listed in ``CRAWL_REQUEST_CLASSES`` (a class path, or ``package.*``: the only
+imports a stored request may cause). Nothing but a Request subclass is ever
+instantiated, with the Request attributes as keyword arguments.
 """
 
 from __future__ import annotations
@@ -35,7 +50,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
-from scrapy.utils.request import request_from_dict
+
+from crawlproject.frontier.storable import (
+    RequestClasses,
+    RequestDecodeError,
+    RequestEncodeError,
+    SpiderMethods,
+    spider_method,
+)
+
+__all__ = ["RequestCodec", "RequestDecodeError", "RequestEncodeError", "stored_form", "whole_form"]
 
 # meta keys that belong to the frontier's bookkeeping and are never stored.
 PRIVATE_META_KEYS = frozenset({"crawl_lease"})
@@ -69,14 +93,6 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-class RequestDecodeError(ValueError):
-    """A stored request could not be turned back into a Request."""
-
-
-class RequestEncodeError(ValueError):
-    """A request holds data that JSON cannot carry (e.g. an object in meta)."""
-
-
 def host_root(url: str) -> str | None:
     """``host[:port]`` of ``url`` as the web spider writes its scope (lowercase,
     the port only when the URL names one); None when it has none."""
@@ -93,7 +109,8 @@ def host_root(url: str) -> str | None:
 
 class RequestCodec:
     def __init__(self, allowed_classes: Iterable[str]) -> None:
-        self._allowed = frozenset(allowed_classes)
+        self.classes = RequestClasses(allowed_classes)
+        self._methods = SpiderMethods()
 
     def encode(self, request: Request, spider: Spider | None) -> bytes:
         """The compact form (module docstring), its URL whole."""
@@ -102,12 +119,12 @@ class RequestCodec:
             return self._encode_json(request, spider)
         bits = 0
         extra: dict[str, Any] = {}
-        callback = _method_name(spider, request.callback)
+        callback = self._method_name(spider, request.callback, "callback")
         if callback == DEFAULT_CALLBACK:
             bits |= CALLBACK_BIT
         elif callback is not None:
             extra["callback"] = callback
-        errback = _method_name(spider, request.errback)
+        errback = self._method_name(spider, request.errback, "errback")
         if errback == DEFAULT_ERRBACK:
             bits |= ERRBACK_BIT
         elif errback is not None:
@@ -124,7 +141,7 @@ class RequestCodec:
             del meta[SCOPE_KEY]
         if meta:
             extra["meta"] = meta
-        _put_attributes(request, extra)
+        self._put_attributes(request, extra)
         head = chr(TAG_BASE + bits) + depth + url
         if not extra:
             return head.encode("utf-8")
@@ -135,14 +152,14 @@ class RequestCodec:
         form cannot hold."""
         out: dict[str, Any] = {"url": request.url}
         callback, errback = (
-            _method_name(spider, request.callback),
-            _method_name(spider, request.errback),
+            self._method_name(spider, request.callback, "callback"),
+            self._method_name(spider, request.errback, "errback"),
         )
         meta = {k: v for k, v in request.meta.items() if k not in PRIVATE_META_KEYS}
         for attr, value in (("callback", callback), ("errback", errback), ("meta", meta)):
             if value != _DEFAULTS[attr]:
                 out[attr] = value
-        _put_attributes(request, out)
+        self._put_attributes(request, out)
         return _dumps(request, out).encode("utf-8")
 
     def decode(self, data: bytes | str, spider: Spider | None) -> Request:
@@ -159,13 +176,12 @@ class RequestCodec:
         return self._from_dict(d, spider)
 
     def _from_dict(self, d: dict[str, Any], spider: Spider | None) -> Request:
-        cls_path = d.get("_class")
-        if cls_path is not None and cls_path not in self._allowed:
-            raise RequestDecodeError(f"request class {cls_path!r} is not allowed")
+        cls_path = d.pop("_class", None)
+        cls = Request if cls_path is None else self.classes.resolve(cls_path)
         for name in ("callback", "errback"):
             method = d.get(name)
-            if method is not None and (not isinstance(method, str) or method.startswith("_")):
-                raise RequestDecodeError(f"{name} {method!r} is not a public spider method")
+            if method is not None and spider is not None:
+                d[name] = spider_method(spider, method, name)
         try:
             if "body" in d:
                 d["body"] = base64.b64decode(d["body"])
@@ -174,9 +190,38 @@ class RequestCodec:
                     k.encode("latin-1"): [v.encode("latin-1") for v in vs]
                     for k, vs in d["headers"].items()
                 }
-            return request_from_dict(d, spider=spider)
+            # As Scrapy's request_from_dict, but with the class and the methods
+            # resolved here (never load_object on what Redis holds).
+            return cls(**{k: v for k, v in d.items() if k in cls.attributes})
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise RequestDecodeError(str(exc)) from exc
+
+    def _method_name(self, spider: Spider | None, func: Any, field: str) -> str | None:
+        return self._methods.name_of(spider, func, field)
+
+    def _put_attributes(self, request: Request, out: dict[str, Any]) -> None:
+        """Every attribute but url, callback, errback and meta that differs from a
+        plain Request's default, and the class when it is not Request: what both
+        stored forms carry beyond their own fields."""
+        for attr in request.attributes:
+            if attr in ("url", "callback", "errback", "meta"):
+                continue
+            value = getattr(request, attr)
+            if attr in _DEFAULTS and value == _DEFAULTS[attr]:
+                continue
+            out[attr] = _jsonable(attr, value)
+        cls = type(request)
+        if cls is not Request:
+            path = f"{cls.__module__}.{cls.__name__}"
+            try:
+                stored = self.classes.resolve(path)
+            except RequestDecodeError as exc:
+                raise RequestEncodeError(str(exc), "request_class") from exc
+            if stored is not cls:
+                raise RequestEncodeError(
+                    f"request class {cls!r} is not importable as {path!r}", "request_class"
+                )
+            out["_class"] = path
 
 
 def _compact_dict(raw: bytes) -> dict[str, Any]:
@@ -286,35 +331,24 @@ def _jsonable(attr: str, value: Any) -> Any:
 
 def _dumps(request: Request, obj: dict[str, Any]) -> str:
     try:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        if not text.isascii():
+            text.encode("utf-8")  # a lone surrogate cannot be stored as UTF-8
+        return text
     except (TypeError, ValueError) as exc:
-        raise RequestEncodeError(f"{request!r} is not JSON-serialisable: {exc}") from exc
+        reason = next((k for k, v in obj.items() if not _json_ok(v)), "other")
+        raise RequestEncodeError(
+            f"{request!r}: its {reason} cannot be stored as JSON: {exc}", reason
+        ) from exc
+
+
+def _json_ok(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _latin1(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
-
-
-def _put_attributes(request: Request, out: dict[str, Any]) -> None:
-    """Every attribute but url, callback, errback and meta that differs from a
-    plain Request's default, and the class when it is not Request: what both
-    stored forms carry beyond their own fields."""
-    for attr in request.attributes:
-        if attr in ("url", "callback", "errback", "meta"):
-            continue
-        value = getattr(request, attr)
-        if attr in _DEFAULTS and value == _DEFAULTS[attr]:
-            continue
-        out[attr] = _jsonable(attr, value)
-    if type(request) is not Request:
-        out["_class"] = f"{type(request).__module__}.{type(request).__name__}"
-
-
-def _method_name(spider: Spider | None, func: Any) -> str | None:
-    if func is None or isinstance(func, str):
-        return func
-    name = getattr(func, "__name__", None)
-    bound = getattr(spider, name, None) if spider is not None and name else None
-    if bound is None or getattr(bound, "__func__", None) is not getattr(func, "__func__", func):
-        raise RequestEncodeError(f"{func!r} is not a method of the spider {spider!r}")
-    return str(name)

@@ -1,0 +1,69 @@
+"""Spiders as a Scrapy user writes them (no make_seed_request, no errback,
+private callbacks, cb_kwargs, dict items): the frontier must store, seed and
+crawl them as it does the ``web`` spider."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.http import Response
+
+
+class TaggedRequest(Request):
+    """A Request subclass of the project, stored by its import path."""
+
+
+class TutorialSpider(Spider):
+    """``-a start=URL,URL`` fills ``start_urls`` (the tutorial's class attribute)."""
+
+    name = "tutorial"
+
+    def __init__(self, start: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [u for u in start.split(",") if u]
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        yield {"url": response.url, "kind": "start"}
+        for href in response.css("a::attr(href)").getall()[:3]:
+            yield response.follow(href, callback=self._parse_page, cb_kwargs={"hop": 1})
+
+    def _parse_page(self, response: Response, hop: int) -> Iterator[Any]:
+        yield {"url": response.url, "kind": "page", "hop": hop}
+        for href in response.css("a::attr(href)").getall()[:2]:
+            yield TaggedRequest(
+                response.urljoin(href), callback=self.__parse_deep, cb_kwargs={"hop": hop + 1}
+            )
+
+    def __parse_deep(self, response: Response, hop: int) -> Iterator[Any]:
+        yield {"url": response.url, "kind": "deep", "hop": hop}
+
+
+class UnstorableSpider(Spider):
+    """Yields, for each of ``-a urls=``, requests the frontier cannot store (a
+    lambda callback, an object in meta, a class defined in a function), then
+    a storable one of the same URL, which must be crawled."""
+
+    name = "unstorable"
+
+    def __init__(self, urls: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls = [u for u in urls.split(",") if u]
+
+    async def start(self) -> AsyncIterator[Request]:
+        class LocalRequest(Request):
+            pass
+
+        for url in self.urls:
+            yield Request(url, callback=lambda response: None)
+            yield Request(url, callback=self._parse_kept, meta={"obj": object()})
+            yield Request(url, callback=self._parse_kept, meta={"obj": {1, 2}})
+            yield LocalRequest(url, callback=self._parse_kept)
+        for url in self.urls:
+            yield TaggedRequest(
+                url, callback=self._parse_kept, cb_kwargs={"n": 7}, meta={"mark": [1, "a"]}
+            )
+
+    def _parse_kept(self, response: Response, n: int) -> Iterator[dict[str, Any]]:
+        yield {"url": response.url, "n": n, "mark": response.meta["mark"]}

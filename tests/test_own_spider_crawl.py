@@ -1,0 +1,89 @@
+"""A spider of one's own on a real redis-server, as a Scrapy user writes it:
+its own crawl (named after it), its seeds marked as seeds whatever way they
+came, private callbacks and Request subclasses stored, and what cannot be
+stored refused before it is marked seen (issue 34, items 1, 2 and 4)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from crawlproject import default_settings
+from crawlproject.frontier.keys import CrawlKeys
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.testweb import TestWeb
+
+FAST = {
+    "CRAWL_HOST_DELAY": 0.05,
+    "CRAWL_IDLE_CLOSE_SECONDS": 1.5,
+    "CRAWL_IDLE_POLL_SECONDS": 0.2,
+    "SPIDER_MODULES": "spiders,tests.spiders_for_tests",
+}
+
+
+def fetched(web: TestWeb) -> Counter[str]:
+    return Counter(r.url for r in web.log if not r.path.startswith("/robots.txt"))
+
+
+def test_unstorable_requests_are_refused_before_they_are_seen(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=1, pages=3, links=1, cross_links=0)
+    urls = [web.base_url(1), web.base_url(1) + "p/1"]
+    out = tmp_path / "items.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis_url, None, [], FAST, tmp_path / "w.log",
+        extra_args=["-a", "urls=" + ",".join(urls), "-O", str(out)], spider="unstorable",
+    )  # fmt: skip
+    wait_all([proc], timeout=90)
+    stats = stats_of(proc.log_path)
+    # Per URL: a lambda callback, two metas JSON cannot carry, a class made in a function.
+    assert stats["frontier/unstorable/callback"] == 2
+    assert stats["frontier/unstorable/meta"] == 4
+    assert stats["frontier/unstorable/request_class"] == 2
+    log = proc.log_path.read_text()
+    warnings = [line for line in log.splitlines() if "the frontier cannot store" in line]
+    assert len(warnings) == 3 and all("WARNING" in line for line in warnings), warnings
+    # The storable request of each URL came after: not seen yet, so crawled, once.
+    assert {u: n for u, n in fetched(web).items() if u in urls} == dict.fromkeys(urls, 1)
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(i["url"] for i in items) == sorted(urls)
+    assert all(i["n"] == 7 and i["mark"] == [1, "a"] for i in items)
+
+
+def test_a_tutorial_spider_gets_its_own_crawl_and_its_seeds_are_seeds(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=4, pages=4, links=2, cross_links=0)
+    start, argument, listed, found = (web.base_url(i) for i in (1, 2, 3, 4))
+    client = redis.Redis.from_url(redis_url)
+    client.lpush("tutorial:start_urls", listed)  # crawlproject seed's list, the crawl's name
+    out = tmp_path / "items.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis_url, None, [argument], FAST, tmp_path / "w.log",
+        extra_args=["-a", "start=" + start, "-O", str(out)], spider="tutorial",
+    )  # fmt: skip
+    wait_all([proc], timeout=120)
+    assert "CRAWL_NAME='tutorial' (spider name)" in proc.log_path.read_text()
+    # Its own crawl: nothing under web's keys.
+    assert list(client.scan_iter(match="cp:{web*")) == []
+    keys = CrawlKeys("tutorial", default_settings.CRAWL_FRONTIER_SHARDS)
+    for url in (start, argument, listed):  # start_urls, -a seeds=, the start_urls list
+        pkey = url.split("://", 1)[1].rstrip("/")
+        assert client.hget(keys.host(keys.shard_of(pkey), pkey), "seed") == b"1", url
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = Counter(i["kind"] for i in items)
+    assert {i["url"] for i in items if i["kind"] == "start"} == {start, argument, listed}
+    # Private callbacks, cb_kwargs and a Request subclass with a name-mangled callback.
+    assert kinds["page"] > 0 and kinds["deep"] > 0
+    assert all(i["hop"] == (1 if i["kind"] == "page" else 2) for i in items if "hop" in i)
+    counts = fetched(web)
+    assert max(counts.values()) == 1, counts.most_common(3)
+    assert not any(u.startswith(found) for u in counts)  # no seed, no link: not crawled
+    stats = stats_of(proc.log_path)
+    assert stats.get("frontier/undecodable", 0) == 0
+    assert not any(k.startswith("frontier/unstorable/") for k in stats)
