@@ -19,6 +19,7 @@ from crawlproject.frontier.admission import (
     Refusal,
     SeenLocally,
 )
+from crawlproject.frontier.chains import STALE_META_KEY
 from crawlproject.frontier.client import NO_PATTERN, NO_VOTE, SEED_VOTE, NewEntry
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.config import FrontierConfig
@@ -150,9 +151,12 @@ def test_what_is_not_a_plain_link_goes_the_whole_way() -> None:
     seen_seed = admission.admit(seed, None, None)
     assert isinstance(seen_seed, SeenLocally) and seen_seed.votes is not None
     assert seen_seed.votes.vote == SEED_VOTE
-    # Beyond the depth limit admission refuses it, with its own stat.
-    assert admission.known_link(_link(url, depth=4), 4, None) is None
-    assert admission.admit(_link(url, depth=4), None, None) == Refusal("trap/max_depth")
+    # Beyond the depth guard (hops through pages that brought nothing new,
+    # crawlproject/frontier/chains.py) admission refuses it, with its own stat.
+    stale = {STALE_META_KEY: 4}
+    assert admission.known_link(_link(url, depth=4, meta=stale), 4, None) is None
+    assert admission.admit(_link(url, depth=4, meta=stale), None, None) == Refusal("trap/max_depth")
+    assert admission.known_link(_link(url, depth=4), 4, None) is not None  # deep, novel
 
 
 def test_known_links_are_bounded_and_keep_what_repeats() -> None:

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
 
+from crawlproject.frontier.chains import beyond
 from crawlproject.frontier.client import NO_PATTERN, NO_VOTE, SEED_VOTE, NewEntry
 from crawlproject.frontier.codec import RequestCodec, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
@@ -145,8 +146,8 @@ class Admission:
         if not _plain_link(request):
             return None
         known = self._known.get(request.url)
-        if known is None or (self.config.max_depth and depth > self.config.max_depth):
-            return None  # beyond the depth limit: admit refuses it, with its stat
+        if known is None or beyond(request.meta, self.config.max_depth):
+            return None  # beyond the depth guard (chains.py): admit refuses it, with its stat
         return known
 
     def _seen_again(self, known: KnownLink, source: object, value: float) -> SeenLocally:
@@ -200,8 +201,7 @@ class Admission:
                         canonical,
                     )
             return Refusal(f"rules/{refused}")
-        depth = request.meta.get("depth", 0)
-        if self.config.max_depth and isinstance(depth, int) and depth > self.config.max_depth:
+        if beyond(request.meta, self.config.max_depth):  # hops bringing nothing new
             self._log_trap("max_depth", canonical)
             return Refusal("trap/max_depth")
         pkey = self.pkey(canonical)
