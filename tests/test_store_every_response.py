@@ -7,10 +7,13 @@ cannot mean refuses the start in one line."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +229,63 @@ def test_a_bad_statuses_value_refuses_the_start_in_one_line(
     assert len(refused) == 1 and "CRAWL_STORE_STATUSES" in refused[0]
     assert "'oops' is not a status code" in refused[0]
     assert "Traceback" not in log
+
+
+SHORT_BODY = b"<html><body><p>cut short" + b" here" * 20
+
+
+@contextmanager
+def short_body_server(ip: str) -> Iterator[str]:
+    """An HTTP server that promises 5,000 bytes of body, sends fewer, and
+    closes the connection (robots.txt: an empty 404)."""
+    listener = socket.create_server((ip, 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                request = conn.recv(65536)
+                if b" /robots.txt " in request.split(b"\r\n", 1)[0]:
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    continue
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
+                    b"Connection: close\r\n\r\n" + SHORT_BODY
+                )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{ip}:{listener.getsockname()[1]}/"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def test_a_body_cut_short_is_stored_as_received_and_marked_truncated(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    out = tmp_path / "short.jsonl"
+    with short_body_server("127.0.4.1") as url:
+        proc = start_worker(
+            REPO_ROOT, redis_server.url, "short", [url],
+            {**FAST, "CRAWL_DATA_DIR": str(data), "DOWNLOAD_FAIL_ON_DATALOSS": False},
+            tmp_path / "short.log", extra_args=["-O", str(out)],
+        )  # fmt: skip
+        wait_all([proc], timeout=120)
+    [item] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert item["url"] == url and item["length"] == len(SHORT_BODY)
+    path = data / "bodies" / str(item["warc_file"])
+    with open(path, "rb") as stream:
+        stream.seek(int(item["warc_offset"]))
+        record = next(iter(ArchiveIterator(stream)))
+        assert record.rec_type == "response"
+        assert record.rec_headers.get_header("WARC-Truncated") == "disconnect"
+        assert record.content_stream().read() == SHORT_BODY
