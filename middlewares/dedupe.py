@@ -34,6 +34,11 @@ go to the frontier. For the first item a callback yields for a response it:
    probe's answer leaves this middleware but the host's verdict
    (``trap/soft404_hosts`` when it answered 2xx).
 
+8. marks each link with the depth guard's count (frontier/chains.py: a copy of
+   a page of its own host, or a thin page, brought nothing new:
+   ``dedupe/stale_pages``); for a page with a token shape, tells the token guard
+   what it showed (frontier/token_evidence.py, ``trap/token_pages``).
+
 Callbacks should yield a page's item before its links (the ``web`` spider does);
 links yielded before the item are followed whatever the verdict.
 """
@@ -66,9 +71,11 @@ from crawlproject.dedupe.index import (
 from crawlproject.dedupe.probes import Soft404Probes
 from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path, strip_echo
 from crawlproject.frontier.access import crawl_redis_of, frontier_of, require_frontier
+from crawlproject.frontier.chains import mark_link
 from crawlproject.frontier.outcomes import FRONTIER_UNAVAILABLE
 from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
 from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.token_evidence import TokenEvidence, TokenPage, same_shape, token_page
 from crawlproject.frontier.urls import InvalidURL
 from crawlproject.once import OncePerKey
 from crawlproject.setting_values import crawl_setting
@@ -98,6 +105,8 @@ class Links(enum.Enum):
 class Outcome:
     links: Links
     probe: Request | None = None
+    novel: bool = True  # it brought new content (the depth guard's count, chains.py)
+    content: bool | None = None  # the token guard's (token_evidence.py); None: not judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +147,7 @@ class DedupeSpiderMiddleware:
         self._parked_hosts = OncePerKey(PARKED_HOSTS_REMEMBERED)
         self._unannotatable_logged = False
         self._closing: asyncio.Future[None] | None = None
+        self._evidence: TokenEvidence | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupeSpiderMiddleware:
@@ -183,6 +193,9 @@ class DedupeSpiderMiddleware:
             await self._probe_answered(response)
             return
         outcome: Outcome | None = None
+        admission = self._scheduler().admission
+        page = token_page(admission, response.url)
+        spawned = 0  # its links of its own host and token shape
         async for obj in result:
             # Only a 2xx page is judged: an error page's record (the spider's
             # errback) must not enter the index as an original.
@@ -197,6 +210,10 @@ class DedupeSpiderMiddleware:
                 if outcome.probe is not None:
                     yield outcome.probe
                 continue
+            if isinstance(obj, Request):
+                mark_link(obj.meta, response.meta, outcome is None or outcome.novel)
+                if page is not None and same_shape(admission, obj.url, page):
+                    spawned += 1
             if isinstance(obj, Request) and outcome is not None:
                 if outcome.links is Links.DROP:
                     self.stats.inc_value("dedupe/links_not_followed")
@@ -208,6 +225,8 @@ class DedupeSpiderMiddleware:
                         obj.priority -= LINK_BAND_PENALTY
                     self.stats.inc_value("dedupe/links_followed_lower")
             yield obj
+        if page is not None:
+            await self._token_evidence(page, outcome, spawned)
 
     # -- the verdict ---------------------------------------------------------------
 
@@ -223,7 +242,8 @@ class DedupeSpiderMiddleware:
             if distance is not None and distance <= self.config.k:
                 return self._soft404(response, adapter, digest, text, state, distance)
         simhash = text.simhash
-        if simhash is not None and text.chars < self.config.min_text_chars:
+        thin = simhash is not None and text.chars < self.config.min_text_chars
+        if thin:
             self.stats.inc_value("dedupe/short_text")
             simhash = None
         try:
@@ -244,6 +264,7 @@ class DedupeSpiderMiddleware:
             return Outcome(Links.FOLLOW)
         links = Links.FOLLOW
         mirror = False
+        novel = not thin  # too little text to be content: an empty archive's page
         if verdict.kind is not DedupeKind.NEW:
             logger.debug(
                 "%s duplicate (distance %s): %s of %s",
@@ -254,6 +275,7 @@ class DedupeSpiderMiddleware:
             )
             mirror = verdict.original is not None and self._host(verdict.original) != host
             links = self._links_of_duplicate(mirror)
+            novel = mirror  # a mirror's copy is new content for its own host
             if mirror:
                 self.stats.inc_value("dedupe/mirror_copies")
             else:
@@ -262,7 +284,10 @@ class DedupeSpiderMiddleware:
         # harmless (their links are not followed); a soft 404 is near or echoes.
         suspect = echo or (verdict.kind is DedupeKind.NEAR and not mirror)
         probe = await self.probes.probe_for(response, host) if suspect and state is None else None
-        return Outcome(links, probe)
+        if not novel:
+            self.stats.inc_value("dedupe/stale_pages")
+        content = None if mirror or (thin and verdict.kind is DedupeKind.NEW) else novel
+        return Outcome(links, probe, novel, content)
 
     def _links_of_duplicate(self, mirror: bool) -> Links:
         follow = self.config.follow_duplicate_links
@@ -327,7 +352,7 @@ class DedupeSpiderMiddleware:
         verdict = DedupeVerdict(DedupeKind.NEAR, page.url, distance, 0)
         self._annotate(adapter, digest, text.simhash, verdict)
         logger.debug("Soft 404 (distance %d to %s): %s", distance, page.url, response.url)
-        return Outcome(Links.DROP)
+        return Outcome(Links.DROP, novel=False, content=False)
 
     async def _probe_answered(self, response: Response) -> None:
         text = self._text(response) if 200 <= response.status < 300 else NO_TEXT
@@ -353,6 +378,20 @@ class DedupeSpiderMiddleware:
                 verdict.host_streak,
                 parked,
             )
+
+    async def _token_evidence(self, page: TokenPage, outcome: Outcome | None, spawned: int) -> None:
+        if self._evidence is None:
+            shared = crawl_redis_of(self.crawler)
+            assert shared is not None, "the frontier opens before any response"
+            self._evidence = TokenEvidence(shared.redis, shared.keys)
+        content = outcome.content if outcome is not None else None
+        try:
+            await self._evidence.record(page.pkey, page.shape, content, spawned)
+        except RedisError as exc:  # the guard then judges the shape by its links alone
+            self.stats.inc_value("dedupe/redis_error")
+            logger.warning("Token evidence of %s not recorded (%s)", page.pkey, exc)
+            return
+        self.stats.inc_value("trap/token_pages")
 
     # -- plumbing ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from crawlproject.frontier.client import (
     RedisFrontier,
 )
 from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.token_evidence import TokenEvidence
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.frontier.votes import LinkVotes, vote_of
 from crawlproject.rules.traps import is_token, token_shape
@@ -160,7 +161,10 @@ async def test_minted_tokens_are_contained_and_stable_ids_are_not(
     make_frontier: MakeFrontier,
 ) -> None:
     f = await make_frontier(shards=1, delay_ms=0, conc=100, budget=replace(BUDGET, base=0))
+    evidence = TokenEvidence(f.redis, f.keys)
+    # A session carried from page to page: the pages of the shape link its new URLs.
     minted = [entry(f"http://trap.test/s/{tok(i)}/page") for i in range(30)]
+    await evidence.record("trap.test", minted[0].token_shape, True, 30)
     result = await f.add(minted)
     # The 20th new URL of the shape, none repeated: contained from there on.
     assert (result.added, result.token_parked) == (19, 11)
@@ -172,13 +176,53 @@ async def test_minted_tokens_are_contained_and_stable_ids_are_not(
     other = await f.add([entry("http://trap.test/about.html")])
     assert other.added == 1
 
-    # Stable ids (commits, articles) are linked again and again: never contained.
+    # Cache busters linked from ordinary pages: their pages copy the host's pages.
+    busted = [entry(f"http://copy.test/news?v={tok(i)}") for i in range(30)]
+    for content in (True, False, False):
+        await evidence.record("copy.test", busted[0].token_shape, content, 0)
+    assert (await f.add(busted)).token_parked == 11
+
+    # Stable ids (commits, articles) linked again and again: never contained.
     ids = [entry(f"http://ok.test/commit/{tok(i)}") for i in range(30)]
     for i in range(0, 30, 3):
         await f.add(ids[i : i + 3])
         await f.add(ids[: i + 3])  # listing pages link the ids seen before
     reasons = await f.trap_reasons()
     assert "ok.test" not in reasons
+
+
+async def test_stable_ids_linked_once_from_listings_are_never_contained(
+    make_frontier: MakeFrontier,
+) -> None:
+    """The case that matters: thousands of ids, each linked once, from listing
+    pages (no token), each page new content; past 100 x CRAWL_TRAP_TOKEN_URLS
+    only a shape with no page judged at all is contained."""
+    f = await make_frontier(shards=1, delay_ms=0, conc=100, budget=replace(BUDGET, base=0))
+    evidence = TokenEvidence(f.redis, f.keys)
+    unjudged_bound = BUDGET.token_urls * 100
+    for host in ("hex.test", "b62.test"):
+        ids = [entry(f"http://{host}/post/{_stable(host, i)}") for i in range(unjudged_bound + 20)]
+        shape = ids[0].token_shape
+        assert shape != bytes(8) and all(e.token_shape == shape for e in ids)
+        added = 0
+        for i in range(0, len(ids), 20):  # one listing page: 20 ids never linked before
+            added += (await f.add(ids[i : i + 20])).added
+            for _ in range(20):  # their pages, fetched: each one new content, no link of its shape
+                await evidence.record(host, shape, True, 0)
+        assert added == len(ids)
+    assert await f.trap_reasons() == {}
+    # A shape whose pages no one judged (a spider without dedupe): a hard bound.
+    blind = [entry(f"http://blind.test/post/{_stable('hex.test', i)}") for i in range(2010)]
+    result = await f.add(blind)
+    assert (result.added, result.token_parked) == (unjudged_bound - 1, 11)
+
+
+def _stable(host: str, i: int) -> str:
+    """A stable id: 32 hex digits, or 22 base62 characters."""
+    rng = random.Random(f"{host}/{i}")
+    if host.startswith("hex"):
+        return f"{rng.getrandbits(128):032x}"
+    return "".join(rng.choice(string.digits + string.ascii_letters) for _ in range(22))
 
 
 async def test_locally_seen_links_still_vote_and_repeat(make_frontier: MakeFrontier) -> None:

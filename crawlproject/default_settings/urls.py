@@ -5,7 +5,10 @@ path-ascending discovery and the links taken per page."""
 from scrapy.linkextractors import IGNORED_EXTENSIONS as _SCRAPY_IGNORED_EXTENSIONS
 
 # Spider-trap guards, each counted (trap/<guard>) and logged once per host.
-# Links deeper than this many hops from a seed are not queued (0: no limit).
+# Links more than this many hops from the last page that brought new content
+# (crawlproject/frontier/chains.py: not a duplicate of a page of its own host,
+# not thin) are not queued: pagination is followed to its end, a calendar or an
+# empty archive is not (0: no limit).
 CRAWL_MAX_DEPTH = 20
 # URLs queued per host (politeness key) over the whole crawl (0: no limit).
 CRAWL_MAX_PAGES_PER_HOST = 0
@@ -28,10 +31,13 @@ CRAWL_HOST_BUDGET = 1000
 CRAWL_HOST_BUDGET_SEED_VOTES = 0
 # Tokens minted per render (a session id in the path or query, new on every
 # page): once CRAWL_TRAP_TOKEN_URLS new URLs of one token shape of a host
-# (rules/traps.py token_shape) have been seen and fewer than
+# (rules/traps.py token_shape) have been seen, fewer than
 # CRAWL_TRAP_TOKEN_REPEAT_RATE of that shape's links repeated a URL seen
-# before, the shape is contained: its URLs are parked (stat
-# trap/token_parked; crawlproject parked --reasons). 0 turns it off.
+# before, and its pages show minted ids (mostly copies of the host's pages,
+# or ids found on pages of the shape; no page judged: past 100 x
+# CRAWL_TRAP_TOKEN_URLS), the shape is contained: its URLs are parked (stat
+# trap/token_parked; crawlproject parked --reasons). 0 turns it off. Stable
+# ids linked once (a listing's articles) are not (docs/traps.md).
 CRAWL_TRAP_TOKEN_URLS = 100
 CRAWL_TRAP_TOKEN_REPEAT_RATE = 0.02
 

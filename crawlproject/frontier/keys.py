@@ -72,7 +72,10 @@ Per shard, prefix ``cp:{C/s}:``
 ``pp:<pkey>``      HASH  URL shape (8 bytes, rules/traps.py) -> URLs queued of
                          that shape (with CRAWL_MAX_URLS_PER_PATTERN); and per token
                          shape (CRAWL_TRAP_TOKEN_URLS) ``n`` .. shape -> its new
-                         URLs, ``r`` .. shape -> its links to URLs seen before.
+                         URLs, ``r`` .. shape -> its links to URLs seen before,
+                         ``u`` / ``d`` .. shape -> its pages judged new content /
+                         copies of the host's pages, ``s`` .. shape -> links of the
+                         shape found on its pages (token_evidence.py).
 ``il:<pkey>``      SET   votes for the host: 4-byte hashes of the distinct other
                          registered domains linking to it, up to 256 (an intset
                          while small); its budget is CRAWL_HOST_BUDGET per vote.

@@ -18,8 +18,11 @@ Two shapes of trap make a site's URL space unbounded:
   every page, so every link is a URL never seen before. ``token_shape`` gives
   every URL with a token-like part (``is_token``) a shape key with the tokens
   (and digits) blanked; the frontier counts, per host and shape, the new URLs
-  and the links that were seen before, and contains a shape whose tokens never
-  repeat (add.lua, ``CRAWL_TRAP_TOKEN_URLS``).
+  and the links that were seen before, and what the shape's pages showed
+  (copies of the host's pages, links of the same shape:
+  crawlproject/frontier/token_evidence.py), and contains a shape whose tokens
+  never repeat and whose pages show them minted (add.lua,
+  ``CRAWL_TRAP_TOKEN_URLS``): a stable id linked once is not a token.
 
 ``OncePerKey`` remembers, bounded, which keys (hosts) were seen, so each guard
 logs once per host rather than once per URL.

@@ -401,3 +401,23 @@ local function parse_lease(v)
   if not band or sub(v, 2, 2) ~= '\t' then return nil end  -- not a lease record
   return sub(v, 1, 1), sub(v, 3, a - 1), sub(v, a + 1, b - 1), band, sub(v, c + 1)
 end
+
+-- The token guard (add.lua): whether a token shape of a host, with `n` new
+-- URLs (at least `token_urls`), holds ids minted per render, from what its
+-- links and pages showed (`pp:<host>` fields, shape appended): `r` its links
+-- to URLs seen before; `u` / `d` its pages judged new content / duplicates of
+-- pages of their host, and `s` links of the shape found on pages of the shape
+-- (middlewares/dedupe.py via frontier/token_evidence.py). Ids linked again and
+-- again are stable; so are ids whose pages are new content and that come from
+-- other pages (listings). Minted: pages that copy their host's pages, or ids
+-- carried from page to page of the shape (a session's); with no page judged
+-- at all (a spider without dedupe), past TOKEN_UNJUDGED x `token_urls` URLs.
+local TOKEN_UNJUDGED = 100
+local function token_minted(pp, shape, n, token_urls, permille)
+  local f = call('HMGET', pp, 'r' .. shape, 'u' .. shape, 'd' .. shape, 's' .. shape)
+  local r, u = tonumber(f[1]) or 0, tonumber(f[2]) or 0
+  local d, s = tonumber(f[3]) or 0, tonumber(f[4]) or 0
+  if r * 1000 >= n * permille then return false end
+  if d > u or s * 2 >= n then return true end
+  return u == 0 and n >= token_urls * TOKEN_UNJUDGED
+end

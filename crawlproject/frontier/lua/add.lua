@@ -251,8 +251,7 @@ local function token_contained(host, shape, seen)
   end
   local n = redis.call('HINCRBY', pp, 'n' .. shape, 1)
   if n < token_urls then return false end
-  local r = tonumber(redis.call('HGET', pp, 'r' .. shape)) or 0
-  if r * 1000 >= n * token_permille then return false end
+  if not token_minted(pp, shape, n, token_urls, token_permille) then return false end
   st.ts = (st.ts or '') .. shape
   local hk = st.hk
   if #st.ts > 8 * MAX_TOKEN_SHAPES then
