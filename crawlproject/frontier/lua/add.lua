@@ -69,7 +69,7 @@ local seq = seq0
 -- Per host, read once per call: links of one page share few hosts.
 -- host -> {parked = bool, why, qb = band mask (as read), d = its due band + 1, hk = its h: key,
 -- pend = band -> entries to push (or false), mask = bands pushed to; read when first
--- needed: ts = contained token shapes (8 bytes each) or false, seed = bool,
+-- needed: ts = contained token shapes (8 bytes each) or false, seed, scoped = bool,
 -- votes = linking domains}
 local hosts = {}
 local function host_state(host)
@@ -86,12 +86,12 @@ local function host_state(host)
   return st
 end
 
--- The host's state with its trap fields (token shapes, seed flag).
+-- The host's state with its trap fields (token shapes, seed and scope flags).
 local function host_traps(host)
   local st = host_state(host)
   if st.seed == nil then
-    local h = call('HMGET', st.hk, 'ts', 'seed')
-    st.ts, st.seed = h[1], h[2] ~= false
+    local h = call('HMGET', st.hk, 'ts', 'seed', 'scoped')
+    st.ts, st.seed, st.scoped = h[1], h[2] ~= false, h[3] ~= false
   end
   return st
 end
@@ -100,7 +100,6 @@ end
 local function budget_of(host, st)
   if budget_base <= 0 then return nil end
   host_traps(host)
-  if st.scoped == nil then st.scoped = redis.call('HGET', st.hk, 'scoped') ~= false end
   local budget
   budget, st.votes = host_budget(host, budget_base, seed_votes, st.seed or st.scoped, st.votes)
   return budget
