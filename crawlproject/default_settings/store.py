@@ -19,8 +19,9 @@ CRAWL_STORE_MULTIPART_CHUNK_BYTES = 64 * 1024 * 1024
 CRAWL_STORE_RETRY_ATTEMPTS = 5
 CRAWL_STORE_RETRY_BASE_SECONDS = 1.0
 
-# Page bodies as WARC (pipelines/store.py). Each page kept after the duplicate
-# filter whose content type is listed becomes a response record (with its
+# Page bodies as WARC (pipelines/store.py). Each answer kept after the
+# duplicate filter (4xx and 5xx too: CRAWL_STORE_STATUSES) whose content type
+# is listed becomes a response record (with its
 # request record) in this worker's rolling WARC file, written under
 # CRAWL_DATA_DIR/spool/<crawl>/ and moved to CRAWL_STORE_URI (key
 # <crawl>/warc/<file>) when the file is finished: at CRAWL_STORE_ROTATE_BYTES,
