@@ -63,7 +63,8 @@ Per shard, prefix ``cp:{C/s}:``
                          (URLs queued over the crawl, with CRAWL_MAX_PAGES_PER_HOST
                          or CRAWL_HOST_BUDGET); ``capped`` / ``pcapped`` /
                          ``budgeted`` (a cap or its budget was reported for it);
-                         ``seed`` (a seed's host: the operator's votes); ``ts``
+                         ``seed`` (a seed's host) / ``scoped`` (a host of the crawl's
+                         scope, operator_scope.py): the operator's, no budget; ``ts``
                          (its contained token shapes, 8 bytes each, at most 16);
                          ``aw`` / ``awn`` (waiting for a place at its address: the
                          deadline, and its own next time; address_wait.lua and
@@ -80,7 +81,8 @@ Per shard, prefix ``cp:{C/s}:``
                          registered domains linking to it, up to 256 (an intset
                          while small); its budget is CRAWL_HOST_BUDGET per vote.
 ``ob:<pkey>``      LIST  ``band \t item``: URLs over the host's budget, in order;
-                         add.lua moves them into the host queue as votes arrive.
+                         add.lua moves them into the host queue as votes arrive,
+                         budget_release.lua when released (budgets.py).
 ``tr``             HASH  ``host \t reason`` -> URLs contained for that reason
                          (``token``, ``budget``, and park_host's reasons:
                          ``duplicates``, ``dns``, ...): what ``crawlproject parked
