@@ -99,3 +99,27 @@ def test_a_found_host_keeps_its_budget_until_the_budget_is_raised(
     }
     assert finish2[3] == 0
     assert crawl_status(redis_server.url, "found")["frontier"]["waiting_over_budget"] == 0
+
+
+def test_a_spiders_allowed_domains_are_crawled_whole(
+    redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    # A spider of one's own, seeded on host 1; host 2 is only linked, but in
+    # its allowed_domains: the operator's, so no budget (20 x 2 votes otherwise).
+    web = testweb_factory(
+        hosts=2, pages=30, latency_ms=0, links=3, cross_links=1, host_pages={2: 150}
+    )
+    found = f"{host_ip(2)}:{web.port}"
+    log = tmp_path / "allowed.log"
+    proc = start_worker(
+        REPO_ROOT, redis_server.url, "allowed", [web.seeds[0]],
+        {**FAST, "CRAWL_HOST_BUDGET": BUDGET, "SPIDER_MODULES": "spiders,tests.spiders_for_tests"},
+        log, ["-a", f"allowed={host_ip(1)},{host_ip(2)}"], spider="allowed",
+    )  # fmt: skip
+    wait_all([proc], timeout=240)
+    counts = page_counts(web.log)
+    on_found = {u for u in counts if f"//{found}/" in u}
+    assert on_found == {u for u in web.expected_urls if f"//{found}/" in u}
+    assert len(on_found) > BUDGET * 2
+    assert all(n == 1 for n in counts.values())
+    assert "trap/over_budget" not in stats_of(log)
