@@ -13,6 +13,9 @@
     crawlproject poisoned [--requeue]     URLs set aside after CRAWL_MAX_RECLAIMS reclaims
                                           (each worker that took them died or hung; JSON);
                                           --requeue puts them back once the cause is fixed
+    crawlproject dead [--explain|--requeue|--drop]  requests that could not be read back
+                                          (JSON: host, URL; --explain: why, checked against
+                                          the crawl's spider); --requeue puts them back
     crawlproject recrawl [--once|--all]   queue the URLs due for a recrawl (runs until
                                           stopped; --once: one pass; --all: every
                                           tracked URL now, due or not, then exit)
@@ -47,13 +50,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import gzip
-import http
 import json
 import logging
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +63,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
-from crawlproject.body_digest import payload_digest
 from crawlproject.budget_cli import add_budget_parser, run_budget
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.crawl_name import crawl_name
+from crawlproject.frontier.dead import dead_command
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.recrawl.config import RecrawlConfig
@@ -75,11 +77,8 @@ from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.security.redaction import redact
 from crawlproject.status.view import collect_status, render
+from crawlproject.store.body_cli import print_body
 from crawlproject.store.config import StoreConfig
-from crawlproject.store.factory import open_store
-from crawlproject.store.index import INDEX_SUFFIX, IndexEntry, find
-from crawlproject.store.objects import INDEX_KEY_DIR
-from crawlproject.store.warc_read import parse_response_member
 
 CLI_CLIENT_ID = "cli"
 LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"  # as Scrapy's
@@ -154,6 +153,7 @@ async def _with_redis(
     urls: list[str],
     recrawl: RecrawlConfig | None = None,
     status_args: tuple[bool, float | None, tuple[str, int] | None] | None = None,
+    run: Callable[[Redis, CrawlKeys], Awaitable[None]] | None = None,
 ) -> int:
     embedded = None
     if config.redis_url is None:
@@ -163,7 +163,9 @@ async def _with_redis(
         redis = redis_client(config.redis_url)
     keys = config.crawl_keys(crawl)
     try:
-        if status_args is not None:
+        if run is not None:
+            await run(redis, keys)
+        elif status_args is not None:
             await _status(config, redis, keys, *status_args)
         elif recrawl is not None:
             await _recrawl(config, recrawl, redis, keys, action)
@@ -236,6 +238,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--requeue", action="store_true",
         help="put every poisoned URL back in its host queue (once the cause is fixed)",
     )  # fmt: skip
+    dead = sub.add_parser("dead", help="stored requests that could not be read back")
+    dead_how = dead.add_mutually_exclusive_group()
+    for flag, what in (
+        ("--explain", "say why each cannot be read back (checked against the crawl's spider)"),
+        ("--requeue", "put each back in its host queue (not seen-tested again)"),
+        ("--drop", "delete them"),
+    ):
+        dead_how.add_argument(flag, action="store_true", help=what)
+    dead.add_argument("--spider", help="the spider to check against (default: the crawl's name)")
     status = sub.add_parser("status", help="the fleet at a glance (frontier, workers, counters)")
     status.add_argument("--json", action="store_true", help="one JSON object (a line per refresh)")
     status.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS")
@@ -297,6 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         except KeyboardInterrupt:
             return 0
+    if args.command == "dead":
+        mode = next((h for h in ("explain", "requeue", "drop") if getattr(args, h)), "list")
+        run = partial(dead_command, config, settings, args.spider or crawl, mode)
+        return _run_with_redis(config, _with_redis(config, crawl, "dead", [], run=run))
     if args.command == "recrawl":
         mode = "status" if args.status else "all" if args.all else "once" if args.once else "run"
         recrawl_config = RecrawlConfig.from_settings(settings)
@@ -329,69 +344,6 @@ def _run_with_redis(config: FrontierConfig, command: Coroutine[Any, Any, int]) -
         where = redact(config.redis_url, []) if config.redis_url else "the embedded Redis"
         print(f"crawlproject: cannot use Redis at {where}: {exc}", file=sys.stderr)
         return 1
-
-
-def print_body(config: StoreConfig, crawl: str, url: str, headers: bool) -> int:
-    """Finds ``url`` in the crawl's WARC indexes (crawlproject/store/index.py:
-    by its SURT key, or its URL in indexes written before SURT keys), newest
-    file first, then in the object format's indexes
-    (crawlproject/store/objects.py), and prints its body (or status and
-    headers: for the object format only the status and Content-Type, the
-    other headers are not kept). A URL that redirected has a record of its
-    own (its 3xx): its body is printed, and where it leads on stderr."""
-    store = open_store(config)
-    prefix = f"{crawl}/warc/"
-    keys = [
-        *sorted(store.keys(prefix), reverse=True),
-        *sorted(store.keys(f"{crawl}/{INDEX_KEY_DIR}/"), reverse=True),
-    ]
-    for key in keys:
-        if not key.endswith(INDEX_SUFFIX):
-            continue
-        entry = find(store.get(key).decode("utf-8").splitlines(), url)
-        if entry is None:
-            continue
-        if entry.url != url:
-            # Found by its SURT key (as pywb looks it up): say which URL it is.
-            print(f"{url}: stored as {entry.url} (same SURT key)", file=sys.stderr)
-        if entry.object_key is not None:
-            return _print_object(store.get(entry.object_key), entry, headers)
-        member = store.get_range(prefix + entry.filename, entry.offset, entry.length)
-        page = parse_response_member(member, prefix + entry.filename, entry.offset)
-        if headers:
-            print(f"{page.status} {page.reason}".rstrip())
-            for name, value in page.headers:
-                print(f"{name}: {value}")
-        else:
-            sys.stdout.buffer.write(page.body)
-            sys.stdout.buffer.flush()
-            location = next((v for n, v in page.headers if n.lower() == "location"), None)
-            if 300 <= page.status < 400 and location:
-                # A redirect's record: its body (often empty) alone would puzzle.
-                print(f"{url}: {page.status} redirect to {location}", file=sys.stderr)
-        return 0
-    print(f"{url}: not stored in crawl {crawl!r} ({store.uri})", file=sys.stderr)
-    return 1
-
-
-def _print_object(data: bytes, entry: IndexEntry, headers: bool) -> int:
-    """Prints an object-format page: its body, or its status line and Content-Type."""
-    body = gzip.decompress(data)
-    if payload_digest(body) != entry.digest:
-        print(f"{entry.object_key}: fails its digest {entry.digest}", file=sys.stderr)
-        return 1
-    if headers:
-        try:
-            reason = http.HTTPStatus(entry.status).phrase
-        except ValueError:
-            reason = ""
-        print(f"{entry.status} {reason}".rstrip())
-        if entry.mime:
-            print(f"Content-Type: {entry.mime}")
-    else:
-        sys.stdout.buffer.write(body)
-        sys.stdout.buffer.flush()
-    return 0
 
 
 if __name__ == "__main__":

@@ -217,7 +217,11 @@ class ClaimBuffer:
             request = self.codec.decode(data, spider)
         except RequestDecodeError as exc:
             self.stats.inc_value("frontier/undecodable")
-            logger.error("Moved an undecodable frontier entry to the dead list: %s", exc)
+            logger.error(
+                "Moved an undecodable frontier entry to the dead list (crawlproject "
+                "dead --explain): %s",
+                exc,
+            )
             self.outbox.ack("dead", lease)
             return None
         self.leases.hold(lease, request)
