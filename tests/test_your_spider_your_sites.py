@@ -95,6 +95,11 @@ class FleetRun:
         return "\n".join(lines)
 
 
+def agent(tag: str) -> str:
+    """A worker's User-Agent: the server's log tells who fetched what."""
+    return f"crawlproject-{tag}"
+
+
 def ended(procs: dict[str, WorkerProcess], web: OwnSitesWeb) -> dict[str, bool]:
     """Waits for every worker; which ended by itself. A worker still running
     once no site saw a request for QUIET_SECONDS, or at the deadline, did not:
@@ -133,13 +138,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
         start = time.monotonic()
         procs = {
             f"web{i}": start_worker(
-                REPO_ROOT, redis.url, None, seeds, SETTINGS, tmp / f"web{i}.log"
+                REPO_ROOT,
+                redis.url,
+                None,
+                seeds,
+                {**SETTINGS, "USER_AGENT": agent(f"web{i}")},
+                tmp / f"web{i}.log",
             )
             for i in range(2)
         }
         procs["shop"] = start_worker(
             REPO_ROOT, redis.url, None, [],
-            {**SETTINGS, "SPIDER_MODULES": "spiders,tests.spiders_for_tests"},
+            {**SETTINGS, "SPIDER_MODULES": "spiders,tests.spiders_for_tests",
+             "USER_AGENT": agent("shop")},
             tmp / "shop.log",
             extra_args=["-a", f"shop={web.base_url(SHOP_IP)}/", "-O", str(feed)],
             spider="shop",
@@ -186,6 +197,18 @@ def test_nothing_but_pages_robots_and_the_chain_fetched(run: FleetRun) -> None:
     assert not unexplained, unexplained[:10]
     robots = Counter(r.host_ip for r in run.log if r.path == "/robots.txt")
     assert robots == dict.fromkeys((DOCS_IP, BLOG_IP, SHOP_IP), 1), robots
+
+
+def test_each_spider_fetches_only_its_own_sites(run: FleetRun) -> None:
+    """Two spiders on one Redis, no crawl named: each crawls its own (the
+    shop's requests, whose callbacks the web spider has not, never reach a
+    web worker, and the reverse)."""
+    fetched_by = Counter((r.host_ip, r.headers.get("user-agent")) for r in run.log)
+    web_agents = {agent("web0"), agent("web1")}
+    owners = {DOCS_IP: web_agents, BLOG_IP: web_agents, SHOP_IP: {agent("shop")}}
+    wrong = {(ip, ua): n for (ip, ua), n in fetched_by.items() if ua not in owners[ip]}
+    assert not wrong, f"requests by the wrong spider: {wrong}\n{run.why()}"
+    assert {ua for ip, ua in fetched_by if ip != SHOP_IP} == web_agents  # both web workers worked
 
 
 def test_redirect_chain_hops_fetched_at_most_once(run: FleetRun) -> None:
