@@ -87,3 +87,35 @@ def test_a_tutorial_spider_gets_its_own_crawl_and_its_seeds_are_seeds(
     stats = stats_of(proc.log_path)
     assert stats.get("frontier/undecodable", 0) == 0
     assert not any(k.startswith("frontier/unstorable/") for k in stats)
+
+
+def test_two_spiders_on_one_redis_keep_to_their_own_crawls(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """No crawl name given: ``web`` and a spider of one's own run at once on one
+    Redis, each in its own crawl; neither takes the other's requests (whose
+    callbacks it does not have)."""
+    web = testweb_factory(hosts=2, pages=6, links=2, cross_links=0)
+    site_web, site_own = web.base_url(1), web.base_url(2)
+    out = tmp_path / "items.jsonl"
+    procs = [
+        start_worker(REPO_ROOT, redis_url, None, [site_web], FAST, tmp_path / "web.log"),
+        start_worker(
+            REPO_ROOT, redis_url, None, [], FAST, tmp_path / "tutorial.log",
+            extra_args=["-a", "start=" + site_own, "-O", str(out)], spider="tutorial",
+        ),
+    ]  # fmt: skip
+    wait_all(procs, timeout=120)
+    client = redis.Redis.from_url(redis_url)
+    for crawl in ("web", "tutorial"):
+        assert list(client.scan_iter(match=f"cp:{{{crawl}/*", count=1000)), crawl
+    for proc in procs:
+        stats = stats_of(proc.log_path)
+        assert stats.get("frontier/undecodable", 0) == 0 and stats["frontier/claims"] > 0
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    assert items and all(i["url"].startswith(site_own) for i in items)
+    counts = fetched(web)
+    assert max(counts.values()) == 1
+    assert any(u.startswith(site_web) for u in counts) and any(
+        u.startswith(site_own) for u in counts
+    )
