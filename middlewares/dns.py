@@ -1,4 +1,5 @@
-"""Set aside the queue of a host whose name does not resolve.
+"""Set aside the queue of a host that cannot answer: its name does not
+resolve, or its connections are refused or time out.
 
 A downloader middleware. A fetch that failed for good with a DNS error (Scrapy
 2.19 raises ``CannotResolveHostError``; older handlers raised Twisted's
@@ -25,6 +26,15 @@ retries gave up. robots.txt fetches pass through it too, so with robots.txt on
 a dead host is usually parked on its robots.txt failures
 (``CRAWL_ROBOTS_DEFER_RETRIES`` apart), before any of its pages is tried.
 
+Connections refused (``DownloadConnectionRefusedError``) and timeouts
+(``DownloadTimeoutError``, Twisted's ``TCPTimedOutError``/``TimeoutError``)
+count the same way, after Scrapy's retries: ``CRAWL_CONNECT_PARK_AFTER`` such
+fetches in a row of one host park it with the reason ``connection_refused`` or
+``timeout`` (``crawlproject parked --reasons``). Stats ``connect/refused``,
+``connect/timeout``, ``connect/parked_hosts``, ``connect/parked_urls``. The
+URL that failed is finished as a failed fetch (it was tried); its host's
+queued URLs are kept.
+
 It also attaches the crawler's stats to the DNS resolver
 (``crawlproject.dns.resolver.CachingResolver``) when the engine starts, since
 Scrapy builds the resolver before the crawler exists.
@@ -46,11 +56,17 @@ from typing import TYPE_CHECKING, TypeVar
 
 from redis.exceptions import RedisError
 from scrapy import Request, signals
-from scrapy.exceptions import CannotResolveHostError
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+)
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
-from twisted.internet.error import DNSLookupError
+from twisted.internet.error import ConnectionRefusedError as TxConnectionRefusedError
+from twisted.internet.error import DNSLookupError, TCPTimedOutError
+from twisted.internet.error import TimeoutError as TxTimeoutError
 
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, is_temporary
 from crawlproject.frontier.access import frontier_of, is_frontier
@@ -67,6 +83,11 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DNS_ERRORS = (CannotResolveHostError, DNSLookupError)
+# A host that answered nothing: its reason when it is parked for them.
+CONNECT_ERRORS: tuple[tuple[tuple[type[Exception], ...], str], ...] = (
+    ((DownloadConnectionRefusedError, TxConnectionRefusedError), "connection_refused"),
+    ((DownloadTimeoutError, TCPTimedOutError, TxTimeoutError), "timeout"),
+)
 # Hosts with a failure streak, hosts parked here, and the politeness keys of
 # origins, each remembered per worker up to this many; about 200 bytes each.
 TRACKED_HOSTS_MAX = 10_000
@@ -89,11 +110,14 @@ class DnsFailureMiddleware:
     def from_crawler(cls, crawler: Crawler) -> DnsFailureMiddleware:
         config = DnsConfig.from_settings(crawler.settings)
         on_frontier = is_frontier(load_object(crawler.settings["SCHEDULER"]))
-        if config.park_after and not on_frontier:
+        if (config.park_after or config.connect_park_after) and not on_frontier:
             logger.info("DNS: hosts are not parked: SCHEDULER is not the crawlproject frontier")
         assert crawler.stats is not None
         middleware = cls(
-            crawler, config, crawler.stats, park=bool(config.park_after) and on_frontier
+            crawler,
+            config,
+            crawler.stats,
+            park=bool(config.park_after or config.connect_park_after) and on_frontier,
         )
         crawler.signals.connect(middleware._attach_resolver_stats, signals.engine_started)
         crawler.signals.connect(middleware._detach_resolver_stats, signals.engine_stopped)
@@ -111,6 +135,7 @@ class DnsFailureMiddleware:
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
         if not isinstance(exception, DNS_ERRORS):
+            await self._connect_failed(request, exception)
             return None
         if refusal_of(exception, urlparse_cached(request).hostname) is not None:
             return None
@@ -121,40 +146,60 @@ class DnsFailureMiddleware:
             # worker's resolver parks no host of the fleet.
             self.stats.inc_value("dns/lookup_failed_temporary")
             return None
-        if not self.park:
+        if not self.park or not self.config.park_after:
             return None
         host = self._host(request)
         if host is None or host in self._parked:
             return None
-        streak = self._streaks.pop(host, 0) + 1
-        if streak < self.config.park_after:
-            _remember(self._streaks, host, streak)
-            return None
-        await self._park(host, streak)
+        await self._count(host, self.config.park_after, "dns")
         return None
+
+    async def _connect_failed(self, request: Request, exception: Exception) -> None:
+        reason = next((why for kinds, why in CONNECT_ERRORS if isinstance(exception, kinds)), None)
+        if reason is None:
+            return
+        self.stats.inc_value(f"connect/{reason.removeprefix('connection_')}")
+        if not self.park or not self.config.connect_park_after:
+            return
+        host = self._host(request)
+        if host is None or host in self._parked:
+            return
+        await self._count(host, self.config.connect_park_after, reason)
+
+    async def _count(self, host: str, park_after: int, reason: str) -> None:
+        """One more failure of ``host`` in a row; parks it at ``park_after``."""
+        streak = self._streaks.pop(host, 0) + 1
+        if streak < park_after:
+            _remember(self._streaks, host, streak)
+            return
+        await self._park(host, streak, reason)
 
     # -- parking ----------------------------------------------------------------------------
 
-    async def _park(self, host: str, streak: int) -> None:
+    async def _park(self, host: str, streak: int, reason: str) -> None:
         frontier = frontier_of(self.crawler).frontier
         if frontier is None:  # the frontier did not open: nothing to park in
             return
+        prefix = "dns" if reason == "dns" else "connect"
         _remember(self._parked, host, None)  # before the await: one park per host
         try:
-            parked = await frontier.park_host(host, "dns")
+            parked = await frontier.park_host(host, reason)
         except RedisError as exc:
             self._parked.pop(host, None)
             _remember(self._streaks, host, streak)  # the next failure tries again
-            self.stats.inc_value("dns/park_errors")
-            logger.warning("Could not park %s after %d DNS failures: %s", host, streak, exc)
+            self.stats.inc_value(f"{prefix}/park_errors")
+            logger.warning(
+                "Could not park %s after %d failures (%s): %s", host, streak, reason, exc
+            )
             return
-        self.stats.inc_value("dns/parked_hosts")
-        self.stats.inc_value("dns/parked_urls", parked)
+        self.stats.inc_value(f"{prefix}/parked_hosts")
+        self.stats.inc_value(f"{prefix}/parked_urls", parked)
         logger.warning(
-            "%s: %d fetches in a row failed with a DNS error: host parked, "
-            "%d queued URL(s) set aside (crawlproject parked --requeue puts them back)",
+            "%s: %d fetches in a row failed (%s): host parked, %d queued URL(s) set aside "
+            "(crawlproject parked --reasons; --requeue puts them back)",
             host,
             streak,
+            "DNS error" if reason == "dns" else reason.replace("_", " "),
             parked,
         )
 

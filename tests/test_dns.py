@@ -23,7 +23,11 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from scrapy import Request
-from scrapy.exceptions import CannotResolveHostError
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+)
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -153,6 +157,7 @@ def test_defaults_are_sized_for_a_whole_web_worker() -> None:
         ("CRAWL_DNS_NEGATIVE_CACHE_SIZE", -1, "CRAWL_DNS_NEGATIVE_CACHE_SIZE"),
         ("CRAWL_DNS_NEGATIVE_TTL_SECONDS", -5, "CRAWL_DNS_NEGATIVE_TTL_SECONDS"),
         ("CRAWL_DNS_PARK_AFTER", -1, "CRAWL_DNS_PARK_AFTER"),
+        ("CRAWL_CONNECT_PARK_AFTER", -1, "CRAWL_CONNECT_PARK_AFTER"),
         ("DNS_TIMEOUT", 0, "DNS_TIMEOUT"),
     ],
 )
@@ -300,12 +305,14 @@ def test_built_and_installed_like_scrapys_resolver() -> None:
 class StubFrontier:
     def __init__(self) -> None:
         self.parked: list[str] = []
+        self.reasons: dict[str, str] = {}
         self.fail = False
 
     async def park_host(self, pkey: str, reason: str = "parked") -> int:
         if self.fail:
             raise RedisConnectionError("Redis went away")
         self.parked.append(pkey)
+        self.reasons[pkey] = reason
         return 4
 
 
@@ -383,6 +390,47 @@ async def test_without_parking_it_only_counts() -> None:
     assert not mw.park
     await mw.process_exception(Request("http://nx-1.invalid/"), failed("x"))
     assert mw.stats.get_value("dns/lookup_failed") == 1
+
+
+async def test_refused_and_timed_out_connections_park_with_their_reason() -> None:
+    mw, frontier = make_middleware(park_after=3)
+    refused, slow = "http://127.0.2.9:1", "http://slow.example"
+    for i in range(2):
+        await mw.process_exception(Request(f"{refused}/{i}"), DownloadConnectionRefusedError())
+        await mw.process_exception(Request(f"{slow}/{i}"), DownloadTimeoutError("took long"))
+    url = f"{slow}/ok"
+    mw.process_response(Request(url), HtmlResponse(url, body=b""))  # it answered: reset
+    await mw.process_exception(Request(f"{slow}/2"), TimeoutError())
+    await mw.process_exception(Request(f"{refused}/x"), ValueError("not a connection"))
+    assert frontier.parked == []
+    await mw.process_exception(Request(f"{refused}/2"), DownloadConnectionRefusedError())
+    await mw.process_exception(Request(f"{slow}/3"), DownloadTimeoutError("took long"))
+    assert frontier.parked == ["127.0.2.9:1"]
+    await mw.process_exception(Request(f"{slow}/4"), DownloadTimeoutError("took long"))
+    assert frontier.reasons == {"127.0.2.9:1": "connection_refused", "slow.example": "timeout"}
+    stats = mw.stats.get_stats()
+    assert (stats["connect/refused"], stats["connect/timeout"]) == (3, 5)
+    assert (stats["connect/parked_hosts"], stats["connect/parked_urls"]) == (2, 8)
+    assert "dns/lookup_failed" not in stats
+
+
+async def test_connect_parking_has_its_own_switch() -> None:
+    crawler = get_crawler(
+        settings_dict={
+            "SCHEDULER": "crawlproject.frontier.scheduler.FrontierScheduler",
+            "CRAWL_DNS_PARK_AFTER": 3,
+            "CRAWL_CONNECT_PARK_AFTER": 0,
+        }
+    )
+    mw = DnsFailureMiddleware.from_crawler(crawler)
+    scheduler = StubScheduler()
+    crawler.engine = SimpleNamespace(scheduler=scheduler)  # type: ignore[assignment]
+    for i in range(5):
+        await mw.process_exception(
+            Request(f"http://127.0.2.9:1/{i}"), DownloadConnectionRefusedError()
+        )
+    assert scheduler.frontier.parked == []  # type: ignore[attr-defined]
+    assert mw.stats.get_value("connect/refused") == 5
 
 
 async def test_per_process_state_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

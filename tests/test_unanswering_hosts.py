@@ -118,6 +118,58 @@ def test_unanswering_hosts_are_parked_with_a_reason_and_the_crawl_ends(
     assert json.loads(cli(redis_url, "unanswering", "parked")) == {}
 
 
+def test_without_robots_txt_refused_and_unresolved_hosts_are_parked_too(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """robots.txt off: the pages themselves fail. Each host's first
+    CRAWL_CONNECT_PARK_AFTER / CRAWL_DNS_PARK_AFTER (3) URLs fail for good after
+    Scrapy's retries; the rest of its queue is parked with the reason."""
+    per_host = 5
+    dead = [f'<a href="http://{n}/g/{i}">g</a>' for n in DEAD_NAMES for i in range(per_host)]
+    dead += [f'<a href="http://{REFUSED}/m/{i}">m</a>' for i in range(per_host)]
+    home = f'<html><body><a href="/p/1">next</a> {" ".join(dead)}</body></html>'
+    web = testweb_factory(
+        hosts=1,
+        pages=10,
+        latency_ms=2,
+        links=2,
+        cross_links=0,
+        query_variants=0,
+        special={1: {"/": {"body": home, "content_type": "text/html"}}},
+    )
+    settings = {**SETTINGS, "CRAWL_ROBOTS_OBEY": False, "CRAWL_HOST_DELAY": 0.2}
+    proc = start_worker(
+        REPO_ROOT,
+        redis_url,
+        "unanswering-plain",
+        [web.base_url(1)],
+        settings,
+        tmp_path / "w.log",
+        extra_args=["-a", "scope=any"],
+    )
+    deadline = time.monotonic() + 180
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, tail(proc.log_path)
+        time.sleep(0.05)
+    exited = time.time()
+    assert proc.returncode == 0, tail(proc.log_path)
+    useful = [r for r in web.log if r.status == 200]
+    assert len({r.path for r in useful}) == 10
+    assert exited - max(r.end for r in useful) <= IDLE_CLOSE + 10, tail(proc.log_path)
+
+    reasons = json.loads(cli(redis_url, "unanswering-plain", "parked", "--reasons"))
+    failed_for_good = 3  # the park-after count: those URLs were tried, and failed
+    expected = {name: {"dns": per_host - failed_for_good} for name in DEAD_NAMES}
+    expected[REFUSED] = {"connection_refused": per_host - failed_for_good}
+    assert reasons == expected
+    stats = stats_of(proc.log_path)
+    assert stats["connect/parked_hosts"] == 1
+    assert stats["connect/refused"] == failed_for_good
+    assert stats["dns/parked_hosts"] == len(DEAD_NAMES)
+    requeued = cli(redis_url, "unanswering-plain", "parked", "--requeue")
+    assert requeued.strip() == f"requeued {3 * (per_host - failed_for_good)} parked URL(s)"
+
+
 def test_an_unreachable_robots_txt_names_its_reason() -> None:
     assert unreachable_reason(FetchOutcome(status=503)) == "robots_503"
     assert unreachable_reason(FetchOutcome(status=429)) == "robots_429"

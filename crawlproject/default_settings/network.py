@@ -20,6 +20,11 @@ CRAWL_DNS_NEGATIVE_TTL_SECONDS = 300.0
 # host: see `crawlproject parked [--requeue]`); a response resets the count.
 # Lookups that got no answer (SERVFAIL, timeouts) never park. 0: never.
 CRAWL_DNS_PARK_AFTER = 3
+# The same for a host whose connections are refused or time out (after Scrapy's
+# retries), parked with the reason connection_refused or timeout; with
+# robots.txt obeyed such a host is usually set aside on its robots.txt failures
+# first (CRAWL_ROBOTS_DEFER_RETRIES). 0: never.
+CRAWL_CONNECT_PARK_AFTER = 3
 
 # Private-address guard against SSRF (crawlproject/guard/, middlewares/guard.py):
 # requests (every redirect hop and robots.txt fetch too) to loopback, private,

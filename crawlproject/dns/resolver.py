@@ -114,6 +114,7 @@ class DnsConfig:
     negative_ttl_seconds: Annotated[float, Setting("CRAWL_DNS_NEGATIVE_TTL_SECONDS")]
     timeout_seconds: float  # DNS_TIMEOUT
     park_after: Annotated[int, Setting("CRAWL_DNS_PARK_AFTER")]
+    connect_park_after: Annotated[int, Setting("CRAWL_CONNECT_PARK_AFTER")]
     # CRAWL_HOST_ADDRESSES: host name (lowercase, no final dot) -> IP address.
     host_addresses: dict[str, str] = field(default_factory=dict)
 
@@ -143,8 +144,10 @@ class DnsConfig:
             )
         if not self.timeout_seconds > 0:
             raise ConfigError("DNS_TIMEOUT must be > 0")
-        if self.park_after < 0:
-            raise ConfigError("CRAWL_DNS_PARK_AFTER must be >= 0 (0: never park)")
+        if self.park_after < 0 or self.connect_park_after < 0:
+            raise ConfigError(
+                "CRAWL_DNS_PARK_AFTER and CRAWL_CONNECT_PARK_AFTER must be >= 0 (0: never park)"
+            )
 
 
 def read_host_addresses(raw: dict[str, object]) -> dict[str, str]:
