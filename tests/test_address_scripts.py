@@ -161,6 +161,39 @@ async def test_in_address_mode_the_address_keeps_its_delay(make_frontier: MakeFr
     assert int(state[b"pen"]) == 1000
 
 
+async def test_in_address_mode_one_slow_answer_alone_does_not_raise_the_delay(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(delay_ms=0)
+    await f.add([entry(f"http://h{i}.test/") for i in range(3)])
+    leases = await claim_all(f)
+    timing = AddressTiming(
+        lease_ms=10_000,
+        reserve_ms=5_000,
+        block_ms=BLOCK_MS,
+        delay_ms=100,
+        adaptive=AdaptiveDelay(factor=5, max_ms=1500),
+        host_delay_ms=f.default_delay_ms,
+        host_concurrency=f.default_concurrency,
+    )
+    client = AddressClient(f.redis, f.keys, timing)
+    key = f.keys.address_state(f.keys.address_shard(ADDRESS), ADDRESS)
+    waits = []
+    for h, fetch_ms in zip(sorted(leases), (20, 600, 600), strict=True):
+        ask = PlaceAsk(leases[h], h, ADDRESS, 1)
+        assert (await client.take([ask]))[0] == [0]
+        await client.release(
+            [PlaceRelease(ask.lease.token, ADDRESS, 1, fetch_ms=fetch_ms, flags=0)]
+        )
+        seconds, micros = await f.redis.time()
+        waits.append(int(await f.redis.hget(key, "next")) - (seconds * 1000 + micros // 1000))
+        await f.redis.hset(key, "next", 0)  # the next place at once
+    assert 50 <= waits[0] <= 100  # 5 x 20 ms = the 100 ms delay
+    assert 50 <= waits[1] <= 100  # one slow answer: the smaller of 20 and 600 ms
+    assert 1450 <= waits[2] <= 1500  # a second: 5 x 600 ms, capped at 1.5 s
+    assert int(await f.redis.hget(key, "ft")) == 600
+
+
 async def test_status_shows_addresses_at_their_cap_and_hosts_waiting(
     make_frontier: MakeFrontier,
 ) -> None:

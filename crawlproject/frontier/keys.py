@@ -171,7 +171,8 @@ Per address ``A`` (an IP address, canonical text), in its home shard, prefix
                          first refused (ms): first come, first served.
 ``ar:<A>``         ZSET  places reserved for woken hosts: politeness key -> until (ms).
 ``a:<A>``          HASH  CRAWL_POLITENESS_KEY = address: ``next`` (ms, the address's
-                         next start), ``pen`` (ms, its 429/503 penalty); expires an
+                         next start), ``pen`` (ms, its 429/503 penalty), ``ft``
+                         (ms, its last answer's time, as ``h:``'s); expires an
                          hour after its last use.
 ``afull``          ZSET  address -> places held, while at its cap (for status).
 ``aqd``            ZSET  address -> hosts waiting, while any (for status).

@@ -4,7 +4,9 @@
 -- its lease ended unfetched): the place is freed and given to the host waiting
 -- longest. In address mode (delay_ms >= 0) the address's next start is set as
 -- release_slot (_prelude.lua) sets a host's: delay_ms after the response,
--- raised by factor x fetch_ms (up to amax_ms), by the 429/503 penalty `pen`
+-- raised by factor x fetch_ms (up to amax_ms; fetch_ms the smaller of this
+-- answer's time and the address's last one, `ft`, as release_slot does: one
+-- slow answer is most often the worker's own stall), by the 429/503 penalty `pen`
 -- (flags 1: throttled: it doubles, at least delay_ms and 1 s, at most
 -- bmax_ms; any other answer halves it) and by hold_ms (Retry-After); flags 4:
 -- no request reached the address with this place (its delay need not run).
@@ -25,7 +27,7 @@ for i = 7, #ARGV - 6, 7 do
     -- Clamped as in release.lua: a bogus age cannot move the next start far back.
     local age = math.min(math.max(tonumber(ARGV[i + 3]) or 0, 0), delay_ms + 60000)
     local hold = math.min(math.max(tonumber(ARGV[i + 5]) or 0, 0), bmax)
-    local a = redis.call('HMGET', ak, 'next', 'pen')
+    local a = redis.call('HMGET', ak, 'next', 'pen', 'ft')
     local pen = tonumber(a[2]) or 0
     if fetch >= 0 then
       if flags % 2 == 1 then
@@ -36,7 +38,12 @@ for i = 7, #ARGV - 6, 7 do
       end
     end
     local wait = delay_ms
-    if fetch > 0 and factor > 0 then wait = math.max(wait, math.min(fetch * factor, amax)) end
+    local adaptive = fetch > 0 and factor > 0
+    if adaptive then
+      local last = tonumber(a[3])
+      local basis = (last and last < fetch) and last or fetch
+      wait = math.max(wait, math.min(basis * factor, amax))
+    end
     if pen > wait then wait = pen end
     if hold > wait then wait = hold end
     nxt = NOW - age + wait
@@ -52,6 +59,7 @@ for i = 7, #ARGV - 6, 7 do
       redis.call('HSET', ak, 'next', nxt)
       redis.call('HDEL', ak, 'pen')
     end
+    if adaptive then redis.call('HSET', ak, 'ft', fetch) end
     redis.call('PEXPIRE', ak, math.max(nxt - NOW, 0) + pen + KEEP_MS)
   end
   wake_waiting(addr, cap, nxt, reserve_ms, wakes, nil)
