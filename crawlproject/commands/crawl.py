@@ -26,6 +26,7 @@ from scrapy.utils.misc import load_object
 from crawlproject.dns.resolver import DnsConfig
 from crawlproject.frontier.access import is_frontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
+from crawlproject.frontier.outage import outage_seconds
 from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
 from crawlproject.frontier.redis_settings import refuse_scrapy_redis
 from crawlproject.rules.url_rules import UrlRules
@@ -42,6 +43,7 @@ def refusal(settings: BaseSettings) -> str | None:
     """Why the worker refuses to start with ``settings`` (one line), or None."""
     try:
         refuse_scrapy_redis(settings)
+        outage_seconds(settings)
         if is_frontier(load_object(settings["SCHEDULER"])):
             FrontierConfig.from_settings(settings)
         # Read later inside the engine or the reactor, where a refusal is a traceback.

@@ -6,6 +6,13 @@ leases, shards, the seen set, canonicalization and crawl order."""
 # lives in CRAWL_DATA_DIR, with persistence on, so a stopped crawl resumes.
 REDIS_URL: str | None = None
 
+# How long every Redis caller of a worker or command rides through a Redis
+# that fails (a restart, a cluster failover or slot move: connection errors,
+# CLUSTERDOWN, TRYAGAIN, MOVED/ASK, NOSCRIPT), backing off; past it a worker
+# logs one line and exits with status 1 (its leases expire and their URLs
+# return), a command exits 1 (crawlproject/frontier/outage.py).
+CRAWL_REDIS_OUTAGE_SECONDS = 60.0
+
 # Folder for the embedded Redis and other local crawl data.
 CRAWL_DATA_DIR = "crawl-data"
 

@@ -19,6 +19,13 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from crawlproject.frontier.outage import (
+    CONNECTION_ERRORS,
+    NOT_RUN,
+    RideThroughCluster,
+    RideThroughRedis,
+)
+
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
@@ -30,14 +37,34 @@ def cluster_node_url(url: str) -> str | None:
     return None if plain is None else f"{plain}://{rest}"
 
 
-def redis_client(url: str, client_name: str | None = None) -> Redis:
+def redis_client(
+    url: str,
+    client_name: str | None = None,
+    outage_seconds: float | None = None,
+    retry_connections: bool = False,
+) -> Redis:
     """A client of ``url`` (bytes replies). The cluster client offers the same
-    commands, scripts and pipelines the frontier uses, so it is typed as one."""
+    commands, scripts and pipelines the frontier uses, so it is typed as one.
+
+    A cluster client rides through a changing cluster for ``outage_seconds``
+    (outage.py; default: the setting's default); with ``retry_connections``
+    (the ``crawlproject`` commands) connection errors too, and a plain client
+    then retries them as well."""
+    retried = NOT_RUN + CONNECTION_ERRORS if retry_connections else NOT_RUN
     node = cluster_node_url(url)
+    client: RideThroughRedis | RideThroughCluster
     if node is None:
-        return Redis.from_url(url, client_name=client_name, decode_responses=False)
-    cluster = RedisCluster.from_url(node, client_name=client_name, decode_responses=False)
-    return cast(Redis, cluster)
+        if not retry_connections:
+            return Redis.from_url(url, client_name=client_name, decode_responses=False)
+        plain = RideThroughRedis.from_url(url, client_name=client_name, decode_responses=False)
+        client = cast(RideThroughRedis, plain)
+    else:
+        cluster = RideThroughCluster.from_url(node, client_name=client_name, decode_responses=False)
+        client = cast(RideThroughCluster, cluster)
+    client.retried, client.url_for_errors, client.warns = retried, url, not retry_connections
+    if outage_seconds is not None:
+        client.outage_seconds = outage_seconds
+    return cast(Redis, client)
 
 
 def is_setup_error(exc: BaseException, url: str) -> bool:

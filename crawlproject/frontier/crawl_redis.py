@@ -51,15 +51,19 @@ class CrawlRedis:
         return self._recrawl
 
     @classmethod
-    async def connect(cls, config: FrontierConfig, crawl: str, worker_id: str) -> CrawlRedis:
+    async def connect(
+        cls, config: FrontierConfig, crawl: str, worker_id: str, outage_seconds: float | None = None
+    ) -> CrawlRedis:
         """Connects (starting the embedded Redis if it is the crawl's and not
-        running yet); connections are named after the worker."""
+        running yet); connections are named after the worker. A cluster
+        client rides through a changing cluster for ``outage_seconds``."""
         name = WORKER_CLIENT_PREFIX + worker_id
         keys = config.crawl_keys(crawl)
         if config.redis_url is None:
             embedded = EmbeddedRedis(config.data_dir)
             return cls(await embedded.connect(client_name=name), keys, worker_id, embedded)
-        return cls(redis_client(config.redis_url, client_name=name), keys, worker_id)
+        client = redis_client(config.redis_url, client_name=name, outage_seconds=outage_seconds)
+        return cls(client, keys, worker_id)
 
     async def close(self) -> bool:
         """Closes the connection; True if this worker was the last one out of

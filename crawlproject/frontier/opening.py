@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import logging
 
+from crawlproject.frontier.client import FrontierMismatch
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_redis import CrawlRedis, redacted
+from crawlproject.frontier.embedded import EmbeddedRedisError
+from crawlproject.frontier.outage import OUTAGE_ERRORS
 
 logger = logging.getLogger("crawlproject.frontier.scheduler")  # where operators grep for them
+
+# Why a frontier cannot open: its Redis (down, refused, a cluster that is not
+# ready), the embedded Redis, a crawl of another layout, a bad setting.
+OPEN_ERRORS: tuple[type[BaseException], ...] = (
+    *OUTAGE_ERRORS,
+    EmbeddedRedisError,
+    FrontierMismatch,
+    ValueError,
+)
 
 
 def log_open_failure(config: FrontierConfig, exc: BaseException) -> None:

@@ -31,7 +31,6 @@ import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.http import Response
@@ -43,18 +42,19 @@ from crawlproject.frontier.access import frontier_of as frontier_of  # re-export
 from crawlproject.frontier.access import is_frontier as is_frontier  # re-exported
 from crawlproject.frontier.admission import Admission, Refusal, SeenLocally
 from crawlproject.frontier.claims import ClaimBuffer, ClaimClock
-from crawlproject.frontier.client import FrontierMismatch, RedisFrontier
+from crawlproject.frontier.client import RedisFrontier
+from crawlproject.frontier.cluster_check import warn_cluster_gaps
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_end import CrawlEnd
 from crawlproject.frontier.crawl_name import crawl_name_of
 from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier
-from crawlproject.frontier.embedded import EmbeddedRedisError
 from crawlproject.frontier.gc_tuning import tune_gc
 from crawlproject.frontier.leases import LeaseBook
-from crawlproject.frontier.loops import Backoff, each_turn, wait_event
+from crawlproject.frontier.loops import Backoff, close_or_exit, each_turn, wait_event, wait_or_leave
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
-from crawlproject.frontier.opening import log_open_failure, log_opened
+from crawlproject.frontier.opening import OPEN_ERRORS, log_open_failure, log_opened
+from crawlproject.frontier.outage import OUTAGE_ERRORS, outage_seconds
 from crawlproject.frontier.outbox import Outbox
 from crawlproject.frontier.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
 from crawlproject.frontier.persist import end_crawl
@@ -94,6 +94,7 @@ class FrontierScheduler(BaseScheduler):
         self.stats = stats
         self.policy = policy
         self.worker_id = new_worker_id()
+        self.outage_seconds = outage_seconds(crawler.settings)  # outage.py: one bound for all
         codec = RequestCodec(config.request_classes)
         self.admission = Admission(
             config, rules, policy, UrlCanonicalizer(config.session_params), codec
@@ -144,7 +145,7 @@ class FrontierScheduler(BaseScheduler):
             await self._connect(spider)
             # Every lease ends when the engine is done with its last request.
             watch_request_ends(self.crawler.engine, self.leases.request_ended)
-        except (RedisError, OSError, EmbeddedRedisError, FrontierMismatch, ValueError) as exc:
+        except OPEN_ERRORS as exc:
             log_open_failure(self.config, exc)
             # Raising CloseSpider here would leave Scrapy's scraper unopened
             # (and its close failing noisily): let the engine finish opening,
@@ -173,8 +174,10 @@ class FrontierScheduler(BaseScheduler):
             "%s",
             sources_line(self.crawler.settings, c.redis_url, c.redis_source, named, c.data_dir),
         )
-        shared = self.crawl_redis = await CrawlRedis.connect(c, crawl, self.worker_id)
+        shared = await CrawlRedis.connect(c, crawl, self.worker_id, self.outage_seconds)
+        self.crawl_redis = shared
         self.frontier = frontier = await open_frontier(shared, c, self.policy.mode)
+        await warn_cluster_gaps(shared.redis)  # one line for each thing it lacks
         await frontier.heartbeat(self.worker_id)
         self.outbox.watch_scope(spider)  # the operator's hosts have no budget
         self.outbox.see_scope(await frontier.scope())
@@ -204,7 +207,8 @@ class FrontierScheduler(BaseScheduler):
             return
         if self.frontier is not None and not self._open_failed:
             parts = (self.leases, self.claims, self._write_once, self.seen, self.stats)
-            await hand_back(self.frontier, self.worker_id, *parts, self.config.lease_seconds)
+            back = hand_back(self.frontier, self.worker_id, *parts, self.config.lease_seconds)
+            await wait_or_leave(back, self.outage_seconds)  # leases expire if Redis is away
             # SCHEDULER_PERSIST=False: only once the fleet's crawl ended (persist.py).
             if not self.config.persist and reason == "finished" and self.end.finished:
                 await end_crawl(shared.redis, shared.keys, self.config.lease_ms)
@@ -219,8 +223,11 @@ class FrontierScheduler(BaseScheduler):
         except Exception:
             logger.exception("Frontier task failed; closing the spider")
             self.crawler.stats.inc_value("frontier/task_errors")
+            # Closed from a task of its own, bounded: the close waits for this
+            # task (stop_loops) and for requests that may wait on Redis.
             if self.crawler.engine is not None and not self._stop.is_set():
-                await self.crawler.engine.close_spider_async(reason=FRONTIER_ERROR)
+                engine, bound = self.crawler.engine, self.outage_seconds
+                self._closer = close_or_exit(engine, FRONTIER_ERROR, bound)
 
     # -- the engine's side ------------------------------------------------------
 
@@ -302,7 +309,7 @@ class FrontierScheduler(BaseScheduler):
 
     async def _claim_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        backoff = Backoff(self._stop)
+        backoff = Backoff(self._stop, self.outage_seconds)
         clock, end = self.clock, self.end
         while not self._stop.is_set():
             paused = self.claims.while_paused(self.crawler.engine)  # then claims nothing
@@ -326,7 +333,7 @@ class FrontierScheduler(BaseScheduler):
                 got, wait_seconds = await self.claims.claim_some(
                     self.frontier, self.worker_id, want, self._spider
                 )
-            except RedisError as exc:
+            except OUTAGE_ERRORS as exc:
                 await backoff.sleep("claim", exc)
                 continue
             backoff.reset()
@@ -338,9 +345,9 @@ class FrontierScheduler(BaseScheduler):
 
     async def _release_loop(self) -> None:
         """Slot releases go out at once, never queued behind a batch of links."""
-        interval = self.config.idle_poll_seconds
+        interval, event = self.config.idle_poll_seconds, self.leases.release_event
         await each_turn(
-            self._stop, "release", self._release_once, self.leases.release_event, interval
+            self._stop, "release", self._release_once, event, interval, self.outage_seconds
         )
 
     async def _release_once(self) -> None:
@@ -348,8 +355,8 @@ class FrontierScheduler(BaseScheduler):
         await self.leases.send_releases(self.frontier)
 
     async def _write_loop(self) -> None:
-        interval = self.config.flush_interval_seconds
-        await each_turn(self._stop, "write", self._write_once, self.outbox.event, interval)
+        interval, bound = self.config.flush_interval_seconds, self.outage_seconds
+        await each_turn(self._stop, "write", self._write_once, self.outbox.event, interval, bound)
 
     async def _write_once(self) -> None:
         assert self.frontier is not None and self.crawl_redis is not None
@@ -361,11 +368,11 @@ class FrontierScheduler(BaseScheduler):
 
     async def _maintenance_loop(self) -> None:
         period = min(self.config.lease_seconds / 3, MAINTENANCE_MAX_SECONDS)
-        backoff = Backoff(self._stop)
+        backoff = Backoff(self._stop, self.outage_seconds)
         while not self._stop.is_set():
             try:
                 await self._maintain()
-            except RedisError as exc:
+            except OUTAGE_ERRORS as exc:
                 await backoff.sleep("maintenance", exc)
                 continue
             backoff.reset()

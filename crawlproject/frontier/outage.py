@@ -1,0 +1,196 @@
+"""Riding through a Redis that is briefly away, and giving up past a bound.
+
+A Redis Cluster changing under a running worker answers, for a few seconds,
+with errors redis-py's cluster client gives up on: ``CLUSTERDOWN`` while a
+failed master's replica is elected, ``TRYAGAIN`` (as ``ClusterError("TTL
+exhausted.")``) and ``MOVED``/``ASK`` chains while a slot moves, a slot no
+node covers (``SlotNotCoveredError``, not even a ``RedisError``), refused
+connections to a master killed -9. A single Redis restarting gives connection
+errors. Each is waited out with bounded back-off, and the bound is one setting,
+``CRAWL_REDIS_OUTAGE_SECONDS``, shared by every Redis caller of a process:
+
+* the cluster client (:class:`RideThroughCluster`) retries, inside each call,
+  the errors of a command that certainly did not run (cluster down, slot not
+  served or moving): every component (loops, address gate, robots store,
+  dedupe index, status reporter, recrawl store) rides them through unchanged;
+  it turns the errors that are not ``RedisError`` into one, so every
+  ``except RedisError`` of the project sees them;
+* the scheduler's loops (:class:`crawlproject.frontier.loops.Backoff`) wait
+  out the rest (connection errors, where a command may have run: never
+  resent blindly) and, past the bound, :func:`give_up`: one line, exit 1 at
+  once. The worker's leases expire and their URLs return to the queues.
+* ``crawlproject`` commands (:func:`command_client`) retry connection errors
+  too (their writes are idempotent: seeds are deduplicated by the seen set),
+  then exit 1 with one line (crawlproject/cli.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from scrapy.settings import BaseSettings
+
+from crawlproject.setting_values import ConfigError, crawl_setting
+
+logger = logging.getLogger(__name__)
+
+OUTAGE_SETTING = "CRAWL_REDIS_OUTAGE_SECONDS"
+# What a caller of Redis rides through: every Redis error, a slot no node
+# covers (redis-py's RedisClusterException is no RedisError), a socket error
+# that escaped redis-py.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (RedisError, RedisClusterException, OSError)
+# Answers of a command that did not run (the node refused it before running
+# it): resending cannot apply anything twice. ClusterError covers
+# ClusterDownError and "TTL exhausted." (TRYAGAIN or MOVED/ASK to the end).
+NOT_RUN: tuple[type[BaseException], ...] = (
+    ClusterError,
+    TryAgainError,
+    AskError,
+    RedisClusterException,
+)
+# Refusals of a command before it runs that a failover ends: a promoted master
+# without a replica yet under min-replicas-to-write, a node still loading.
+REFUSED_BEFORE_RUNNING = ("NOREPLICAS", "MASTERDOWN", "LOADING")
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+)
+FIRST_DELAY_SECONDS = 0.05
+MAX_DELAY_SECONDS = 1.0  # a promoted replica serves within node timeout + ~1 s
+WARN_EVERY_SECONDS = 5.0
+
+
+def outage_seconds(settings: BaseSettings) -> float:
+    """``CRAWL_REDIS_OUTAGE_SECONDS``, refused (ConfigError) if not > 0."""
+    value = float(crawl_setting(settings, OUTAGE_SETTING))
+    if not value > 0:
+        raise ConfigError(f"{OUTAGE_SETTING}={value!r}: must be a number of seconds > 0")
+    return value
+
+
+def as_redis_error(exc: BaseException) -> RedisError:
+    """``exc`` as a RedisError (itself if it is one)."""
+    if isinstance(exc, RedisError):
+        return exc
+    if isinstance(exc, RedisClusterException):
+        return ClusterDownError(f"{type(exc).__name__}: {exc}")
+    return RedisConnectionError(f"{type(exc).__name__}: {exc}")
+
+
+def give_up(what: str, exc: BaseException, seconds: float) -> None:
+    """Past the outage bound: one line, and the process exits 1 at once.
+
+    Not a spider close: closing waits for requests in flight, which wait on
+    Redis (politeness places, robots.txt), and would hang. Nothing is lost:
+    this worker's leases expire and their URLs go back to the queues."""
+    logger.critical(
+        "Redis unusable for %.0f s (%s = %.0f) in frontier %s (%s: %s); exiting with "
+        "status 1: this worker's leases expire and their URLs return to the queues",
+        seconds,
+        OUTAGE_SETTING,
+        seconds,
+        what,
+        type(exc).__name__,
+        exc,
+    )
+    _exit_now()
+
+
+def leave(why: str) -> None:
+    """One line, and the process exits 1 at once (see :func:`give_up`)."""
+    logger.critical("Exiting with status 1: %s", why)
+    _exit_now()
+
+
+def _exit_now() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+class _RideThrough:
+    """``execute_command`` retried on the errors of ``retried`` until
+    ``outage_seconds`` have passed since the first; errors that are no
+    RedisError are raised as one."""
+
+    outage_seconds: float = 60.0
+    retried: tuple[type[BaseException], ...] = NOT_RUN
+    url_for_errors: str = ""
+    warns = True  # a worker's log says it waits; a command's one line is its error
+    _warned_at: float = 0.0
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        started: float | None = None
+        delay = FIRST_DELAY_SECONDS
+        while True:
+            try:
+                return await super().execute_command(*args, **kwargs)  # type: ignore[misc]
+            except OUTAGE_ERRORS as exc:
+                now = time.monotonic()
+                started = now if started is None else started
+                if not self._retries(exc) or now - started >= self.outage_seconds:
+                    if isinstance(exc, RedisError):
+                        raise
+                    raise as_redis_error(exc) from exc
+                if self.warns and now - self._warned_at >= WARN_EVERY_SECONDS:
+                    self._warned_at = now
+                    logger.warning(
+                        "Redis answered %s (%s) to %s; retrying for up to %.0f s",
+                        type(exc).__name__,
+                        exc,
+                        args[0] if args else "?",
+                        self.outage_seconds,
+                    )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_DELAY_SECONDS)
+
+    def _retries(self, exc: BaseException) -> bool:
+        from crawlproject.frontier.connection import is_setup_error
+
+        if is_setup_error(exc, self.url_for_errors):
+            return False  # a TLS or certificate-file error: waiting cannot cure it
+        if isinstance(exc, self.retried):
+            return True
+        return isinstance(exc, ResponseError) and str(exc).startswith(REFUSED_BEFORE_RUNNING)
+
+
+class RideThroughCluster(_RideThrough, RedisCluster):  # type: ignore[misc]
+    """redis-py's cluster client, riding through a cluster that changes."""
+
+
+class RideThroughRedis(_RideThrough, Redis):  # type: ignore[misc]
+    """A plain client that retries (for ``crawlproject`` commands)."""
+
+
+def command_client(url: str) -> Redis:
+    """A client of ``url`` for a ``crawlproject`` command: every error of
+    :data:`NOT_RUN` and every connection error retried within the project's
+    ``CRAWL_REDIS_OUTAGE_SECONDS``."""
+    from scrapy.utils.project import get_project_settings
+
+    from crawlproject.frontier.connection import redis_client
+
+    return redis_client(
+        url, outage_seconds=outage_seconds(get_project_settings()), retry_connections=True
+    )

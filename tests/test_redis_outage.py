@@ -1,0 +1,67 @@
+"""A worker whose Redis stays away past CRAWL_REDIS_OUTAGE_SECONDS stops with
+one line and exit status 1 at once (issue 35, item 3); the checks of a
+cluster's settings at a worker's start, on ``CLUSTER NODES`` and ``CONFIG GET``
+answers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from crawlproject.frontier.cluster_check import config_gaps, masters_without_replica
+from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_until
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb, page_counts
+
+BOUND = 3.0
+
+
+def test_a_redis_away_past_the_bound_ends_the_worker_with_status_1(
+    redis_server_factory: Callable[..., RedisServer],
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+) -> None:
+    server = redis_server_factory()
+    web = testweb_factory(hosts=4, pages=200, latency_ms=(5, 20), links=3)
+    settings = {"CRAWL_REDIS_OUTAGE_SECONDS": BOUND, "CRAWL_HOST_DELAY": 0.2}
+    worker = start_worker(REPO_ROOT, server.url, "away", web.seeds, settings, tmp_path / "w.log")
+    wait_until(lambda: len(page_counts(web.log)) >= 5, timeout=60)
+    server.stop()
+    stopped = time.monotonic()
+    worker.wait(BOUND + 30)  # a hang fails here (TimeoutExpired)
+    waited = time.monotonic() - stopped
+    log = worker.log_path.read_text(errors="replace")
+    assert worker.returncode == 1, tail(worker.log_path, 60)
+    lines = [ln for ln in log.splitlines() if "Redis unusable for" in ln]
+    assert len(lines) == 1, lines
+    assert "CRAWL_REDIS_OUTAGE_SECONDS" in lines[0] and "exiting with status 1" in lines[0]
+    assert "Traceback" not in log and "Closing spider" not in log, tail(worker.log_path, 60)
+    assert waited >= BOUND, waited  # it rode the outage through until the bound
+
+
+NODES = """\
+a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+a2 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922
+a3 127.0.0.1:7003@17003 master - 0 0 3 connected 10923-16383
+b1 127.0.0.1:7004@17004 slave a1 0 0 1 connected
+b2 127.0.0.1:7005@17005 slave a2 0 0 2 disconnected
+b3 127.0.0.1:7006@17006 master,fail - 0 0 3 connected
+"""
+
+
+def test_masters_without_a_connected_replica_are_named() -> None:
+    assert masters_without_replica(NODES) == ["127.0.0.1:7002", "127.0.0.1:7003"]
+
+
+def test_a_masters_settings_are_checked() -> None:
+    good = {"appendonly": "yes", "cluster-require-full-coverage": "no",
+            "min-replicas-to-write": "1"}  # fmt: skip
+    assert config_gaps(good) == []
+    bad = {"appendonly": "no", "cluster-require-full-coverage": "yes",
+           "min-replicas-to-write": "0"}  # fmt: skip
+    gaps = config_gaps(bad)
+    assert len(gaps) == 3
+    assert [g.split(" ")[0] for g in gaps] == [
+        "appendonly", "cluster-require-full-coverage", "min-replicas-to-write"
+    ]  # fmt: skip
