@@ -19,8 +19,8 @@ from typing import Any
 
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.embedded import EmbeddedRedis
+from crawlproject.frontier.outage import command_client
 
 CLI_CLIENT_ID = "cli"
 
@@ -44,7 +44,7 @@ async def run_budget(config: FrontierConfig, crawl: str, args: argparse.Namespac
         embedded = EmbeddedRedis(config.data_dir)
         redis = await embedded.connect(client_name=CLI_CLIENT_ID)
     else:
-        redis = redis_client(config.redis_url)
+        redis = command_client(config.redis_url)
     try:
         frontier = RedisFrontier(
             redis, config.crawl_keys(crawl), config.host_delay_ms, config.host_concurrency,

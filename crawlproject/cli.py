@@ -67,11 +67,11 @@ from crawlproject.budget_cli import add_budget_parser, run_budget
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.crawl_name import crawl_name
 from crawlproject.frontier.dead import dead_command
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.outage import command_client
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
@@ -160,7 +160,7 @@ async def _with_redis(
         embedded = EmbeddedRedis(config.data_dir)
         redis = await embedded.connect(client_name=CLI_CLIENT_ID)
     else:
-        redis = redis_client(config.redis_url)
+        redis = command_client(config.redis_url)
     keys = config.crawl_keys(crawl)
     try:
         if run is not None:
