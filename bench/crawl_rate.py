@@ -65,6 +65,7 @@ Writes bench/results/crawl_rate.json (crawl_rate-PART.json for the diagnostics,
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import datetime as dt
 import json
@@ -842,6 +843,11 @@ def trace_chain(
             elif ev["op"] == "claim":
                 claimed.setdefault(tok, (ev["t0"], ev["t1"]))
     token_of_url = {url: tok for url, (_, tok) in received.items()}
+    claim_starts = sorted(ev["t0"] for ev in calls if ev["op"] == "claim")
+    # Late pairs (the next claim over 100 ms after the host's delay) during
+    # which claims went on (any worker's) without it: the host was not due in
+    # Redis yet, its release set a longer wait (the adaptive delay, a penalty).
+    not_due_meanwhile = 0
     parts: dict[str, list[float]] = defaultdict(list)
     by_host: dict[str, list[RequestRecord]] = defaultdict(list)
     for r in page_records(log):
@@ -864,6 +870,9 @@ def trace_chain(
             parts["6 claimed -> reached downloader"].append(reached[b.url] - cl1)
             parts["7 reached downloader -> server start"].append(b.start - reached[b.url])
             parts["= excess idle (start - prev end - delay)"].append(b.start - a.end - delay)
+            if cl0 - ready > 0.1:
+                i = bisect.bisect_right(claim_starts, ready + 0.05)
+                not_due_meanwhile += i < len(claim_starts) and claim_starts[i] < cl0
     ops: dict[str, list[float]] = defaultdict(list)
     for ev in calls:
         ops[ev["op"]].append(ev["t1"] - ev["t0"])
@@ -871,6 +880,9 @@ def trace_chain(
         "pairs": len(parts.get("= excess idle (start - prev end - delay)", []))
     }
     summary["unmatched"] = len(parts.pop("unmatched", []))
+    steps = parts.get("4 host ready -> claim call", [])
+    summary["claimed_over_100ms_late"] = sum(x > 0.1 for x in steps)
+    summary["late_not_due_in_redis"] = not_due_meanwhile
     summary["slots_freed_by_ack"] = len(freed_by_ack)
     summary["slots_freed"] = len(released)
     summary["components_ms"] = {
@@ -930,6 +942,11 @@ def print_trace(section: dict[str, Any]) -> None:
         calls = ", ".join(
             f"{op} {v['n']} (p50 {v['p50_ms']:.1f} ms, p90 {v['p90_ms']:.1f})"
             for op, v in c["calls"].items()
+        )
+        print(
+            f"  claimed over 100 ms after the host's delay: {c.get('claimed_over_100ms_late')}; "
+            f"of them, while other claims went on (not due in Redis yet: a longer wait set "
+            f"at release, e.g. the adaptive delay): {c.get('late_not_due_in_redis')}"
         )
         print(f"  frontier calls: {calls}")
         print(f"  claims: {c['claims']}")
