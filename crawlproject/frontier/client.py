@@ -76,10 +76,17 @@ FRONTIER_SCRIPTS = (
 )
 
 
+# Host budgets (host_budget, the overflow lists), after SHARD_PRELUDES:
+# crawlproject/frontier/lua/_budget.lua.
+BUDGET_PRELUDE: Prelude = ("crawlproject.frontier", "_budget")
+
+
 def script_preludes(name: str) -> tuple[Prelude, ...]:
     """The preludes a frontier script goes after."""
     if name == "add":  # the seen test: crawlproject/frontier/lua/_seen.lua
-        return (*SHARD_PRELUDES, SEEN_PRELUDE)
+        return (*SHARD_PRELUDES, BUDGET_PRELUDE, SEEN_PRELUDE)
+    if name == "budget_release":
+        return (*SHARD_PRELUDES, BUDGET_PRELUDE)
     return SHARD_PRELUDES
 
 

@@ -24,7 +24,7 @@
 -- Seen test (seen_spec: the shard's seen set, _seen.lua); then, for a new URL:
 -- a parked host's URLs go to `parked`; a token shape contained on the host
 -- (`ts`) too; host_cap URLs per host per crawl (h:<host> `urls`); the host's
--- budget (the prelude's host_budget; the operator's hosts have none): over
+-- budget (_budget.lua's host_budget; the operator's hosts have none): over
 -- it, to its overflow list `ob:<host>`, released as votes raise the budget;
 -- pattern_cap URLs per shape per host (`pp:<host>`); then into the host
 -- queue. Token shapes: `pp:<host>` counts, per shape, new URLs (field
@@ -96,7 +96,7 @@ local function host_traps(host)
   return st
 end
 
--- The host's page budget (the prelude's host_budget); nil: none.
+-- The host's page budget (_budget.lua's host_budget); nil: none.
 local function budget_of(host, st)
   if budget_base <= 0 then return nil end
   host_traps(host)
