@@ -2,7 +2,7 @@
 :class:`crawlproject.frontier.client.RedisFrontier`, which supplies the
 connection, the keys, the budget and the script runner.
 
-A host's budget (add.lua, the prelude's ``host_budget``) holds its new URLs
+A host's budget (add.lua, lua/_budget.lua's ``host_budget``) holds its new URLs
 past ``CRAWL_HOST_BUDGET`` x votes in its overflow list ``ob:<host>``; the
 shard's ``tr`` hash counts them (``host \\t budget``). They go into the host's
 queue when votes raise its budget (add.lua), and here: by the operator's
