@@ -260,11 +260,21 @@ class DedupeSpiderMiddleware:
             self.stats.inc_value("dedupe/same_url_again")
             verdict = DedupeVerdict(DedupeKind.NEW, None, None, 0)
         self.stats.inc_value(f"dedupe/checked/{verdict.kind.value}")
-        if not self._annotate(adapter, digest, simhash, verdict):
-            return Outcome(Links.FOLLOW)
+        annotated = self._annotate(adapter, digest, simhash, verdict)
+        mirror = (
+            verdict.kind is not DedupeKind.NEW
+            and verdict.original is not None
+            and self._host(verdict.original) != host
+        )
+        # A copy of a page of its own host, or a thin page (too little text to be
+        # content: an empty archive's), brought nothing new; a mirror's copy did.
+        novel = mirror or (verdict.kind is DedupeKind.NEW and not thin)
+        content = None if mirror or (thin and verdict.kind is DedupeKind.NEW) else novel
+        if not novel:
+            self.stats.inc_value("dedupe/stale_pages")
+        if not annotated:  # its copies kept, their links followed; the guards still learn
+            return Outcome(Links.FOLLOW, None, novel, content)
         links = Links.FOLLOW
-        mirror = False
-        novel = not thin  # too little text to be content: an empty archive's page
         if verdict.kind is not DedupeKind.NEW:
             logger.debug(
                 "%s duplicate (distance %s): %s of %s",
@@ -273,9 +283,7 @@ class DedupeSpiderMiddleware:
                 response.url,
                 verdict.original or "an earlier page",
             )
-            mirror = verdict.original is not None and self._host(verdict.original) != host
             links = self._links_of_duplicate(mirror)
-            novel = mirror  # a mirror's copy is new content for its own host
             if mirror:
                 self.stats.inc_value("dedupe/mirror_copies")
             else:
@@ -284,9 +292,6 @@ class DedupeSpiderMiddleware:
         # harmless (their links are not followed); a soft 404 is near or echoes.
         suspect = echo or (verdict.kind is DedupeKind.NEAR and not mirror)
         probe = await self.probes.probe_for(response, host) if suspect and state is None else None
-        if not novel:
-            self.stats.inc_value("dedupe/stale_pages")
-        content = None if mirror or (thin and verdict.kind is DedupeKind.NEW) else novel
         return Outcome(links, probe, novel, content)
 
     def _links_of_duplicate(self, mirror: bool) -> Links:
