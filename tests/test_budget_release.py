@@ -19,7 +19,7 @@ from scrapy.utils.test import get_crawler
 from crawlproject.frontier.client import NO_VOTE, SEED_VOTE, HostBudget, NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.operator_scope import OperatorScope
-from crawlproject.frontier.outbox import Outbox
+from crawlproject.frontier.outbox import SWEEP_MIN_SECONDS, Outbox
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.frontier.votes import SCOPE_VOTE, vote_of
 from tests.conftest import MakeFrontier
@@ -234,3 +234,32 @@ async def test_the_budget_command_lists_and_releases(
     urls = await drain(f)
     every = {f"http://{h}/{i}" for h in ("a.test", "b.test") for i in range(14)}
     assert len(urls) == 28 and set(urls) == every  # each once
+
+
+async def test_a_workers_first_write_sweeps_and_so_does_a_growing_scope(
+    make_frontier: MakeFrontier,
+) -> None:
+    f = await make_frontier(shards=2, delay_ms=0, conc=100, budget=BUDGET)
+    await f.add(
+        [entry(f"http://{h}/{i}") for h in ("a.example.com", "b.other.org") for i in range(15)]
+    )
+    # The next worker: budgets off (CRAWL_HOST_BUDGET = 0) lets everything in.
+    off = await make_frontier(shards=2, delay_ms=0, conc=100, budget=replace(BUDGET, base=0))
+    outbox = Outbox(MemoryStatsCollector(get_crawler()), credit_mode=False)
+    outbox.watch_scope(spider(scope="domains"))
+
+    def nothing(*_: object) -> None:
+        raise AssertionError("nothing else to write")
+
+    await outbox.write(off, nothing, nothing, nothing)  # type: ignore[arg-type]
+    assert outbox.stats.get_value("frontier/budget_released") == 10
+    assert await f.over_budget_by_host() == {}
+
+    # A crawl's scope that grows: the hosts under the new root are swept, once
+    # SWEEP_MIN_SECONDS after the last sweep.
+    await f.add([entry(f"http://c.example.net/{i}") for i in range(15)])
+    outbox.see_scope({"example.net"})
+    outbox._swept_at -= SWEEP_MIN_SECONDS
+    await outbox.write(f, nothing, nothing, nothing)  # type: ignore[arg-type]
+    assert outbox.stats.get_value("frontier/budget_released") == 15
+    assert await f.over_budget_by_host() == {}
