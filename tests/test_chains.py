@@ -67,3 +67,12 @@ def test_admission_refuses_a_stale_chain_and_queues_a_deep_listing() -> None:
     assert isinstance(admission.admit(ok, None, None), NewEntry)
     past = Request("http://cal.test/?m=21", meta={"depth": 22, STALE_META_KEY: 21})
     assert admission.admit(past, None, None) == Refusal("trap/max_depth")
+
+
+def test_the_count_is_stored_with_the_request_only_when_not_zero() -> None:
+    codec = RequestCodec(["scrapy.http.request.Request"])
+    meta = {"depth": 5, "crawl_scope": "a.test"}
+    fresh = codec.encode(Request("http://a.test/p/5", meta=dict(meta)), None)
+    assert STALE_META_KEY.encode() not in fresh  # a link of a novel page: nothing more
+    stored = codec.encode(Request("http://a.test/p/5", meta={**meta, STALE_META_KEY: 4}), None)
+    assert stale_hops(codec.decode(stored, None).meta) == 4  # claimed back with its count
