@@ -44,6 +44,7 @@ class OperatorScope:
         self.mode: str | None = None  # one of SCOPE_MODES, or None: seeds only
         self.allowed: tuple[str, ...] = ()
         self.roots: frozenset[str] = frozenset()
+        self._seen_roots: set[str] = set()  # as given: the maintenance loop's every turn
         self._verdicts: dict[str, bool] = {}
 
     @property
@@ -65,7 +66,11 @@ class OperatorScope:
 
     def see(self, roots: set[str] | frozenset[str]) -> bool:
         """Takes the crawl's scope roots; True if there are new ones."""
-        new = {_server(r.lower()) for r in roots} - self.roots
+        given = roots - self._seen_roots  # most turns: none (a set difference, no string work)
+        if not given:
+            return False
+        self._seen_roots |= given
+        new = {_server(r.lower()) for r in given} - self.roots
         if not new:
             return False
         self.roots = self.roots | new
