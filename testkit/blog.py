@@ -11,6 +11,11 @@ instead of the graph's pages:
   a prev/next chain from ``/``; an article links back to ``/`` only. So the
   listing chain is ``n`` hops deep, and every article is one hop past its
   listing: neither depth nor the token guard may cut them.
+* ``busters``: a site of ``buster_pages`` pages ``/n/1`` .. ``/n/<n>`` on
+  one chain from ``/`` (each its own text, each linking the next), every page
+  also linking ``/about?v=<token>`` with a token minted per render (a cache
+  buster, a parameter the canonicalizer keeps): every such URL serves the same
+  about page, so its pages are duplicates of each other.
 * ``archives``: a host whose ``/`` (a page of text) links into two endless
   chains of months in both directions: ``/archive/YYYY-MM``, an empty archive
   (a title and "No posts", prev/next: thin pages), and ``/calendar/YYYY-MM``,
@@ -72,19 +77,23 @@ class BlogWeb(TestWeb):
         self,
         blogs: Iterable[int] = (),
         archives: Iterable[int] = (),
+        busters: Iterable[int] = (),
         articles: int = 2000,
+        buster_pages: int = 300,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("pages", 1)
         super().__init__(**kwargs)
         self.blogs, self.archives = frozenset(blogs), frozenset(archives)
-        if self.blogs & self.archives or not all(
-            1 <= h <= self.hosts for h in self.blogs | self.archives
+        self.busters = frozenset(busters)
+        kinds = (self.blogs, self.archives, self.busters)
+        if sum(map(len, kinds)) != len(frozenset().union(*kinds)) or not all(
+            1 <= h <= self.hosts for kind in kinds for h in kind
         ):
-            raise ValueError("blogs and archives: distinct hosts of this web")
+            raise ValueError("blogs, archives and busters: distinct hosts of this web")
         if articles < 1:
             raise ValueError("articles must be at least 1")
-        self.articles = articles
+        self.articles, self.buster_pages = articles, buster_pages
         self.listings = -(-articles // PER_PAGE)
         self._ids: dict[int, list[str]] = {}
         for h in sorted(self.blogs):
@@ -105,6 +114,12 @@ class BlogWeb(TestWeb):
         urls |= {f"{base}/page/{n}" for n in range(1, self.listings + 1)}
         urls |= {f"{base}/post/{i}" for i in self._ids[h]}
         return {canonical_url(u) for u in urls}
+
+    def buster_urls(self, h: int) -> set[str]:
+        """What a busters host serves besides its about page: ``/`` and its chain."""
+        base = self.base_url(h).rstrip("/")
+        pages = {self.base_url(h)} | {f"{base}/n/{k}" for k in range(1, self.buster_pages + 1)}
+        return {canonical_url(u) for u in pages}
 
     def chain_fetches(self, log: Iterable[RequestRecord], h: int) -> Counter[str]:
         """Fetches of archive host h's chain pages, by chain (archive, calendar)."""
@@ -133,6 +148,8 @@ class BlogWeb(TestWeb):
             page = self._blog_page(h, path)
         elif h in self.archives:
             page = self._archive_page(h, path)
+        elif h in self.busters:
+            page = self._buster_page(h, path)
         if page is not None:
             return Reply(200, "text/html; charset=utf-8", page)
         return super()._route(ip, method, path, headers, body, query)
@@ -163,6 +180,19 @@ class BlogWeb(TestWeb):
     def _headline(self, h: int, i: str) -> str:
         words = _paragraphs(self._rng(h, i), 40)[0].split()[:6]
         return f"Article {self._article_of[h, i]}: " + " ".join(words)
+
+    def _buster_page(self, h: int, path: str) -> bytes | None:
+        k = int(path[3:]) if path.startswith("/n/") and path[3:].isdigit() else None
+        if path == "/about":  # whatever the query: one page
+            text = _paragraphs(random.Random(f"busters/{self.seed}/{h}/about"), 800)
+            return _page(f"About site {h}", text, [("/", "Home")])
+        if path != "/" and (k is None or not 1 <= k <= self.buster_pages or path[3:] != str(k)):
+            return None
+        k = k or 0
+        text = _paragraphs(random.Random(f"busters/{self.seed}/{h}/{k}"), 800)
+        links = [(f"/n/{k + 1}", "Next")] if k < self.buster_pages else []
+        links.append((f"/about?v={self.token()}", "About us"))
+        return _page(f"Site {h}, page {k}", text, links)
 
     def _archive_page(self, h: int, path: str) -> bytes | None:
         if path == "/":

@@ -9,6 +9,10 @@ shortened, on loopback), crawl two seeded hosts of testkit/blog.py:
   prev/next chain: every listing and every article is fetched exactly once
   (neither the depth guard, 20 hops, nor the token guard, 100 URLs of a shape,
   cuts them);
+* a site of 300 pages on one chain (each new content), each linking a cache
+  buster ``/about?v=<token minted per render>`` whose pages are copies of one
+  page: every page of the chain fetched once, the cache buster's token shape
+  contained (its pages are duplicates) within CRAWL_TRAP_TOKEN_URLS fetches;
 * a host whose ``/`` leads into an empty archive (thin pages) and a calendar
   (near-duplicate months), endless in both directions: each stays within
   2 x CRAWL_MAX_DEPTH + 1 fetches, and the empty archive was cut by the depth
@@ -26,20 +30,24 @@ from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
 from testkit.testweb import page_counts, politeness_report
 
-BLOG, ARCHIVE = 1, 2
+BLOG, ARCHIVE, BUSTER = 1, 2, 3
 ARTICLES = 2010  # 101 listing pages of 20
 MAX_DEPTH = 20  # CRAWL_MAX_DEPTH's default
+TOKEN_URLS = 100  # CRAWL_TRAP_TOKEN_URLS's default
 FAST = {"CRAWL_HOST_DELAY": 0, "CRAWL_IDLE_CLOSE_SECONDS": 2, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 
 
 def test_a_blog_of_stable_ids_is_crawled_whole_and_empty_chains_stop(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    web = BlogWeb(hosts=2, blogs=[BLOG], archives=[ARCHIVE], articles=ARTICLES, latency_ms=0)
+    web = BlogWeb(
+        hosts=3, blogs=[BLOG], archives=[ARCHIVE], busters=[BUSTER], articles=ARTICLES,
+        buster_pages=300, latency_ms=0,
+    )  # fmt: skip
     web.start()
     try:
         assert web.listings > 100
-        seeds = [web.base_url(BLOG), web.base_url(ARCHIVE)]
+        seeds = [web.base_url(h) for h in (BLOG, ARCHIVE, BUSTER)]
         procs = [
             start_worker(REPO_ROOT, redis_server.url, "blog", seeds, FAST, tmp_path / f"w{i}.log")
             for i in range(2)
@@ -60,7 +68,14 @@ def test_a_blog_of_stable_ids_is_crawled_whole_and_empty_chains_stop(
     assert not missed, (len(missed), sorted(missed)[:5], stats)
     assert set(fetched) == expected and set(fetched.values()) == {1}  # each exactly once
     assert stats["trap/token_pages"] >= ARTICLES  # the token guard saw their pages...
-    assert stats["trap/token_parked"] == 0 and stats["trap/token_shapes"] == 0, stats
+
+    buster = host_key(web.base_url(BUSTER))
+    pages = {u: n for u, n in counts.items() if host_key(u) == buster and "/about" not in u}
+    assert set(pages) == web.buster_urls(BUSTER) and set(pages.values()) == {1}
+    about = sum(n for u, n in counts.items() if host_key(u) == buster and "/about" in u)
+    assert 2 < about <= TOKEN_URLS, about
+    # One shape contained (the cache buster's), none of the blog's: its URLs parked.
+    assert stats["trap/token_shapes"] == 1 and stats["trap/token_parked"] > 0, stats
 
     chains = web.chain_fetches(web.log, ARCHIVE)
     assert 0 < chains["archive"] <= 2 * MAX_DEPTH + 1, chains
