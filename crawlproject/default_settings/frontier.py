@@ -112,8 +112,11 @@ CRAWL_SESSION_PARAMS: list[str] = [
     "osCsid",
 ]
 
-# Request classes a queued request may name; anything else is refused, so a
-# Redis writer cannot make workers import arbitrary code.
+# Request classes a queued request may make a worker import ("module.Class",
+# or "package.*" for any class below it); a scrapy.Request subclass of a module
+# the worker imported already (the spider's own) needs no entry. Anything that
+# is not a Request subclass is refused, so a Redis writer cannot make workers
+# import or run arbitrary code (crawlproject/frontier/storable.py).
 CRAWL_REQUEST_CLASSES: list[str] = [
     "scrapy.http.request.Request",
     "scrapy.http.request.form.FormRequest",
