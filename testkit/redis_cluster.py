@@ -1,10 +1,15 @@
 """A real Redis Cluster for tests: 3 masters (Debian's redis-server), created
 with ``redis-cli --cluster create``, on free loopback ports; with ``tls``,
-clients and the cluster bus speak mutual TLS only."""
+clients and the cluster bus speak mutual TLS only; with ``replicas=1``, each
+master has a replica, and a master can be failed over (``CLUSTER FAILOVER``)
+or killed -9 while a crawl runs."""
 
 from __future__ import annotations
 
+import random
 import shutil
+import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -13,54 +18,181 @@ from testkit.redis_server import RedisServer, find_redis_server
 from testkit.redis_tls import TlsFiles
 
 MASTERS = 3
+BUS_OFFSET = 10000  # a node's cluster bus listens on its port + 10000
+MAX_PORT = 65535 - BUS_OFFSET
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port() -> int:
+    """A free port whose bus port (+10000) is free too: at most 55535."""
+    for _ in range(200):
+        port = random.randint(20000, MAX_PORT)
+        if _bindable(port) and _bindable(port + BUS_OFFSET):
+            return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
+def redis_cli() -> str:
+    cli = str(Path(find_redis_server()).with_name("redis-cli"))
+    if not Path(cli).exists():
+        cli = shutil.which("redis-cli") or "redis-cli"
+    return cli
 
 
 class RedisCluster:
-    def __init__(self, tls: TlsFiles | None = None) -> None:
+    def __init__(
+        self,
+        tls: TlsFiles | None = None,
+        replicas: int = 0,
+        node_timeout_ms: int = 2000,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.nodes: list[RedisServer] = []
         self.tls = tls
+        self.replicas = replicas
+        self.node_timeout_ms = node_timeout_ms
+        self.extra_args = list(extra_args or [])
         # redis-cli options to reach a node (mutual TLS, or none).
         self.cli_args = tls.cli_args() if tls is not None else []
+        self.cli = redis_cli()
 
     @property
     def url(self) -> str:
         """The crawler's REDIS_URL for this cluster (any node will do)."""
         if self.tls is not None:
             return f"rediss+cluster://127.0.0.1:{self.nodes[0].port}/0?{self.tls.url_query()}"
-        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/0"
+        return f"redis+cluster://127.0.0.1:{self.live_nodes()[0].port}/0"
 
     def start(self, timeout: float = 30.0) -> RedisCluster:
         tls_bus = ["--tls-cluster", "yes", "--tls-replication", "yes"] if self.tls else []
-        for _ in range(MASTERS):
+        for _ in range(MASTERS * (1 + self.replicas)):
             node = RedisServer(
+                appendonly=self.replicas > 0,
                 extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                            "--cluster-node-timeout", "2000", *tls_bus],
+                            "--cluster-node-timeout", str(self.node_timeout_ms), *tls_bus,
+                            *self.extra_args],
                 tls=self.tls,
             )  # fmt: skip
+            node.port = cluster_port()
             self.nodes.append(node.start())
-        cli = str(Path(find_redis_server()).with_name("redis-cli"))
-        if not Path(cli).exists():
-            cli = shutil.which("redis-cli") or "redis-cli"
         subprocess.run(
-            [cli, *self.cli_args, "--cluster", "create",
+            [self.cli, *self.cli_args, "--cluster", "create",
              *(f"127.0.0.1:{n.port}" for n in self.nodes),
-             "--cluster-replicas", "0", "--cluster-yes"],
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, capture_output=True, timeout=timeout,
         )  # fmt: skip
+        self.wait_ok(timeout)
+        if self.replicas:
+            self.wait_replicas_synced(timeout)
+        return self
+
+    def command(self, port: int, *args: str, timeout: float = 5.0) -> str:
+        """A redis-cli command on one node; its text answer."""
+        return subprocess.run(
+            [self.cli, *self.cli_args, "-p", str(port), *args],
+            capture_output=True, text=True, timeout=timeout,
+        ).stdout  # fmt: skip
+
+    def live_nodes(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
-        while not all(self._ok(cli, n.port, self.cli_args) for n in self.nodes):
+        while not all("cluster_state:ok" in self.command(n.port, "cluster", "info")
+                      for n in self.live_nodes()):  # fmt: skip
             if time.monotonic() > deadline:
                 raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
             time.sleep(0.1)
-        return self
 
-    @staticmethod
-    def _ok(cli: str, port: int, cli_args: list[str]) -> bool:
-        out = subprocess.run(
-            [cli, *cli_args, "-p", str(port), "cluster", "info"],
-            capture_output=True, text=True, timeout=5,
-        ).stdout  # fmt: skip
-        return "cluster_state:ok" in out
+    def wait_replicas_synced(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            masters = self.masters()
+            infos = [self.command(p, "info", "replication") for p in masters.values()]
+            if len(masters) == MASTERS and all(
+                f"connected_slaves:{self.replicas}" in i and "state=online" in i for i in infos
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replicas did not come online")
+            time.sleep(0.1)
+
+    def masters(self) -> dict[str, int]:
+        """Serving masters (with slots): node id -> port, as a live node sees them."""
+        out = self.command(self.live_nodes()[0].port, "cluster", "nodes")
+        masters = {}
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 9 and "master" in f[2] and "fail" not in f[2]:
+                masters[f[0]] = int(f[1].split("@")[0].rsplit(":", 1)[1])
+        return masters
+
+    def replica_of(self, master_port: int) -> int:
+        """The port of ``master_port``'s replica."""
+        info = self.command(master_port, "info", "replication")
+        for line in info.splitlines():
+            if line.startswith("slave0:"):
+                fields = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))
+                return int(fields["port"])
+        raise RuntimeError(f"master {master_port} has no replica:\n{info}")
+
+    def master_of_slot(self, slot: int) -> int:
+        for line in self.command(self.live_nodes()[0].port, "cluster", "nodes").splitlines():
+            f = line.split()
+            if len(f) < 9 or "master" not in f[2] or "fail" in f[2]:
+                continue
+            for part in f[8:]:
+                lo, _, hi = part.partition("-")
+                if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
+                    return int(f[1].split("@")[0].rsplit(":", 1)[1])
+        raise RuntimeError(f"no master serves slot {slot}")
+
+    def node(self, port: int) -> RedisServer:
+        return next(n for n in self.nodes if n.port == port)
+
+    def failover(self, replica_port: int, timeout: float = 30.0) -> None:
+        """A graceful ``CLUSTER FAILOVER`` on ``replica_port``: it waits for the
+        replica to catch up, so no acknowledged write is lost."""
+        assert self.command(replica_port, "cluster", "failover").strip() == "OK"
+        deadline = time.monotonic() + timeout
+        while "role:master" not in self.command(replica_port, "info", "replication"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not take over")
+            time.sleep(0.05)
+        self.wait_ok(timeout)
+
+    def kill(self, port: int) -> None:
+        """SIGKILL one node (its unreplicated writes are lost)."""
+        node = self.node(port)
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGKILL)
+        node.proc.wait(10)
+
+    def wait_promoted(self, replica_port: int, timeout: float = 30.0) -> float:
+        """Seconds until ``replica_port`` is a master and the cluster is ok."""
+        started = time.monotonic()
+        while "role:master" not in self.command(replica_port, "info", "replication"):
+            if time.monotonic() - started > timeout:
+                raise RuntimeError("the replica was not promoted")
+            time.sleep(0.05)
+        self.wait_ok(timeout)
+        return time.monotonic() - started
+
+    def check(self) -> subprocess.CompletedProcess[str]:
+        """``redis-cli --cluster check`` from a live node."""
+        return subprocess.run(
+            [self.cli, *self.cli_args, "--cluster", "check",
+             f"127.0.0.1:{self.live_nodes()[0].port}"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
 
     def stop(self) -> None:
         for node in self.nodes:

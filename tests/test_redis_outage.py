@@ -5,12 +5,22 @@ answers."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from crawlproject.frontier.cluster_check import config_gaps, masters_without_replica
+import pytest
+from redis.crc import key_slot
+
+from crawlproject.frontier.cluster_check import (
+    config_gaps,
+    masters_without_replica,
+    warn_cluster_gaps,
+)
+from crawlproject.frontier.connection import evalsha_many, redis_client
 from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_until
+from testkit.redis_cluster import RedisCluster
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb, page_counts
 
@@ -65,3 +75,51 @@ def test_a_masters_settings_are_checked() -> None:
     assert [g.split(" ")[0] for g in gaps] == [
         "appendonly", "cluster-require-full-coverage", "min-replicas-to-write"
     ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bare_cluster() -> Iterator[RedisCluster]:
+    cluster = RedisCluster().start()  # 3 masters, no replica, Redis's defaults
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_worker_warns_of_what_its_cluster_lacks(bare_cluster: RedisCluster) -> None:
+    async def check() -> list[str]:
+        client = redis_client(bare_cluster.url)
+        try:
+            return await warn_cluster_gaps(client)
+        finally:
+            await client.aclose()
+
+    warnings = asyncio.run(check())
+    assert len(warnings) == 4, warnings
+    assert "have no replica" in warnings[0]
+    assert {w.split(" lack ")[1].split(" ")[0] for w in warnings[1:]} == {
+        "appendonly", "cluster-require-full-coverage", "min-replicas-to-write"
+    }  # fmt: skip
+
+
+def test_a_master_without_the_scripts_runs_each_call_of_a_batch_once(
+    bare_cluster: RedisCluster,
+) -> None:
+    # As a promoted replica: one master's script cache is empty. Of a batch
+    # spread over the masters, only the calls it refused are sent again.
+    keys = [f"{{t{i}}}:n" for i in range(12)]
+
+    async def run() -> list[int]:
+        client = redis_client(bare_cluster.url)
+        try:
+            incr = client.register_script("return redis.call('INCR', KEYS[1])")
+            await incr(keys=[keys[0]], args=[])
+            bare_cluster.command(
+                bare_cluster.master_of_slot(key_slot(keys[1].encode())), "script", "flush"
+            )
+            replies = await evalsha_many(client, [(incr.sha, k, []) for k in keys])
+            return [int(r) for r in replies]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()) == [2] + [1] * 11

@@ -81,7 +81,7 @@ async def warn_cluster_gaps(redis: object) -> list[str]:
         return []
     warnings: list[str] = []
     try:
-        nodes = _text(await redis.execute_command("CLUSTER NODES", target_nodes=redis.RANDOM))
+        nodes = _nodes_text(await redis.execute_command("CLUSTER NODES", target_nodes=redis.RANDOM))
     except RedisError as exc:
         nodes = ""
         warnings.append(f"cannot read CLUSTER NODES ({exc}): replicas not checked")
@@ -121,3 +121,19 @@ def _pairs(reply: Any) -> list[tuple[Any, Any]]:
         return list(reply.items())
     items = list(reply or [])
     return list(zip(items[::2], items[1::2], strict=False))
+
+
+def _nodes_text(reply: Any) -> str:
+    """``CLUSTER NODES`` as its text, whether redis-py parsed it (a dict of
+    address -> fields) or not."""
+    if not isinstance(reply, dict):
+        return _text(reply)
+    lines = []
+    for addr, n in reply.items():
+        slots = " ".join("-".join(map(str, r)) for r in n.get("slots") or [])
+        link = "connected" if n.get("connected") else "disconnected"
+        lines.append(
+            f"{n.get('node_id')} {_text(addr)}@0 {n.get('flags')} {n.get('master_id')} "
+            f"0 0 {n.get('epoch')} {link} {slots}".rstrip()
+        )
+    return "\n".join(lines)

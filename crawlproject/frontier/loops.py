@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from crawlproject.frontier.outage import OUTAGE_ERRORS, give_up, leave
+from crawlproject.frontier.outage import OUTAGE_ERRORS, give_up, leave, outage_started
 
 if TYPE_CHECKING:
     from scrapy.core.engine import ExecutionEngine
@@ -36,9 +36,9 @@ class Backoff:
 
     async def sleep(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
-        if self.failing_since is None:
-            self.failing_since = now
-        elif now - self.failing_since >= self.outage_seconds:
+        began = outage_started(exc, now)  # a cluster client may have waited already
+        self.failing_since = min(began, self.failing_since or began)
+        if now - self.failing_since >= self.outage_seconds:
             give_up(what, exc, self.outage_seconds)
         logger.warning("Redis error in frontier %s (%s); retrying in %.2f s", what, exc, self.delay)
         await wait_event(self.stop, self.delay)

@@ -39,6 +39,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    NoScriptError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -96,6 +97,13 @@ def as_redis_error(exc: BaseException) -> RedisError:
     return RedisConnectionError(f"{type(exc).__name__}: {exc}")
 
 
+def outage_started(exc: BaseException, now: float) -> float:
+    """When the outage ``exc`` ends began (time.monotonic): when the call
+    first failed if the client rode it through (RideThrough), else ``now``."""
+    started = getattr(exc, "outage_started", None)
+    return started if isinstance(started, float) else now
+
+
 def give_up(what: str, exc: BaseException, seconds: float) -> None:
     """Past the outage bound: one line, and the process exits 1 at once.
 
@@ -129,6 +137,15 @@ def _exit_now() -> None:
     os._exit(1)
 
 
+# Scripts registered through a RideThrough client, by SHA1 (the same text has
+# the same SHA in every client and on every server).
+_SCRIPTS: dict[str, Any] = {}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 class _RideThrough:
     """``execute_command`` retried on the errors of ``retried`` until
     ``outage_seconds`` have passed since the first; errors that are no
@@ -140,19 +157,36 @@ class _RideThrough:
     warns = True  # a worker's log says it waits; a command's one line is its error
     _warned_at: float = 0.0
 
+    def register_script(self, script: Any) -> Any:
+        registered = super().register_script(script)  # type: ignore[misc]
+        _SCRIPTS[registered.sha] = registered.script
+        return registered
+
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         started: float | None = None
         delay = FIRST_DELAY_SECONDS
+        reloaded = False
         while True:
             try:
                 return await super().execute_command(*args, **kwargs)  # type: ignore[misc]
+            except NoScriptError:
+                # A promoted replica, a restarted or flushed node: the script
+                # did not run. Loaded again (on every master) and this call
+                # alone resent: never the other calls of its batch, which ran.
+                text = _SCRIPTS.get(_text(args[1])) if len(args) > 1 else None
+                if reloaded or text is None or _text(args[0]).upper() != "EVALSHA":
+                    raise
+                reloaded = True
+                await self.script_load(text)  # type: ignore[attr-defined]
             except OUTAGE_ERRORS as exc:
                 now = time.monotonic()
                 started = now if started is None else started
                 if not self._retries(exc) or now - started >= self.outage_seconds:
-                    if isinstance(exc, RedisError):
+                    error = as_redis_error(exc)
+                    error.outage_started = started  # type: ignore[attr-defined]
+                    if error is exc:
                         raise
-                    raise as_redis_error(exc) from exc
+                    raise error from exc
                 if self.warns and now - self._warned_at >= WARN_EVERY_SECONDS:
                     self._warned_at = now
                     logger.warning(
