@@ -811,6 +811,7 @@ def trace_chain(
 ) -> dict[str, Any]:
     calls: list[dict[str, Any]] = []
     reached: dict[str, float] = {}
+    popped: dict[str, float] = {}  # the engine took it from the scheduler
     received: dict[str, tuple[float, str | None]] = {}
     lags = []
     for i in range(workers):
@@ -824,6 +825,8 @@ def trace_chain(
                     url = ev["url"].split("#", 1)[0]
                     if ev["s"] == "reached":
                         reached.setdefault(url, ev["t"])
+                    elif ev["s"] == "popped":
+                        popped.setdefault(url, ev["t"])
                     else:
                         received.setdefault(url, (ev["t"], ev["token"]))
                 elif ev["k"] == "lag":
@@ -868,6 +871,11 @@ def trace_chain(
             parts["4 host ready -> claim call"].append(cl0 - ready)
             parts["5 claim round trip"].append(cl1 - cl0)
             parts["6 claimed -> reached downloader"].append(reached[b.url] - cl1)
+            if b.url in popped:
+                parts["6a claimed -> engine took it"].append(popped[b.url] - cl1)
+                parts["6b engine took it -> reached downloader"].append(
+                    reached[b.url] - popped[b.url]
+                )
             parts["7 reached downloader -> server start"].append(b.start - reached[b.url])
             parts["= excess idle (start - prev end - delay)"].append(b.start - a.end - delay)
             if cl0 - ready > 0.1:

@@ -10,8 +10,9 @@ test web's server log):
 
 * ``{"k": "call", "op": "claim"|"release"|"add"|"ack", "t0", "t1", "n", "tokens"}``
   every frontier script call (tokens: leases claimed or released);
-* ``{"k": "sig", "s": "reached"|"received", "t", "url", "token"}`` when a request
-  reaches the downloader / its response is received;
+* ``{"k": "sig", "s": "popped"|"reached"|"received", "t", "url", "token"}`` when
+  the engine takes a request from the scheduler / it reaches the downloader
+  (past the downloader middlewares' process_request) / its response is received;
 * ``{"k": "lag", ...}``: event loop lag, sampled by a task that asks to wake
   every 10 ms (p50/p90/p99/max of how late it woke, and the samples over 20 ms).
 """
@@ -60,6 +61,8 @@ class FrontierTrace:
         if frontier is not None:
             for op in ("claim", "release", "add", "ack"):
                 setattr(frontier, op, self._wrap(op, getattr(frontier, op)))
+        if scheduler is not None:
+            scheduler.next_request = self._wrap_next(scheduler.next_request)  # type: ignore[method-assign]
         self._task = asyncio.ensure_future(self._lag_loop())
 
     def _wrap(self, op: str, fn: Any) -> Any:
@@ -86,6 +89,26 @@ class FrontierTrace:
                 ev["n"] = len(args[0]) if hasattr(args[0], "__len__") else None
             events.append(ev)
             return result
+
+        return traced
+
+    def _wrap_next(self, fn: Any) -> Any:
+        """The engine took a request from the scheduler ("popped")."""
+        events = self.events
+
+        def traced() -> Any:
+            request = fn()
+            if request is not None:
+                events.append(
+                    {
+                        "k": "sig",
+                        "s": "popped",
+                        "t": time.time(),
+                        "url": request.url,
+                        "token": request.meta.get(LEASE_META_KEY),
+                    }
+                )
+            return request
 
         return traced
 
