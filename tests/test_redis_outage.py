@@ -6,9 +6,11 @@ answers."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.crc import key_slot
@@ -19,6 +21,7 @@ from crawlproject.frontier.cluster_check import (
     warn_cluster_gaps,
 )
 from crawlproject.frontier.connection import evalsha_many, redis_client
+from crawlproject.frontier.outage import SEND_FRAMES, _redis_py_frame
 from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_until
 from testkit.redis_cluster import RedisCluster
 from testkit.redis_server import RedisServer
@@ -123,3 +126,22 @@ def test_a_master_without_the_scripts_runs_each_call_of_a_batch_once(
             await client.aclose()
 
     assert asyncio.run(run()) == [2] + [1] * 11
+
+
+def test_a_connection_dropped_under_redis_py_is_told_from_a_bug() -> None:
+    # redis-py's cluster client, when a node dies, can write to a connection
+    # another task just closed: AttributeError from its send (nothing sent).
+    code = compile(
+        "def _send_packed_command(writer):\n    writer.writelines([])\n",
+        f"{os.sep}site-packages{os.sep}redis{os.sep}asyncio{os.sep}connection.py",
+        "exec",
+    )
+    space: dict[str, Any] = {}
+    exec(code, space)
+    with pytest.raises(AttributeError) as dropped:
+        space["_send_packed_command"](None)
+    assert _redis_py_frame(dropped.value) in SEND_FRAMES
+    with pytest.raises(AttributeError) as bug:
+        space["missing"] = None
+        space["missing"].writelines([])
+    assert _redis_py_frame(bug.value) is None

@@ -146,6 +146,21 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _redis_py_frame(exc: BaseException) -> str | None:
+    """The function of redis-py in which ``exc`` was raised, or None if it
+    was raised elsewhere."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or f"{os.sep}redis{os.sep}" not in tb.tb_frame.f_code.co_filename:
+        return None
+    return tb.tb_frame.f_code.co_name
+
+
+# Where redis-py writes a command out: an error there sent nothing.
+SEND_FRAMES = frozenset({"_send_packed_command", "send_packed_command"})
+
+
 class _RideThrough:
     """``execute_command`` retried on the errors of ``retried`` until
     ``outage_seconds`` have passed since the first; errors that are no
@@ -178,6 +193,20 @@ class _RideThrough:
                     raise
                 reloaded = True
                 await self.script_load(text)  # type: ignore[attr-defined]
+            except AttributeError as exc:
+                # redis-py's cluster client races with itself when a node dies:
+                # one task drops a connection another is about to write to
+                # ("'NoneType' object has no attribute 'writelines'"). Nothing
+                # was sent then: resent. Any other AttributeError is a bug.
+                where = _redis_py_frame(exc)
+                if where is None:
+                    raise
+                lost = RedisConnectionError(f"connection dropped under redis-py: {exc}")
+                started = started or time.monotonic()
+                if where not in SEND_FRAMES or time.monotonic() - started >= self.outage_seconds:
+                    raise lost from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_DELAY_SECONDS)
             except OUTAGE_ERRORS as exc:
                 now = time.monotonic()
                 started = now if started is None else started
