@@ -22,7 +22,7 @@ from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.urls import host_key
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, tail, wait_all, wait_until
 from testkit.redis_cluster import RedisCluster
-from testkit.testweb import TestWeb, page_counts, politeness_report
+from testkit.testweb import TestWeb, host_ip, page_counts, politeness_report
 
 CRAWL = "failover"
 SHARDS = 4  # CRAWL_FRONTIER_SHARDS' default
@@ -122,14 +122,19 @@ def test_a_crawl_rides_through_a_failover_and_a_master_killed(
             by_host[host_key(url)] += n
         assert all(keys.shard_of(h) in served for h in by_host), (by_host, served)
         assert all(n <= 1 for n in by_host.values()), by_host
-        # Politeness held: one request at a time per host; a delay shorter than
-        # 1 s only where the killed master lost a host's last timestamp, at most
-        # once per host of its shards.
+        # Politeness held. The killed master's lost host state (last fetch
+        # time, slot in use) allows at most one early request per host of its
+        # shards, which may overlap the fetch whose claim it lost; elsewhere
+        # none (docs/fleet.md).
+        shard_of_ip = {
+            host_ip(i): keys.shard_of(host_key(web.base_url(i))) for i in range(1, web.hosts + 1)
+        }
         report = politeness_report(web.log, DELAY)
-        for ip, p in report.items():
-            assert p.max_in_flight <= 1, (ip, p)
         early = {ip: p.gaps_below_delay for ip, p in report.items() if p.gaps_below_delay}
-        assert all(n <= 1 for n in early.values()), early
+        for ip, p in report.items():
+            lost_state = shard_of_ip.get(ip) in served
+            assert p.max_in_flight <= (2 if lost_state else 1), (ip, p)
+            assert p.gaps_below_delay <= (1 if lost_state else 0), (ip, p)
         check = cluster.check()
         assert check.returncode == 0 and "[ERR]" not in check.stdout, check.stdout
         print(

@@ -6,7 +6,10 @@ answers."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from crawlproject.frontier.cluster_check import (
 from crawlproject.frontier.connection import evalsha_many, redis_client
 from crawlproject.frontier.outage import SEND_FRAMES, _redis_py_frame
 from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_until
+from testkit.processes import free_port
 from testkit.redis_cluster import RedisCluster
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb, page_counts
@@ -145,3 +149,27 @@ def test_a_connection_dropped_under_redis_py_is_told_from_a_bug() -> None:
         space["missing"] = None
         space["missing"].writelines([])
     assert _redis_py_frame(bug.value) is None
+
+
+def test_a_command_waits_for_a_redis_that_comes_back(tmp_path: Path) -> None:
+    # `crawlproject status` started while its Redis is down (a restart, a
+    # failover): it retries, and answers once Redis is back, no error line.
+    server = RedisServer()
+    server.port = free_port()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    command = subprocess.Popen(
+        [sys.executable, "-m", "crawlproject", "--redis-url", url, "--crawl", "back",
+         "status", "--json"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2.0)
+        assert command.poll() is None  # still waiting for its Redis
+        server.start()
+        out, err = command.communicate(timeout=60)
+    finally:
+        command.kill()
+        server.stop()
+    assert command.returncode == 0, err
+    assert json.loads(out)["frontier"]["queued"] == 0
+    assert "cannot use Redis" not in err
