@@ -3,10 +3,12 @@ are tried on a short schedule, then set aside with their reason.
 
 A real worker, a real redis-server and a real loopback web: a seeded site whose
 home page links to names that do not resolve and to a loopback address where
-nothing listens, and whose pages link to a second host whose robots.txt answers
-503. The crawl must end by itself within ``CRAWL_IDLE_CLOSE_SECONDS`` + 10 s of
-the last page the web served (from the web's own log and the worker's exit
-time), and ``crawlproject parked --reasons`` must name every such host and why.
+nothing listens, whose pages link to a second host whose robots.txt answers
+503, and whose last page links to one more name that does not resolve (found
+last: its whole retry schedule runs after the last useful fetch). The crawl
+must end by itself within ``CRAWL_IDLE_CLOSE_SECONDS`` + 10 s of the last page
+the web served (from the web's own log and the worker's exit time), and
+``crawlproject parked --reasons`` must name every such host and why.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ PAGES = 40
 DELAY = 0.5  # host 1's pages alone take PAGES * DELAY = 20 s, longer than the retries
 IDLE_CLOSE = 10.0  # the default CRAWL_IDLE_CLOSE_SECONDS, said out loud
 DEAD_NAMES = ["nx-docs.invalid", "nx-api.invalid"]
+LATE_NAME = "nx-late.invalid"  # linked from the chain's last page only: found last
 REFUSED = "127.0.2.9:1"  # a loopback address where nothing listens
 SETTINGS = {
     "CRAWL_HOST_DELAY": DELAY,
@@ -41,6 +44,10 @@ def home_page() -> str:
     return f'<html><body><a href="/p/1">next</a> {" ".join(dead)}</body></html>'
 
 
+def last_page() -> str:
+    return f'<html><body><a href="/">home</a> <a href="http://{LATE_NAME}/">late</a></body></html>'
+
+
 def cli(redis_url: str, crawl: str, *args: str) -> str:
     return subprocess.run(
         [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", crawl, *args],
@@ -52,14 +59,17 @@ def test_unanswering_hosts_are_parked_with_a_reason_and_the_crawl_ends(
     redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     special = {
-        1: {"/": {"body": home_page(), "content_type": "text/html"}},
+        1: {
+            "/": {"body": home_page(), "content_type": "text/html"},
+            f"/p/{PAGES - 1}": {"body": last_page(), "content_type": "text/html"},
+        },
         2: {"/robots.txt": {"status": 503, "body": "busy"}},
     }
     web = testweb_factory(
         hosts=2,
         pages=PAGES,
         latency_ms=2,
-        links=2,
+        links=1,  # a chain: its last page is the crawl's last useful fetch
         cross_links=1,
         query_variants=0,
         special=special,
@@ -86,26 +96,31 @@ def test_unanswering_hosts_are_parked_with_a_reason_and_the_crawl_ends(
     assert {r.host_ip for r in useful} == {host1}
     # Every page of host 1 was fetched (its home and its chain of PAGES - 1).
     assert len({r.path for r in useful if r.path != "/robots.txt"}) == PAGES
-    last_useful = max(r.end for r in useful)
+    last = max(useful, key=lambda r: r.end)
+    assert last.path == f"/p/{PAGES - 1}"  # the page that links to LATE_NAME
+    last_useful = last.end
     # Host 2 was only ever asked for robots.txt, a bounded number of times.
     robots2 = [r for r in log if r.host_ip == host2]
     assert {r.path for r in robots2} == {"/robots.txt"}
     assert 1 <= len(robots2) <= 3, robots2
-    assert exited - last_useful <= IDLE_CLOSE + 10, (exited - last_useful, tail(proc.log_path))
+    took = exited - last_useful
+    print(f"ended {took:.1f} s after the last useful fetch")
+    assert took <= IDLE_CLOSE + 10, (took, tail(proc.log_path))
 
     reasons = json.loads(cli(redis_url, "unanswering", "parked", "--reasons"))
     by_reason = {host: set(why) for host, why in reasons.items()}
-    for name in DEAD_NAMES:
+    for name in [*DEAD_NAMES, LATE_NAME]:
         assert by_reason.get(name) == {"dns"}, reasons
     (refused,) = [h for h in reasons if "127.0.2.9" in h]
     assert by_reason[refused] == {"connection_refused"}, reasons
     (busy,) = [h for h in reasons if host2 in h]
     assert by_reason[busy] == {"robots_503"}, reasons
-    assert len(reasons) == len(DEAD_NAMES) + 2, reasons
+    assert len(reasons) == len(DEAD_NAMES) + 3, reasons
 
     # Counted, not lost: every URL of those hosts is parked, and requeueable.
     parked = json.loads(cli(redis_url, "unanswering", "parked"))
     assert {h: parked[h] for h in DEAD_NAMES} == {h: 2 for h in DEAD_NAMES}
+    assert parked[LATE_NAME] == 1
     assert parked[refused] == 1
     assert parked[busy] >= 1
     total = sum(parked.values())

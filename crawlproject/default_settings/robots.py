@@ -21,8 +21,9 @@ CRAWL_ROBOTS_CRAWL_DELAY_MAX_SECONDS = 30.0
 # refused connection, a timeout): the host is treated as fully disallowed and
 # its robots.txt retried after this, doubling each time up to the max (a
 # Retry-After header counts too, capped by the max). Short: a host that cannot
-# answer must not hold a crawl's end (tries at 0, 5 and 15 s by default).
-CRAWL_ROBOTS_RETRY_SECONDS = 5.0
+# answer must not hold a crawl's end: tried at 0, 2 and 6 s by default, so a
+# host found by a crawl's last page is set aside within its idle close.
+CRAWL_ROBOTS_RETRY_SECONDS = 2.0
 CRAWL_ROBOTS_RETRY_MAX_SECONDS = 60.0
 # Meanwhile a URL of such a host goes back to its queue until robots.txt failed
 # this many times in a row; then the host is set aside (its URLs parked, with
