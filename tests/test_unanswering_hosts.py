@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crawlproject.robots.policy import FetchOutcome, unreachable_reason
-from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, tail
+from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, stats_of, tail
 from testkit.testweb import TestWeb
 
 PAGES = 40
@@ -125,6 +125,8 @@ def test_unanswering_hosts_are_parked_with_a_reason_and_the_crawl_ends(
     assert parked[busy] >= 1
     total = sum(parked.values())
     assert sum(n for why in reasons.values() for n in why.values()) == total
+    frontier = crawl_status(redis_url, "unanswering")["frontier"]
+    assert (frontier["parked"], frontier["queued"], frontier["leased"]) == (total, 0, 0)
     stats = stats_of(proc.log_path)
     assert stats["robotstxt/parked_hosts"] >= 1
     assert "robotstxt/unreachable" not in stats  # no URL was dropped
