@@ -25,7 +25,7 @@ from crawlproject.frontier.cluster_check import (
 )
 from crawlproject.frontier.connection import evalsha_many, redis_client
 from crawlproject.frontier.outage import SEND_FRAMES, _redis_py_frame
-from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_until
+from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_all, wait_until
 from testkit.processes import free_port
 from testkit.redis_cluster import RedisCluster
 from testkit.redis_server import RedisServer
@@ -46,7 +46,7 @@ def test_a_redis_away_past_the_bound_ends_the_worker_with_status_1(
     wait_until(lambda: len(page_counts(web.log)) >= 5, timeout=60)
     server.stop()
     stopped = time.monotonic()
-    worker.wait(BOUND + 30)  # a hang fails here (TimeoutExpired)
+    wait_all([worker], timeout=BOUND + 30, check=False)  # a hang: killed, TimeoutError
     waited = time.monotonic() - stopped
     log = worker.log_path.read_text(errors="replace")
     assert worker.returncode == 1, tail(worker.log_path, 60)
@@ -173,3 +173,35 @@ def test_a_command_waits_for_a_redis_that_comes_back(tmp_path: Path) -> None:
     assert command.returncode == 0, err
     assert json.loads(out)["frontier"]["queued"] == 0
     assert "cannot use Redis" not in err
+
+
+def test_a_failed_frontier_loop_closes_the_worker_with_status_1(
+    redis_server_factory: Callable[..., RedisServer],
+    testweb_factory: Callable[..., TestWeb],
+    tmp_path: Path,
+) -> None:
+    # A loop that fails for a reason that is not Redis's closes the spider
+    # (frontier_error, exit 1): from a task of its own, so the close, which
+    # waits for the loops, does not wait for itself.
+    server = redis_server_factory()
+    web = testweb_factory(hosts=4, pages=200, latency_ms=(5, 20), links=3)
+    settings = {
+        "SPIDER_MODULES": "spiders,tests.spiders_for_tests",
+        "CRAWL_REDIS_OUTAGE_SECONDS": 20,
+    }
+    worker = start_worker(
+        REPO_ROOT,
+        server.url,
+        "broken",
+        web.seeds,
+        settings,
+        tmp_path / "w.log",
+        spider="broken_loop",
+    )
+    wait_all([worker], timeout=60, check=False)  # a hang fails here (killed, TimeoutError)
+    assert page_counts(web.log), "it broke mid-crawl, after fetching"
+    log = worker.log_path.read_text(errors="replace")
+    assert worker.returncode == 1, tail(worker.log_path, 60)
+    assert log.count("Frontier task failed; closing the spider") == 1, tail(worker.log_path, 60)
+    assert "Closing spider (frontier_error)" in log
+    assert "Spider closed (frontier_error)" in log
