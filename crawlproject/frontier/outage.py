@@ -20,8 +20,8 @@ errors. Each is waited out with bounded back-off, and the bound is one setting,
   resent blindly) and, past the bound, :func:`give_up`: one line, exit 1 at
   once. The worker's leases expire and their URLs return to the queues.
 * ``crawlproject`` commands (:func:`command_client`) retry connection errors
-  too (their writes are idempotent: seeds are deduplicated by the seen set),
-  then exit 1 with one line (crawlproject/cli.py).
+  too (a write whose reply was lost may be applied twice: a seed sent twice
+  is found in the seen set), then exit 1 with one line (crawlproject/cli.py).
 """
 
 from __future__ import annotations
