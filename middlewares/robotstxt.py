@@ -20,18 +20,15 @@ For a request whose origin (``scheme://host:port``) has no fresh robots.txt:
 The result's Crawl-delay (or Request-rate) becomes the host's delay in the
 frontier, for every worker; its ``Sitemap:`` lines seed the frontier.
 Disallowed requests raise :class:`RobotsForbidden` (``robotstxt/forbidden``).
-A host whose robots.txt is unreachable (5xx, 429, a name that does not
-resolve, a refused connection, a timeout) is fully disallowed: its URLs wait in
-their queue while robots.txt is retried on a short schedule
-(``CRAWL_ROBOTS_RETRY_SECONDS``, doubling; :class:`RobotsDeferred`), and after
-``CRAWL_ROBOTS_DEFER_RETRIES`` failed fetches in a row the host is set aside:
-its queue moves to the frontier's parked list with the reason
-(``robots_503``, ``dns``, ``connection_refused``, ``timeout``, ``no_answer``:
-``crawlproject parked --reasons``), URLs found later follow, and the claimed URL
-goes back to its queue, where the claim parks it too. Nothing is lost, and a
-crawl whose only hosts left cannot answer ends; ``crawlproject parked
---requeue`` tries them again (one more failure parks them at once). Stats
-``robotstxt/parked_hosts``, ``robotstxt/parked_urls``; one WARNING per host.
+A host whose robots.txt is unreachable (5xx, 429, a name that does not resolve,
+a refused connection, a timeout) is fully disallowed: its URLs wait in their
+queue while robots.txt is retried on a short schedule (``CRAWL_ROBOTS_RETRY_SECONDS``,
+doubling; :class:`RobotsDeferred`); after ``CRAWL_ROBOTS_DEFER_RETRIES`` failures
+in a row the host is set aside: its queue is parked with the reason (``robots_503``,
+``dns``, ``connection_refused``, ``timeout``, ``no_answer``: ``crawlproject parked
+--reasons``), and the claimed URL goes back to its queue, where the claim parks
+it too. Nothing is lost, the crawl can end, ``--requeue`` tries the host again.
+Stats ``robotstxt/parked_hosts``, ``robotstxt/parked_urls``; one WARNING per host.
 A host whose robots.txt the private-address guard refuses (``middlewares/guard.py``:
 the host's address is refused, so its pages are too) raises the guard's
 ``BlockedAddress`` for the request, and for those waiting on the same fetch;
@@ -194,9 +191,8 @@ class RobotsTxtMiddleware:
         if pkey not in self._parked:
             self.stats.inc_value("robotstxt/parked_hosts")
             logger.warning(
-                "%s: robots.txt unreachable (%s) %d times in a row: host set aside, "
-                "%d queued URL(s) parked (crawlproject parked --reasons; --requeue "
-                "tries it again)",
+                "%s: robots.txt unreachable (%s) %d times in a row: host set aside, %d queued "
+                "URL(s) parked (crawlproject parked --reasons; --requeue tries it again)",
                 pkey,
                 reason,
                 record.fails,
@@ -204,7 +200,7 @@ class RobotsTxtMiddleware:
             )
         self._parked[pkey] = None
         self._parked.move_to_end(pkey)
-        while len(self._parked) > PARKED_REMEMBERED_MAX:
+        if len(self._parked) > PARKED_REMEMBERED_MAX:
             self._parked.popitem(last=False)
         return True
 
