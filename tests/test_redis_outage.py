@@ -163,7 +163,7 @@ def test_a_command_waits_for_a_redis_that_comes_back(tmp_path: Path) -> None:
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(2.0)
+        time.sleep(3.5)
         assert command.poll() is None  # still waiting for its Redis
         server.start()
         out, err = command.communicate(timeout=60)

@@ -78,6 +78,7 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 FIRST_DELAY_SECONDS = 0.05
 MAX_DELAY_SECONDS = 1.0  # a promoted replica serves within node timeout + ~1 s
 WARN_EVERY_SECONDS = 5.0
+START_SECONDS = 5.0
 
 
 def outage_seconds(settings: BaseSettings) -> float:
@@ -171,6 +172,7 @@ class _RideThrough:
     url_for_errors: str = ""
     warns = True  # a worker's log says it waits; a command's one line is its error
     _warned_at: float = 0.0
+    _answered = False  # until Redis first answers, a wrong URL fails fast
 
     def register_script(self, script: Any) -> Any:
         registered = super().register_script(script)  # type: ignore[misc]
@@ -183,7 +185,9 @@ class _RideThrough:
         reloaded = False
         while True:
             try:
-                return await super().execute_command(*args, **kwargs)  # type: ignore[misc]
+                reply = await super().execute_command(*args, **kwargs)  # type: ignore[misc]
+                self._answered = True
+                return reply
             except NoScriptError:
                 # A promoted replica, a restarted or flushed node: the script
                 # did not run. Loaded again (on every master) and this call
@@ -203,14 +207,14 @@ class _RideThrough:
                     raise
                 lost = RedisConnectionError(f"connection dropped under redis-py: {exc}")
                 started = started or time.monotonic()
-                if where not in SEND_FRAMES or time.monotonic() - started >= self.outage_seconds:
+                if where not in SEND_FRAMES or time.monotonic() - started >= self._bound():
                     raise lost from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
             except OUTAGE_ERRORS as exc:
                 now = time.monotonic()
                 started = now if started is None else started
-                if not self._retries(exc) or now - started >= self.outage_seconds:
+                if not self._retries(exc) or now - started >= self._bound():
                     error = as_redis_error(exc)
                     error.outage_started = started  # type: ignore[attr-defined]
                     if error is exc:
@@ -227,6 +231,12 @@ class _RideThrough:
                     )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
+
+    def _bound(self) -> float:
+        """The outage bound; before Redis first answered, at most
+        START_SECONDS (as a worker's start: a wrong URL, a Redis not started,
+        is said at once)."""
+        return self.outage_seconds if self._answered else min(self.outage_seconds, START_SECONDS)
 
     def _retries(self, exc: BaseException) -> bool:
         from crawlproject.frontier.connection import is_setup_error
