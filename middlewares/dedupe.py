@@ -56,11 +56,10 @@ from itemadapter import ItemAdapter, is_item
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import NotConfigured
-from scrapy.http import Response, TextResponse
+from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
 from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
-from crawlproject.dedupe.fingerprint import text_fingerprint, visible_text, visible_text_of_tree
 from crawlproject.dedupe.index import (
     DedupeBatcher,
     DedupeIndex,
@@ -68,8 +67,9 @@ from crawlproject.dedupe.index import (
     DedupeMismatch,
     DedupeVerdict,
 )
+from crawlproject.dedupe.page_text import NO_TEXT, Text, page_text
 from crawlproject.dedupe.probes import Soft404Probes
-from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path, strip_echo
+from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path
 from crawlproject.frontier.access import crawl_redis_of, frontier_of, require_frontier
 from crawlproject.frontier.chains import mark_link
 from crawlproject.frontier.outcomes import FRONTIER_UNAVAILABLE
@@ -107,24 +107,6 @@ class Outcome:
     probe: Request | None = None
     novel: bool = True  # it brought new content (the depth guard's count, chains.py)
     content: bool | None = None  # the token guard's (token_evidence.py); None: not judged
-
-
-@dataclass(frozen=True, slots=True)
-class Text:
-    """A page's text fingerprint, whatever its length."""
-
-    simhash: int | None  # None: not a fingerprinted content type
-    chars: int
-    text: str
-
-    def echoless(self, url: str) -> int | None:
-        """The SimHash of the text without the page's own URL and path (soft404.py)."""
-        if self.simhash is None:
-            return None
-        return text_fingerprint(strip_echo(self.text, url))[0]
-
-
-NO_TEXT = Text(None, 0, "")
 
 
 class DedupeSpiderMiddleware:
@@ -325,20 +307,7 @@ class DedupeSpiderMiddleware:
         return True
 
     def _text(self, response: Response) -> Text:
-        if not isinstance(response, TextResponse):
-            return NO_TEXT
-        ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1").lower()
-        if ctype.split(";", 1)[0].strip() not in self.config.content_types:
-            return NO_TEXT
-        try:
-            # The tree the spider parsed (for its links) already: no second
-            # parse. Whitespace as found: the fingerprint drops it, and the
-            # soft-404 echo test looks for a path (no whitespace in it).
-            text = visible_text_of_tree(response.selector.root, collapse=False)
-        except (AttributeError, ValueError, TypeError):
-            text = visible_text(response.text)
-        simhash, chars = text_fingerprint(text)
-        return Text(simhash, chars, text)
+        return page_text(response, self.config.content_types)
 
     # -- soft-404 spaces -----------------------------------------------------------
 
