@@ -3,7 +3,8 @@
     crawlproject seed URL [URL ...]      add seeds to a running or stopped crawl
     crawlproject seed --file seeds.txt
     crawlproject counts                   frontier counters as JSON
-    crawlproject parked [--requeue]       URLs set aside as traps, per host (JSON);
+    crawlproject parked [--requeue]       URLs set aside (traps, hosts that cannot
+                                          answer), per host (JSON);
                                           --requeue puts them all back in their queues
     crawlproject parked --reasons         per host, why its URLs were contained and
                                           how many: token (a session id minted per
@@ -222,7 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed.add_argument("urls", nargs="*")
     seed.add_argument("--file", type=Path, help="one URL per line, # comments")
     sub.add_parser("counts", help="print the frontier counters as JSON")
-    parked = sub.add_parser("parked", help="URLs set aside as traps, per host")
+    parked = sub.add_parser(
+        "parked", help="URLs set aside (traps, hosts that cannot answer), per host"
+    )
     parked_how = parked.add_mutually_exclusive_group()
     parked_how.add_argument(
         "--requeue", action="store_true", help="put every parked URL back in its host queue"

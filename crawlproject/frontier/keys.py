@@ -125,7 +125,8 @@ Per shard, prefix ``cp:{C/s}:``
                          URL is acked (done, moved, dead) or poisoned, so only
                          URLs reclaimed and not yet finished cost bytes.
 ``dead``           LIST  ``pkey \\t request``: stored requests that could not be
-                         decoded.
+                         decoded (``crawlproject dead``: listed, explained,
+                         requeued; frontier/dead.py).
 ``poison``         LIST  ``host \t band \t item``: URLs reclaimed
                          ``CRAWL_MAX_RECLAIMS`` times (each take killed or hung its
                          worker), set aside so the crawl can finish; kept for an

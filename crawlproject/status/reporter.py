@@ -76,6 +76,7 @@ COUNTER_PREFIXES = (
     "store/bytes_uploaded",
     "store/objects_",
     "store/skipped_content_type/",
+    "store/skipped_status/",
     "store/backpressure_pauses",
     "store/backpressure_seconds",
     "store/write_failed",
