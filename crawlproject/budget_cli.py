@@ -17,12 +17,11 @@ import json
 import sys
 from typing import Any
 
+from redis.asyncio import Redis
+
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.embedded import EmbeddedRedis
-from crawlproject.frontier.outage import command_client
-
-CLI_CLIENT_ID = "cli"
+from crawlproject.frontier.keys import CrawlKeys
 
 
 def add_budget_parser(sub: Any) -> None:
@@ -35,34 +34,28 @@ def add_budget_parser(sub: Any) -> None:
     budget.add_argument("hosts", nargs="*", metavar="HOST", help="politeness keys, as listed")
 
 
-async def run_budget(config: FrontierConfig, crawl: str, args: argparse.Namespace) -> int:
+def hosts_need_release(args: argparse.Namespace) -> bool:
+    """HOST names given without --release (said on stderr: usage, exit 2)."""
     if args.hosts and not args.release:
         print("crawlproject: HOST names go with --release", file=sys.stderr)
-        return 2
-    embedded = None
-    if config.redis_url is None:
-        embedded = EmbeddedRedis(config.data_dir)
-        redis = await embedded.connect(client_name=CLI_CLIENT_ID)
-    else:
-        redis = command_client(config.redis_url)
-    try:
-        frontier = RedisFrontier(
-            redis, config.crawl_keys(crawl), config.host_delay_ms, config.host_concurrency,
-            config.lease_ms, budget=config.budget, seen=config.seen,
-        )  # fmt: skip
-        waiting = await frontier.over_budget_by_host()
-        if not args.release:
-            print(json.dumps(waiting, sort_keys=True))
-            return 0
-        hosts = args.hosts or None
-        released = await frontier.release_over_budget(hosts)
-        print(f"released {released} URL(s) that waited over their host's budget")
-        missing = [h for h in args.hosts if h not in waiting]
-        if missing:
-            print(f"nothing waited for: {', '.join(missing)}")
-        return 0
-    finally:
-        if embedded is None:
-            await redis.aclose()
-        else:
-            await embedded.leave(redis, CLI_CLIENT_ID)
+        return True
+    return False
+
+
+async def budget_command(
+    config: FrontierConfig, args: argparse.Namespace, redis: Redis, keys: CrawlKeys
+) -> None:
+    """Lists (or with ``--release`` releases) the URLs waiting over budget."""
+    frontier = RedisFrontier(
+        redis, keys, config.host_delay_ms, config.host_concurrency, config.lease_ms,
+        budget=config.budget, seen=config.seen,
+    )  # fmt: skip
+    waiting = await frontier.over_budget_by_host()
+    if not args.release:
+        print(json.dumps(waiting, sort_keys=True))
+        return
+    released = await frontier.release_over_budget(args.hosts or None)
+    print(f"released {released} URL(s) that waited over their host's budget")
+    missing = [h for h in args.hosts if h not in waiting]
+    if missing:
+        print(f"nothing waited for: {', '.join(missing)}")

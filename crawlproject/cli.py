@@ -64,7 +64,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
-from crawlproject.budget_cli import add_budget_parser, run_budget
+from crawlproject.budget_cli import add_budget_parser, budget_command, hosts_need_release
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
@@ -288,7 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     crawl = args.crawl or crawl_name(None, settings)  # CRAWL_NAME, else "web"
     if args.command == "budget":
-        return _run_with_redis(config, run_budget(config, crawl, args))
+        if hosts_need_release(args):
+            return 2
+        run = partial(budget_command, config, args)
+        return _run_with_redis(config, _with_redis(config, crawl, "budget", [], run=run))
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
     if args.command == "status":
