@@ -228,6 +228,20 @@ local function requeue(host, band, item)
   return 1
 end
 
+-- Back in its host's queue, at the end of its band, from a list it was set
+-- aside in (unpark.lua, budget_release.lua): the host made ready if it was
+-- empty, else its due band raised. Returns 0 (and drops this copy) if the URL
+-- is queued again already (credit mode: a dont_filter copy of it).
+local function queue_back(host, band, item, ddelay, dconc)
+  if CREDIT and call('HEXISTS', P .. 'b:' .. host, sub(item, 1, 8)) == 1 then return 0 end
+  if queue_push(host, band, item) then
+    make_ready(host, ddelay, dconc, true)
+  else
+    raise_due(host, band)
+  end
+  return 1
+end
+
 -- The counts after n leases ended with their URLs requeued: pushed of them
 -- (requeue's sum; a copy already queued is dropped) are queued again.
 local function count_requeued(n, pushed)

@@ -29,16 +29,8 @@ for i = 7, #ARGV - 1, 2 do
     if how ~= 'a' then budget = host_budget(host, base, op_votes, h[2] or h[3], nil) end
     local out = take_over_budget(host, hk, budget, left)
     for _, it in ipairs(out) do
-      local band, item = it[1], it[2]
       -- (credit mode: a URL over budget was never queued; a copy queued is kept alone)
-      if not (CREDIT and call('HEXISTS', P .. 'b:' .. host, sub(item, 1, 8)) == 1) then
-        if queue_push(host, band, item) then
-          make_ready(host, ddelay, dconc, true)
-        else
-          raise_due(host, band)
-        end
-        pushed = pushed + 1
-      end
+      pushed = pushed + queue_back(host, it[1], it[2], ddelay, dconc)
     end
     taken, left = taken + #out, left - #out
   end

@@ -18,14 +18,7 @@ while n < max_n do
   local host, band, item = string.match(entry, '^([^\t]*)\t(%d+)\t(.*)$')
   band = tonumber(band)
   if list == 'parked' then redis.call('HDEL', P .. 'h:' .. host, 'parked', 'ts') end
-  if not (CREDIT and redis.call('HEXISTS', P .. 'b:' .. host, string.sub(item, 1, 8)) == 1) then
-    if queue_push(host, band, item) then
-      make_ready(host, ddelay, dconc, true)
-    else
-      raise_due(host, band)
-    end
-    pushed = pushed + 1
-  end
+  pushed = pushed + queue_back(host, band, item, ddelay, dconc)
   n = n + 1
 end
 if pushed > 0 then
