@@ -6,7 +6,11 @@ it; or a registered domain) lives in shard ``crc32(key) % S``; an IP address's
 counters live in shard ``crc32(address) % S``, its *home* (politeness per
 server, docs/frontier.md). All keys of a shard carry the hash tag ``{C/s}``, so
 all keys of one host (or address) share one Redis Cluster slot and no script
-crosses slots.
+crosses slots. Every frontier script declares its shard's ``ready`` and
+``slotguard`` keys (:meth:`CrawlKeys.script_keys`), and builds the others from
+the shard prefix: ``slotguard`` is never written, so while the shard's slot
+migrates Redis refuses the script before it runs (TRYAGAIN, or ASK then
+TRYAGAIN) and no script is left half-applied by a key that moved.
 
 Per shard, prefix ``cp:{C/s}:``
 
@@ -118,6 +122,12 @@ Per shard, prefix ``cp:{C/s}:``
                          bit array made at full size when the crawl is created,
                          blocks of 512 bytes (its shape in meta ``seen_layout``);
                          a URL's k bits all lie in one block.
+``slotguard``     none  never written: declared by every frontier script (after
+                         ``ready``), so that a script on a slot in migration is
+                         refused whole before it runs (the source holds a
+                         declared key that is missing: TRYAGAIN or ASK; the
+                         target, asked, misses it: TRYAGAIN), never stopped
+                         midway by a key that moved ("non local key").
 ``reclaims``       HASH  URL (first 8 bytes of the SHA-1 of its pkey \\t request,
                          16 hex chars) ->
                          times its lease was reclaimed (its worker died or hung);
@@ -305,6 +315,12 @@ class CrawlKeys:
 
     def ready(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "ready"
+
+    def script_keys(self, shard: int) -> list[str]:
+        """The KEYS of every frontier script on ``shard``: ``ready`` (it routes
+        the call) and ``slotguard`` (never written: see above)."""
+        prefix = self.shard_prefixes[shard]
+        return [prefix + "ready", prefix + "slotguard"]
 
     def counters(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "n"
