@@ -103,7 +103,7 @@ class AddressClient:
         script = self._scripts[name]
         shards = list(calls)
         runs = [
-            (script.sha, self.keys.ready(s), [self.keys.shard_prefixes[s], *head, *calls[s]])
+            (script.sha, self.keys.script_keys(s), [self.keys.shard_prefixes[s], *head, *calls[s]])
             for s in shards
         ]
         for attempt in (1, 2):

@@ -153,7 +153,7 @@ class RedisFrontier(ParkedUrls, OverBudget):
 
     async def _run(self, name: str, shard: int, *args: Any) -> Any:
         return await self._scripts[name](
-            keys=[self.keys.ready(shard)], args=self._args(shard, *args)
+            keys=self.keys.script_keys(shard), args=self._args(shard, *args)
         )
 
     # -- URLs in ------------------------------------------------------------------
@@ -167,7 +167,8 @@ class RedisFrontier(ParkedUrls, OverBudget):
         """
         script = self._scripts[name]
         runs = [
-            (script.sha, self.keys.ready(shard), self._args(shard, *args)) for shard, args in calls
+            (script.sha, self.keys.script_keys(shard), self._args(shard, *args))
+            for shard, args in calls
         ]
         for attempt in (1, 2):
             try:

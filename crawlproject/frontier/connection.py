@@ -92,25 +92,30 @@ def is_cluster(redis: object) -> bool:
     return isinstance(redis, RedisCluster)
 
 
-async def evalsha_many(redis: Redis, calls: Sequence[tuple[str, str, Sequence[Any]]]) -> list[Any]:
-    """EVALSHA ``(sha, key, args)`` for each call, replies in order, in one
-    round trip on one server (a pipeline). redis-py refuses scripts in a
-    cluster pipeline: there the calls go concurrently, each to its slot's node
-    (the calls of one key still run in order)."""
+async def evalsha_many(
+    redis: Redis, calls: Sequence[tuple[str, str | Sequence[str], Sequence[Any]]]
+) -> list[Any]:
+    """EVALSHA ``(sha, keys, args)`` for each call (``keys``: one key or a
+    list), replies in order, in one round trip on one server (a pipeline).
+    redis-py refuses scripts in a cluster pipeline: there the calls go
+    concurrently, each to its slot's node (the calls of one first key still
+    run in order)."""
     if not is_cluster(redis):
         pipe = redis.pipeline(transaction=False)
-        for sha, key, args in calls:
-            pipe.evalsha(sha, 1, key, *args)
+        for sha, keys, args in calls:
+            keys = [keys] if isinstance(keys, str) else keys
+            pipe.evalsha(sha, len(keys), *keys, *args)
         return list(await pipe.execute())
     by_key: dict[str, list[int]] = {}
-    for i, (_, key, _) in enumerate(calls):
-        by_key.setdefault(key, []).append(i)
+    for i, (_, keys, _) in enumerate(calls):
+        by_key.setdefault(keys if isinstance(keys, str) else keys[0], []).append(i)
     replies: list[Any] = [None] * len(calls)
 
     async def run_key(indexes: list[int]) -> None:
         for i in indexes:
-            sha, key, args = calls[i]
-            replies[i] = await redis.evalsha(sha, 1, key, *args)
+            sha, keys, args = calls[i]
+            keys = [keys] if isinstance(keys, str) else keys
+            replies[i] = await redis.evalsha(sha, len(keys), *keys, *args)
 
     await asyncio.gather(*(run_key(ix) for ix in by_key.values()))
     return replies

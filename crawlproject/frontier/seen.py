@@ -276,7 +276,7 @@ async def prepare_seen(redis: Redis, keys: CrawlKeys, seen: SeenFilter) -> None:
             for first in range(0, b.segments, INIT_BATCH):
                 count = min(INIT_BATCH, b.segments - first)
                 args: list[str | int] = [keys.shard_prefixes[shard], first, count, b.segment_bytes]
-                await init(keys=[keys.ready(shard)], args=args)
+                await init(keys=keys.script_keys(shard), args=args)
 
 
 async def check_intset_limit(redis: Redis) -> None:

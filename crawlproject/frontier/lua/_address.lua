@@ -1,6 +1,8 @@
 -- Shared by the scripts of an address's home shard (address_take, address_release,
 -- address_renew; the keys are documented in crawlproject/frontier/keys.py).
--- KEYS[1] routes the call (a key of the shard); ARGV[1] is the shard prefix
+-- KEYS[1] routes the call (a key of the shard), KEYS[2] is the shard's
+-- `slotguard` (never written: Redis refuses the script while the slot
+-- migrates, _prelude.lua); ARGV[1] is the shard prefix
 -- "cp:{crawl/shard}:": every key below starts with it, so a script touches one
 -- hash slot. Per address A: `al:A` places held (lease token -> expiry, ms),
 -- `aq:A` hosts waiting for a place (host -> first asked, ms: first come first

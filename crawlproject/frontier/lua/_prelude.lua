@@ -1,7 +1,13 @@
 -- Shared helpers, prepended to every frontier script: the parts it uses
 -- (crawlproject/lua.py; a top-level statement at column 0 is a part). See
 -- keys.py for the schema.
--- KEYS[1] is the shard's `ready` key (it routes the call on Redis Cluster);
+-- KEYS[1] is the shard's `ready` key (it routes the call on Redis Cluster),
+-- KEYS[2] its `slotguard` key, never written: declared by every frontier
+-- script so that, while the shard's slot migrates, Redis refuses the script
+-- before it runs (the source misses a declared key: TRYAGAIN, or ASK; the
+-- target misses one: TRYAGAIN), and never stops it midway at a key that has
+-- moved ("non local key", after its first writes, which stay). The client
+-- resends what was refused (crawlproject/frontier/outage.py).
 -- ARGV[1] is the shard prefix "cp:{crawl/shard}:"; every key used below starts
 -- with it, so one script only ever touches one hash slot.
 -- Written for Redis's CPU: a redis.call costs about as much as 50 lines of

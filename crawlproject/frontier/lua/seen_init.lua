@@ -1,5 +1,5 @@
--- seen_init(P, first, count, bytes) on KEYS[1] = the shard's `ready` key (it
--- routes the call on Redis Cluster): creates the shard's Bloom segments
+-- seen_init(P, first, count, bytes) on KEYS = the shard's `ready` (it routes
+-- the call on Redis Cluster) and `slotguard` (_prelude.lua): creates the shard's Bloom segments
 -- `bloom:<first>` .. `bloom:<first + count - 1>` at their full size, zeroed.
 -- SETRANGE on a missing key allocates exactly that size once, where bits set
 -- one at a time would grow the string in greedy steps (up to twice its size).
