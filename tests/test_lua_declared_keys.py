@@ -39,6 +39,7 @@ from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.entries import AdaptiveDelay, HostBudget
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.outage import NOT_RUN
 from crawlproject.frontier.seen import SeenFilter
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.lua import load_script
@@ -350,21 +351,43 @@ async def half_migrated(cluster: RedisCluster) -> None:
             assert {k for _, k in held} == set(slot_keys)
             assert sum(p == dst for p, _ in held) == moved
             for name, op in ops.items():
-                with pytest.raises(RedisError):
+                with pytest.raises(RedisError) as refused:
                     await op()
+                # What the client resends (outage.py): the script did not run.
+                assert isinstance(refused.value, NOT_RUN), (name, refused.value)
                 assert slot_contents(cluster, [src, dst], slot) == held, (moved, name)
 
-        for port in cluster.masters().values():  # the slot is the target's now
-            cluster.command(port, "cluster", "setslot", str(slot), "node", dst_id)
-        assert await f.counters() == before
-        assert await f.release([Release(leases[0], 0)]) == 1
-        assert await f.ack([leases[0], leases[1]]) == (2, 0)
-        added = await f.add([entry("http://new.test/1"), entry("http://h0.test/0")])
-        assert (added.added, added.seen_hits) == (1, 1)
+        # Calls made while the slot is in migration wait (a client with the
+        # usual bound), and run once when the target owns it.
+        waiting = redis_client(cluster.url, outage_seconds=60)
+        try:
+            fw = RedisFrontier(waiting, keys, 0, 1, 60_000, budget=HostBudget(base=2))
+            pending = asyncio.gather(
+                fw.add([entry("http://new.test/1"), entry("http://h0.test/0")]),
+                fw.release([Release(leases[0], 0)]),
+                fw.ack([leases[1]]),
+            )
+            await asyncio.sleep(1.5)
+            assert not pending.done()
+            assert await f.counters() == before
+
+            def give_slot() -> None:
+                for port in cluster.masters().values():
+                    cluster.command(port, "cluster", "setslot", str(slot), "node", dst_id)
+
+            await asyncio.to_thread(give_slot)
+            added, released, acked = await asyncio.wait_for(pending, 30)
+        finally:
+            await waiting.aclose()
+        assert (added.added, added.seen_hits) == (1, 1) and released == 1 and acked == (1, 0)
+        assert await f.ack([leases[0]]) == (1, 0)
+        after = await f.counters()
+        for name, more in (("enqueued", 1), ("seen_hits", 1), ("releases", 1), ("done", 2)):
+            assert after.get(name, 0) == before.get(name, 0) + more, name
+        assert after["queued"] == before["queued"] + 1 and after["leased"] == before["leased"] - 2
         claimed = await f.claim(0, 10, "w")
         assert claimed.items
-        after = await f.counters()
-        assert after["done"] == 2 and after["queued"] == before["queued"] + 1 - len(claimed.items)
+        assert (await f.counters())["claims"] == before["claims"] + len(claimed.items)
         assert not await r.exists(keys.script_keys(0)[1])
     finally:
         await r.aclose()
