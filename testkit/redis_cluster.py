@@ -40,6 +40,15 @@ def cluster_port() -> int:
     raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
+def _port_of(nodes_line: str) -> int:
+    """The client port of a ``CLUSTER NODES`` line (0 if none)."""
+    fields = nodes_line.split()
+    if len(fields) < 2:
+        return 0
+    port = fields[1].split("@")[0].rsplit(":", 1)[-1]
+    return int(port) if port.isdigit() else 0
+
+
 def redis_cli() -> str:
     cli = str(Path(find_redis_server()).with_name("redis-cli"))
     if not Path(cli).exists():
@@ -72,17 +81,8 @@ class RedisCluster:
         return f"redis+cluster://127.0.0.1:{self.live_nodes()[0].port}/0"
 
     def start(self, timeout: float = 30.0) -> RedisCluster:
-        tls_bus = ["--tls-cluster", "yes", "--tls-replication", "yes"] if self.tls else []
         for _ in range(MASTERS * (1 + self.replicas)):
-            node = RedisServer(
-                appendonly=self.replicas > 0,
-                extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                            "--cluster-node-timeout", str(self.node_timeout_ms), *tls_bus,
-                            *self.extra_args],
-                tls=self.tls,
-            )  # fmt: skip
-            node.port = cluster_port()
-            self.nodes.append(node.start())
+            self.nodes.append(self._new_node())
         subprocess.run(
             [self.cli, *self.cli_args, "--cluster", "create",
              *(f"127.0.0.1:{n.port}" for n in self.nodes),
@@ -93,6 +93,78 @@ class RedisCluster:
         if self.replicas:
             self.wait_replicas_synced(timeout)
         return self
+
+    def _new_node(self) -> RedisServer:
+        tls_bus = ["--tls-cluster", "yes", "--tls-replication", "yes"] if self.tls else []
+        node = RedisServer(
+            appendonly=self.replicas > 0,
+            extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", str(self.node_timeout_ms), *tls_bus,
+                        *self.extra_args],
+            tls=self.tls,
+        )  # fmt: skip
+        node.port = cluster_port()
+        return node.start()
+
+    def add_master(self, timeout: float = 30.0) -> tuple[int, int | None]:
+        """A new empty master joins (``redis-cli --cluster add-node``), and with
+        ``replicas``, a replica of it (``--cluster-slave --cluster-master-id``);
+        returns when every node knows both and the replica is in sync: the
+        master's port and its replica's (None without replicas). It serves no
+        slot until one is moved to it (slot_migration.py)."""
+        master = self._new_node()
+        self.nodes.append(master)
+        self._add_node(master.port, [], timeout)
+        master_id = self.command(master.port, "cluster", "myid").strip()
+        # redis-cli finds the master named by --cluster-master-id in the
+        # existing node's view: wait until every node knows it.
+        self.wait_agreed(timeout)
+        replica: RedisServer | None = None
+        if self.replicas:
+            replica = self._new_node()
+            self.nodes.append(replica)
+            self._add_node(
+                replica.port, ["--cluster-slave", "--cluster-master-id", master_id], timeout
+            )
+        self.wait_agreed(timeout)
+        if replica is not None:
+            deadline = time.monotonic() + timeout
+            while not self._replica_online(master.port):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the replica of new master {master.port} did not sync")
+                time.sleep(0.1)
+        return master.port, None if replica is None else replica.port
+
+    def _add_node(self, port: int, extra: list[str], timeout: float) -> None:
+        existing = next(n for n in self.live_nodes() if n.port != port)
+        done = subprocess.run(
+            [self.cli, *self.cli_args, "--cluster", "add-node", f"127.0.0.1:{port}",
+             f"127.0.0.1:{existing.port}", *extra],
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster add-node failed:\n{done.stdout}{done.stderr}")
+
+    def _replica_online(self, master_port: int) -> bool:
+        info = self.command(master_port, "info", "replication")
+        return f"connected_slaves:{self.replicas}" in info and "state=online" in info
+
+    def wait_agreed(self, timeout: float = 30.0) -> None:
+        """Until every live node knows every live node (no handshake left)
+        and the cluster is ok, as redis-cli's ``wait_cluster_join``."""
+        deadline = time.monotonic() + timeout
+        ports = {n.port for n in self.live_nodes()}
+        while True:
+            views = [self.command(p, "cluster", "nodes") for p in ports]
+            if all(
+                {_port_of(line) for line in v.splitlines() if "handshake" not in line} >= ports
+                for v in views
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster's nodes did not agree on its members")
+            time.sleep(0.1)
+        self.wait_ok(timeout)
 
     def command(self, port: int, *args: str, timeout: float = 5.0) -> str:
         """A redis-cli command on one node; its text answer."""
@@ -117,7 +189,8 @@ class RedisCluster:
         while True:
             masters = self.masters()
             infos = [self.command(p, "info", "replication") for p in masters.values()]
-            if len(masters) == MASTERS and all(
+            # At least the 3 created (add_master and a slot moved make 4).
+            if len(masters) >= MASTERS and all(
                 f"connected_slaves:{self.replicas}" in i and "state=online" in i for i in infos
             ):
                 return
