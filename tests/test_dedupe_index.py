@@ -1,4 +1,7 @@
-"""The duplicate index (dedupe.lua) against a real redis-server."""
+"""The duplicate index in its one-tag layout (dedupe.lua) against a real
+redis-server: a crawl's index made before the spread layout, or by a worker
+with ``parts=0``. The spread layout: tests/test_dedupe_spread.py, which runs
+the verdict tests here again on it."""
 
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ async def make_index(redis_url: str) -> AsyncIterator[MakeIndex]:
             k=k,
             record_originals=record_originals,
             features_version=features_version,
-            **layout,
+            **{"parts": 0, **layout},
         )
 
     yield make
@@ -402,7 +405,7 @@ async def test_the_batcher_sends_pages_judged_together_in_one_round_trip(
     redis_url: str,
 ) -> None:
     redis = Redis.from_url(redis_url)
-    index = CountingIndex(redis, CrawlKeys("b", 2), k=3)
+    index = CountingIndex(redis, CrawlKeys("b", 2), k=3, parts=0)
     index.batches = []
     batcher = DedupeBatcher(index, window_seconds=0.05, max_pages=8)
     pages = [

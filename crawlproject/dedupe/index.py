@@ -53,6 +53,8 @@ from crawlproject.dedupe.layout import (
     layout_problem,
     near_tables,
 )
+from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
+from crawlproject.dedupe.spread_index import Page, SpreadIndex, spread_figures
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
@@ -95,8 +97,8 @@ class DedupeMismatch(ResponseError):
     it; the message (one line) names what differs."""
 
 
-def _load_lua() -> str:
-    return (resources.files("crawlproject.dedupe") / "lua" / "dedupe.lua").read_text()
+def _load_lua(name: str = "dedupe") -> str:
+    return (resources.files("crawlproject.dedupe") / "lua" / f"{name}.lua").read_text()
 
 
 class DedupeIndex:
@@ -112,6 +114,7 @@ class DedupeIndex:
         load: int = DEDUPE_LOAD,
         near_min_level: int = NEAR_MIN_LEVEL,
         blocks: int = 0,
+        parts: int = DEDUPE_PARTS,
     ) -> None:
         if not 0 <= k <= MAX_K:
             raise ValueError(f"k must be within 0..{MAX_K}, not {k}")
@@ -121,6 +124,8 @@ class DedupeIndex:
             raise ValueError("load must be >= 1 and near_min_level within 0..40")
         if blocks and (problem := layout_problem(k, blocks)):
             raise ValueError(f"blocks={blocks}: {problem}")
+        if parts and (problem := parts_problem(parts)):
+            raise ValueError(f"parts={parts}: {problem}")
         self.redis = redis
         self.keys = keys
         self.k = k
@@ -128,8 +133,12 @@ class DedupeIndex:
         self.record_originals = record_originals
         self.load = load
         self.near_min_level = near_min_level
+        self.parts = parts  # a new index's: spread over parts (0: one hash tag)
         self._use_layout(blocks or default_blocks(k))
         self._script = redis.register_script(_load_lua())
+        self._open_script = redis.register_script(_load_lua("spread_open"))
+        self.spread: SpreadIndex | None = None  # the index's layout is spread
+        self._opened = False  # the index's cfg read (its layout known)
 
     def _use_layout(self, blocks: int) -> None:
         if problem := layout_problem(self.k, blocks):
@@ -140,8 +149,7 @@ class DedupeIndex:
 
     def script_args(self, digest: bytes, simhash: int | None, url: str, host: str) -> list[Any]:
         """ARGV of one dedupe.lua run (KEYS[1] is ``keys.dedupe_config``)."""
-        if len(digest) != DIGEST_BYTES:
-            raise ValueError(f"digest must be a {DIGEST_BYTES}-byte SHA-1, not {len(digest)} bytes")
+        _check_page(digest, simhash)
         args: list[Any] = [
             self.keys.dedupe_prefix,
             self.k,
@@ -153,8 +161,6 @@ class DedupeIndex:
         layout = [self.n_blocks, self.load, self.near_min_level]
         if simhash is None:
             return [*args, b"", "", self.features_version, *layout]
-        if not 0 <= simhash < 1 << SIMHASH_BITS:
-            raise ValueError(f"simhash must be an unsigned {SIMHASH_BITS}-bit int")
         low = (1 << KEY_BITS_SENT) - 1
         return [
             *args,
@@ -171,10 +177,15 @@ class DedupeIndex:
         not yet created passes (its first page fixes both). Takes the index's
         layout. Read-only: for a worker's start, so that a mismatch stops it
         before its first page."""
-        have_k, have_fv, have_b = await self.redis.hmget(self.keys.dedupe_config, ["k", "fv", "b"])
-        if have_k is None:
-            return
-        k, fv = int(have_k), int(have_fv or 1)  # no field: an index of version 1
+        fields = ["k", "fv", "b", "load", "nmin", "parts"]
+        cfg = await self.redis.hmget(self.keys.dedupe_config, fields)
+        if cfg[0] is not None:
+            self._take(cfg)
+
+    def _take(self, cfg: Sequence[bytes | str | None]) -> None:
+        """Checks the index's cfg (k, fv, b, load, nmin, parts) against this
+        worker and uses its layout: spread over parts, or one hash tag."""
+        k, fv = int(cfg[0] or 0), int(cfg[1] or 1)  # no fv: an index of version 1
         if k != self.k:
             raise DedupeMismatch(
                 f"dedupe index was created with k={k}, this worker has k={self.k} (CRAWL_SIMHASH_K)"
@@ -186,7 +197,28 @@ class DedupeIndex:
                 "FEATURES_VERSION): finish the crawl with the release that started it, "
                 "or start a new crawl"
             )
-        self._adopt(have_b)
+        self._adopt(cfg[2])
+        self._opened = True
+        if cfg[5] is None:
+            self.spread = None
+            return
+        layout = Spread(self.keys.crawl, k, self.n_blocks, int(cfg[5]), int(cfg[3] or 0),
+                        int(cfg[4] or 0))  # fmt: skip
+        if self.spread is None or self.spread.spread != layout:
+            self.spread = SpreadIndex(self.redis, layout, fv, self.record_originals)
+
+    async def _open(self) -> None:
+        """Before the first page: a new index is made spread (its cfg, by one
+        atomic script: of workers starting together one makes it); an existing
+        one is used as it is."""
+        if not self.parts:
+            return
+        cfg = await self._open_script(
+            keys=[self.keys.dedupe_config],
+            args=[self.k, self.features_version, self.n_blocks, self.load,
+                  self.near_min_level, self.parts],
+        )  # fmt: skip
+        self._take(cfg)
 
     def _adopt(self, have_b: bytes | str | None) -> None:
         """Uses the index's layout: its ``b`` (None: an index from before the
@@ -223,14 +255,23 @@ class DedupeIndex:
         pages = list(pages)
         if not pages:
             return []
+        for digest, simhash, _, _ in pages:
+            _check_page(digest, simhash)
+        if not self._opened:
+            await self._open()
         for attempt in (1, 2):
-            calls = [self.script_args(*page) for page in pages]
             try:
-                return await self._evalsha(calls)
+                if self.spread is not None:
+                    return [_spread_verdict(p) for p in await self.spread.check_many(pages)]
+                return await self._evalsha([self.script_args(*page) for page in pages])
             except ResponseError as exc:
                 if attempt == 2 or "dedupe index layout" not in str(exc):
                     raise
-            self._adopt(await self.redis.hget(self.keys.dedupe_config, "b"))
+                if "dedupe index layout: part" in str(exc):
+                    raise DedupeMismatch(str(exc)) from exc
+            # The index's layout is not the one assumed (nothing was written).
+            self._opened = False
+            await self.verify()
         raise AssertionError("unreachable")
 
     async def _evalsha(self, calls: Sequence[list[Any]]) -> list[DedupeVerdict]:
@@ -260,7 +301,8 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
     """The duplicate index as ``crawlproject status`` shows it: pages stored in
     it, exact and near duplicates it found (fleet-wide), and its layout
     (``growing``; ``fixed``: the buckets of an index from before, never split;
-    ``none``: no page checked yet), its near tables and their level."""
+    ``none``: no page checked yet), its near tables and their level (spread
+    over ``parts``: the counters are the parts' sums)."""
     pipe = redis.pipeline(transaction=False)
     pipe.hgetall(keys.dedupe_config)
     pipe.hgetall(keys.dedupe_counters)
@@ -275,7 +317,12 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
         "near_tables": 0,
         "near_level": None,
     }
-    if "k" in cfg:
+    if "parts" in cfg:
+        k, blocks, parts = int(cfg["k"]), int(cfg["b"]), int(cfg["parts"])
+        layout = Spread(keys.crawl, k, blocks, parts, int(cfg["load"]), int(cfg["nmin"]))
+        figures |= await spread_figures(redis, layout)
+        figures |= {"layout": "growing", "near_tables": len(layout.tables), "parts": layout.parts}
+    elif "k" in cfg:
         k = int(cfg["k"])
         blocks = int(cfg.get("b", k + 1))
         figures["layout"] = "growing" if "b" in cfg else "fixed"
@@ -283,6 +330,19 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
         if "b" in cfg:
             figures["near_level"] = int(cfg.get("nL", cfg.get("nmin", 0)))
     return figures
+
+
+def _check_page(digest: bytes, simhash: int | None) -> None:
+    if len(digest) != DIGEST_BYTES:
+        raise ValueError(f"digest must be a {DIGEST_BYTES}-byte SHA-1, not {len(digest)} bytes")
+    if simhash is not None and not 0 <= simhash < 1 << SIMHASH_BITS:
+        raise ValueError(f"simhash must be an unsigned {SIMHASH_BITS}-bit int")
+
+
+def _spread_verdict(page: Page) -> DedupeVerdict:
+    kind = _KINDS[page.kind]
+    distance = None if kind is DedupeKind.NEW else (0 if kind is DedupeKind.EXACT else page.near)
+    return DedupeVerdict(kind, page.original, distance, page.streak)
 
 
 def _verdict(reply: list[Any]) -> DedupeVerdict:

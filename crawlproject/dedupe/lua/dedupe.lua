@@ -51,10 +51,14 @@ local EXACT_MIN_LEVEL = 16  -- the bytes an exact entry lacks: 1-2
 local MAX_LEVEL = 40  -- key values and their bucket numbers stay exact in Lua's doubles
 
 local cfg = redis.call('HMGET', KEYS[1], 'k', 'fv', 'b', 'load', 'nmin', 'xL', 'xs', 'xn',
-  'nL', 'ns', 'nn')
+  'nL', 'ns', 'nn', 'parts')
 local have, have_fv, have_b = cfg[1], cfg[2], cfg[3]
 local legacy = false
-if not have then
+if cfg[12] then
+  -- Spread over hash tags (crawlproject/dedupe/spread_index.py): nothing
+  -- written; the worker reads the index's layout and sends again.
+  return redis.error_reply('ERR dedupe index layout: spread over ' .. cfg[12] .. ' parts')
+elseif not have then
   redis.call('HSET', KEYS[1], 'k', ARGV[2], 'fv', FV, 'b', ARGV[10], 'load', ARGV[11],
     'nmin', ARGV[12])
   cfg = {ARGV[2], FV, ARGV[10], ARGV[11], ARGV[12]}

@@ -1,0 +1,385 @@
+"""The spread duplicate index: a batch of pages judged by single-slot calls.
+
+Where each page's entries sit: crawlproject/dedupe/spread.py. A batch of
+pages takes three round trips, each a pipeline (redis-py's cluster pipeline
+sends each node its calls at once; one server gets one pipeline):
+
+1. the near lookups: per near-table part, one call (lua/spread_lookup.lua) for
+   the batch's SimHashes that fall in it, read-only;
+2. the exact check and add: per exact part, one call (lua/spread_exact.lua),
+   atomic on the digest's slot, pages in batch order: a body already there is
+   an exact copy; else a page with a near copy (step 1, or an earlier page of
+   the batch) is near and not stored; else the page is new and its digest
+   stored. Of two copies of one body exactly one is new;
+3. for the new pages, their SimHash into every table's part
+   (lua/spread_add.lua, which adds a SimHash once however often it is sent)
+   and their original URL (HSETNX); for every page, its host's streak and
+   the counters (lua/spread_tally.lua); for the duplicates, their original's
+   URL (HGET).
+
+A page is judged near only if a stored page is within k bits, and stored
+only if new: two near copies judged at the same moment may both be kept,
+never neither. A page new in step 2 whose step 3 fails (its worker lost
+Redis) is kept but may be missing from some tables: a later near copy may
+then be kept too. A part over its load is split (lua/spread_split.lua) after
+the batch, by whichever worker saw it due first.
+
+Every call declares every key it touches: the part's state and, per page,
+its bucket at the level the worker assumed and the next (the split pointer,
+read in the script, picks one). A worker that assumed another level (the part
+grew since it last saw it) gets the part's level back, nothing done, and sends
+that call again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError, ResponseError
+
+from crawlproject.dedupe.spread import (
+    EXACT,
+    HOSTS,
+    Spread,
+    bucket_key,
+    state_key,
+)
+
+STALE_LEVEL_ROUNDS = 4  # a part grows one level per doubling: one resend at most, in practice
+SPLITS_PER_BATCH = 64  # splits left over wait for the part's next insert
+
+
+def _script(redis: Redis, name: str) -> AsyncScript:
+    text = (resources.files("crawlproject.dedupe") / "lua" / f"{name}.lua").read_text()
+    return redis.register_script(text)
+
+
+@dataclass
+class Call:
+    """One command of a round trip: a script (EVALSHA) or a plain command."""
+
+    script: AsyncScript | None
+    keys: list[str]
+    args: list[Any]
+    command: str = ""  # a plain command (script None): HSETNX, HGET
+
+
+@dataclass
+class Page:
+    digest: bytes
+    simhash: int | None
+    url: str
+    host: str
+    sim8: bytes = b""
+    near: int = -1  # distance to the nearest stored page (-1: none within k)
+    near_fp: bytes = b""  # that page's SimHash
+    near_url: str | None = None  # its URL, when it is an earlier page of this batch
+    kind: int = -1  # 0 new, 1 exact, 2 near
+    streak: int = 0
+    original: str | None = None
+    ids: list[bytes] = field(default_factory=list)  # original URL looked up by these
+
+
+class SpreadIndex:
+    """The spread index of one crawl, seen from one worker."""
+
+    def __init__(
+        self, redis: Redis, spread: Spread, features_version: int, record_originals: bool
+    ) -> None:
+        self.redis = redis
+        self.spread = spread
+        self.record_originals = record_originals
+        self.signature = spread.signature(features_version)
+        self._levels: dict[tuple[str, int], int] = {}  # (family, part) -> level last seen
+        self._due: dict[tuple[str, int], tuple[int, int]] = {}  # parts to split -> (L, s)
+        self._scripts = {
+            name: _script(redis, f"spread_{name}")
+            for name in ("lookup", "exact", "add", "split", "tally")
+        }
+
+    # -- the round trips ---------------------------------------------------------------
+
+    async def _send(self, calls: Sequence[Call]) -> list[Any]:
+        """The calls in one pipeline, replies in order. On NOSCRIPT (a restarted,
+        flushed or newly promoted server) that call did not run: the script is
+        loaded and the refused calls sent again."""
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in (1, 2):
+            pipe = self.redis.pipeline(transaction=False)
+            for i in todo:
+                call = calls[i]
+                if call.script is None:
+                    pipe.execute_command(call.command, *call.keys, *call.args)
+                else:
+                    pipe.execute_command(
+                        "EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args
+                    )
+            got = await pipe.execute(raise_on_error=False)
+            refused = []
+            for i, reply in zip(todo, got, strict=True):
+                replies[i] = reply
+                if isinstance(reply, NoScriptError) and attempt == 1:
+                    refused.append(i)
+            if not refused:
+                break
+            for script in {id(calls[i].script): calls[i].script for i in refused}.values():
+                assert script is not None
+                await self.redis.script_load(script.script)
+            todo = refused
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    async def _send_leveled(
+        self, parts: Mapping[tuple[str, int], Any], build: Callable[..., Call]
+    ) -> dict[tuple[str, int], Any]:
+        """Sends ``build(family, part, level, items)`` for each part with the
+        level last seen; a part that answers with another level ({-1, L}) is
+        sent again at that level. Returns part -> reply."""
+        out: dict[tuple[str, int], Any] = {}
+        todo = list(parts)
+        for _ in range(STALE_LEVEL_ROUNDS):
+            calls = [build(f, p, self._level(f, p), parts[(f, p)]) for f, p in todo]
+            replies = await self._send(calls)
+            again = []
+            for part, reply in zip(todo, replies, strict=True):
+                self._levels[part] = int(reply[1]) if int(reply[0]) == -1 else int(reply[0])
+                if int(reply[0]) == -1:
+                    again.append(part)
+                else:
+                    out[part] = reply
+            if not again:
+                return out
+            todo = again
+        raise ResponseError(f"dedupe index: the level of {len(todo)} parts kept moving")
+
+    def _level(self, family: str, part: int) -> int:
+        first = self.spread.exact_min() if family == EXACT else self.spread.near_min()
+        return self._levels.get((family, part), first)
+
+    def _buckets(self, family: str, part: int, level: int, x: int) -> tuple[list[str], int]:
+        prefix = self.spread.prefix(family, part)
+        low, high = x % (1 << level), x % (1 << (level + 1))
+        return [bucket_key(prefix, family, low), bucket_key(prefix, family, high)], low
+
+    def _note_due(self, family: str, part: int, reply: Sequence[Any]) -> None:
+        if int(reply[2]):
+            self._due[(family, part)] = (int(reply[0]), int(reply[1]))
+
+    # -- a batch ----------------------------------------------------------------------
+
+    async def check_many(self, batch: Sequence[tuple[bytes, int | None, str, str]]) -> list[Page]:
+        pages = [Page(*p) for p in batch]
+        for page in pages:
+            if page.simhash is not None:
+                page.sim8 = page.simhash.to_bytes(8, "big")
+        await self._lookup(pages)
+        self._near_in_batch(pages)
+        await self._exact(pages)
+        await self._store_and_tally(pages)
+        await self._split()
+        return pages
+
+    async def _lookup(self, pages: list[Page]) -> None:
+        sp = self.spread
+        queries: dict[tuple[str, int], list[tuple[Page, int]]] = defaultdict(list)
+        for page in pages:
+            if page.simhash is None:
+                continue
+            for t in range(len(sp.tables)):
+                part, key = sp.near_part(t, page.simhash)
+                queries[(f"s{t}", part)].append((page, key))
+        if not queries:
+            return
+
+        def build(family: str, part: int, level: int, items: list[tuple[Page, int]]) -> Call:
+            t = int(family[1:])
+            keys = [state_key(sp.prefix(family, part))]
+            args: list[Any] = [level, sp.near_min(), sp.k, sp.tables[t].filter]
+            for page, key in items:
+                buckets, low = self._buckets(family, part, level, key)
+                keys += buckets
+                args += [low, page.sim8]
+            return Call(self._scripts["lookup"], keys, args)
+
+        replies = await self._send_leveled(queries, build)
+        for where, items in queries.items():
+            reply = replies[where]
+            for n, (page, _) in enumerate(items):
+                distance, fp = int(reply[2 + 2 * n]), reply[3 + 2 * n]
+                if distance >= 0 and (page.near < 0 or distance < page.near):
+                    page.near, page.near_fp = distance, fp
+
+    def _near_in_batch(self, pages: list[Page]) -> None:
+        """A page with no near copy stored may have one earlier in the batch
+        (not stored yet): judged one after the other, as the one-tag index
+        judges a batch, it is near that page."""
+        k = self.spread.k
+        earlier: list[tuple[int, Page]] = []  # (SimHash, page): candidates to be new
+        for page in pages:
+            if page.simhash is None:
+                continue
+            for simhash, other in earlier:
+                distance = (simhash ^ page.simhash).bit_count()
+                if distance <= k and (page.near < 0 or distance < page.near):
+                    page.near, page.near_fp, page.near_url = distance, other.sim8, other.url
+            if page.near < 0:
+                earlier.append((page.simhash, page))
+
+    async def _exact(self, pages: list[Page]) -> None:
+        sp = self.spread
+        by_part: dict[tuple[str, int], list[tuple[Page, int, bytes]]] = defaultdict(list)
+        for page in pages:
+            part, x, entry = sp.exact_part(page.digest)
+            by_part[(EXACT, part)].append((page, x, entry))
+
+        def build(family: str, part: int, level: int, items: list[tuple[Page, int, bytes]]) -> Call:
+            keys = [state_key(sp.prefix(family, part))]
+            args: list[Any] = [level, sp.exact_min(), sp.exact_max(), sp.load, self.signature]
+            for page, x, entry in items:
+                buckets, low = self._buckets(family, part, level, x)
+                keys += buckets
+                args += [low, entry, 1 if page.near >= 0 else 0]
+            return Call(self._scripts["exact"], keys, args)
+
+        replies = await self._send_leveled(by_part, build)
+        for where, items in by_part.items():
+            self._note_due(*where, replies[where])
+            for n, (page, _, _) in enumerate(items):
+                page.kind = int(replies[where][3 + n])
+
+    async def _store_and_tally(self, pages: list[Page]) -> None:
+        sp = self.spread
+        adds: dict[tuple[str, int], list[tuple[Page, int]]] = defaultdict(list)
+        plain: list[Call] = []
+        lookups: list[tuple[Page, int]] = []  # (page, index of its first HGET)
+        for page in pages:
+            if page.kind == 0 and page.simhash is not None:
+                for t in range(len(sp.tables)):
+                    part, key = sp.near_part(t, page.simhash)
+                    adds[(f"s{t}", part)].append((page, key))
+            if not self.record_originals:
+                continue
+            if page.kind == 0:
+                okey, fid = sp.originals_of(page.sim8 or page.digest[:8])
+                plain.append(Call(None, [okey], [fid, page.url], "HSETNX"))
+        if self.record_originals:
+            for page in pages:
+                if page.kind == 1:  # same body: recorded under its SimHash or its digest
+                    page.ids = [page.sim8, page.digest[:8]] if page.sim8 else [page.digest[:8]]
+                elif page.kind == 2 and page.near_url is None:
+                    page.ids = [page.near_fp]
+                elif page.kind == 2:
+                    page.original = page.near_url
+                if page.ids:
+                    lookups.append((page, len(plain)))
+                    for page_id in page.ids:
+                        okey, fid = sp.originals_of(page_id)
+                        plain.append(Call(None, [okey], [fid], "HGET"))
+        tallies: dict[int, list[Page]] = defaultdict(list)
+        for page in pages:
+            tallies[sp.host_part(page.host)].append(page)
+        for part, items in tallies.items():
+            keys = [sp.streak_key(part), sp.counters_key(part)]
+            args = [value for page in items for value in (page.host, page.kind)]
+            plain.append(Call(self._scripts["tally"], keys, args))
+        # Writes first: a duplicate of a page of this batch finds its URL.
+        replies = await self._send(plain)
+        for page, at in lookups:
+            found = [r for r in replies[at : at + len(page.ids)] if r is not None]
+            if found:
+                url = found[0]
+                page.original = url.decode("utf-8", "replace") if isinstance(url, bytes) else url
+        at = len(plain) - len(tallies)
+        for (_, items), reply in zip(tallies.items(), replies[at:], strict=True):
+            for page, streak in zip(items, reply, strict=True):
+                page.streak = int(streak)
+        if adds:
+            await self._add(adds)
+
+    async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int]]]) -> None:
+        sp = self.spread
+
+        def build(family: str, part: int, level: int, items: list[tuple[Page, int]]) -> Call:
+            t = int(family[1:])
+            keys = [state_key(sp.prefix(family, part))]
+            args: list[Any] = [level, sp.near_min(), sp.near_max(t), sp.load]
+            for page, key in items:
+                buckets, low = self._buckets(family, part, level, key)
+                keys += buckets
+                args += [low, page.sim8]
+            return Call(self._scripts["add"], keys, args)
+
+        replies = await self._send_leveled(adds, build)
+        for where, reply in replies.items():
+            self._note_due(*where, reply)
+
+    async def _split(self) -> None:
+        """Splits the parts seen over their load, one bucket a call, until none
+        is due (at most SPLITS_PER_BATCH calls: the rest wait for the part's
+        next insert to say so again)."""
+        sp = self.spread
+        for _ in range(SPLITS_PER_BATCH):
+            if not self._due:
+                return
+            due, self._due = self._due, {}
+            calls, parts = [], []
+            for (family, part), (level, split) in due.items():
+                prefix = sp.prefix(family, part)
+                first = sp.exact_min() if family == EXACT else sp.near_min()
+                if family == EXACT:
+                    at, mask = sp.exact_split_bit(level)
+                    last = sp.exact_max()
+                else:
+                    t = int(family[1:])
+                    if level >= sp.near_max(t):
+                        continue
+                    at, mask = sp.near_split_bit(t, level)
+                    last = sp.near_max(t)
+                keys = [
+                    state_key(prefix),
+                    bucket_key(prefix, family, split),
+                    bucket_key(prefix, family, split + (1 << level)),
+                ]
+                args = [level, split, first, last, sp.load, at, mask]
+                calls.append(Call(self._scripts["split"], keys, args))
+                parts.append((family, part))
+            if not calls:
+                return
+            for where, reply in zip(parts, await self._send(calls), strict=True):
+                self._levels[where] = int(reply[0])
+                self._note_due(*where, reply)
+
+
+async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
+    """Counters summed over the host parts, and the near tables' level (the
+    lowest part's, plus the part bits: the level a one-tag table of as many
+    buckets would have)."""
+    pipe = redis.pipeline(transaction=False)
+    for part in range(spread.parts):
+        pipe.hgetall(spread.counters_key(part))
+    for part in range(spread.parts):
+        pipe.hget(state_key(spread.prefix("s0", part)), "L")
+    replies = await pipe.execute()
+    counts: dict[str, int] = defaultdict(int)
+    for reply in replies[: spread.parts]:
+        for name, value in reply.items():
+            counts[name.decode() if isinstance(name, bytes) else name] += int(value)
+    levels = [int(v) if v is not None else spread.near_min() for v in replies[spread.parts :]]
+    return {
+        "pages": counts["new"],
+        "exact": counts["exact"],
+        "near": counts["near"],
+        "near_level": min(levels) + spread.part_bits,
+    }
+
+
+__all__ = ["HOSTS", "SpreadIndex", "spread_figures"]
