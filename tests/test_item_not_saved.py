@@ -251,7 +251,7 @@ async def test_lease_returned_puts_the_url_back_after_its_links(
     leases.returned(requests["http://a.test/1"])  # idempotent
     leases.done(requests["http://b.test/1"], "scraped")
     assert [mode for mode, _ in outbox.pending_acks] == ["return", "done"]
-    await outbox.write(frontier, no_recrawl, lambda: None, lambda done: None)
+    await outbox.write(frontier, no_recrawl, lambda shards: None, lambda done: None)
     assert outbox.pending_acks == [] and not outbox and len(leases) == 0
     counts = await frontier.counters()
     assert (counts["done"], counts["leased"], counts["queued"]) == (1, 0, 2)

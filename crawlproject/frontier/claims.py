@@ -11,7 +11,9 @@ next fetch at once rather than after a claim round trip.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
 from collections import deque
 from collections.abc import Collection
 from typing import TYPE_CHECKING
@@ -36,16 +38,29 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class ClaimClock:
-    """When the next claim is worth making: per shard, the loop time at which
-    it has work, and overall, not before ``not_before`` (set when nothing was
-    ready). ``event`` wakes the claim loop."""
+# Shards known empty (no host claimable) re-asked per idle poll, oldest first:
+# another worker's new URLs there are found within shards / PROBES_PER_POLL
+# polls, at a cost per poll that does not grow with the shard count.
+PROBES_PER_POLL = 8
+RECLAIM_PARALLEL = 16  # reclaim calls in flight at once (one per shard)
 
-    def __init__(self) -> None:
+
+class ClaimClock:
+    """Which shards a claim asks, and when: per shard the loop time at which it
+    has a host due (each claim's reply says), or that it had none (``empty``,
+    then not asked again until this worker adds, frees a slot or reclaims
+    there, or its turn among PROBES_PER_POLL per idle poll comes); overall,
+    not before ``not_before`` (set when nothing was ready). ``event`` wakes
+    the claim loop. A shard never asked is asked at once."""
+
+    def __init__(self, poll: float = 0.5) -> None:
         self.event = asyncio.Event()
+        self.poll = poll  # CRAWL_IDLE_POLL_SECONDS (ClaimBuffer sets it)
         self.not_before = 0.0  # loop time
-        self.shard_ready: dict[int, float] = {}  # loop time at which a shard has work
+        self.shard_ready: dict[int, float] = {}  # loop time at which a shard has a host due
+        self.empty: dict[int, float] = {}  # shard -> loop time found empty, oldest first
         self.next_shard = 0
+        self.next_probe = 0.0  # loop time of the next probe of empty shards
 
     def wake(self) -> None:
         self.event.set()
@@ -55,19 +70,65 @@ class ClaimClock:
         ``shard`` is due again at about ``due``: look then, rather than at the
         next idle poll (which may be later)."""
         self.event.set()
+        self.empty.pop(shard, None)
         if self.shard_ready.get(shard, 0.0) > due:
             self.shard_ready[shard] = due
         self.not_before = min(self.not_before, due)
 
-    def new_urls(self) -> None:
-        """New URLs were added: they may be ready now, in any shard."""
-        self.shard_ready.clear()
+    def new_urls(self, shards: Collection[int], now: float | None = None) -> None:
+        """New URLs were added in ``shards``: an empty one may have a host due
+        now; one whose next host is due later may have a new host due now,
+        looked at within an idle poll (one call per shard and poll at most,
+        however many adds)."""
+        if now is None:
+            now = asyncio.get_running_loop().time()
+        for shard in shards:
+            if self.empty.pop(shard, None) is not None:
+                self.shard_ready[shard] = now
+            elif self.shard_ready.get(shard, 0.0) > now + self.poll:
+                self.shard_ready[shard] = now + self.poll
         self.not_before = 0.0
         self.event.set()
 
     def shard_reclaimed(self, shard: int) -> None:
+        self.empty.pop(shard, None)
         self.shard_ready.pop(shard, None)
         self.event.set()
+
+    def claimed(self, shard: int, next_ready: float | None, now: float) -> None:
+        """A claim's reply: the shard's next host is due at ``next_ready``, or
+        it has none claimable (None)."""
+        if next_ready is None:
+            self.shard_ready.pop(shard, None)
+            self.empty.pop(shard, None)
+            self.empty[shard] = now
+        else:
+            self.shard_ready[shard] = next_ready
+
+    def to_ask(self, shards: int, now: float) -> tuple[list[int], float]:
+        """The shards to ask now, in turn from ``next_shard`` (then those known
+        empty whose probe is due), and the seconds until another may be."""
+        poll = wait = self.poll
+        due: list[int] = []
+        for i in range(shards):
+            shard = (self.next_shard + i) % shards
+            if shard in self.empty:
+                continue
+            at = self.shard_ready.get(shard, 0.0)
+            if at > now:
+                wait = min(wait, at - now)
+            else:
+                due.append(shard)
+        if self.empty:  # oldest first (claimed() appends)
+            at = max(self.next_probe, next(iter(self.empty.values())) + poll)
+            if now >= at:
+                self.next_probe = now + poll
+                stale = now - poll
+                probes = itertools.islice(self.empty.items(), PROBES_PER_POLL)
+                due += [shard for shard, found in probes if found <= stale]
+            else:
+                wait = min(wait, at - now)
+        return due, max(wait, 0.0)
 
 
 class ClaimBuffer:
@@ -87,6 +148,7 @@ class ClaimBuffer:
         self.stats = stats
         self.codec = codec
         self.clock = clock
+        clock.poll = config.idle_poll_seconds
         self.leases = leases
         self.outbox = outbox
         self._requests: deque[Request] = deque()
@@ -94,6 +156,8 @@ class ClaimBuffer:
         # address is capped (address_gate.py): opened at the first claim.
         self.gate: AddressGate | None = None
         self._gate_opened = False
+        self._next_reclaim = 0  # the shard the next reclaim turn starts at
+        self._reclaimed_at: float | None = None  # loop time of the last turn
 
     def __len__(self) -> int:
         return len(self._requests)
@@ -126,23 +190,40 @@ class ClaimBuffer:
         )
 
     async def reclaim(self, frontier: RedisFrontier) -> None:
-        """Puts every shard's expired leases (any worker's) back in their queues;
-        a URL reclaimed too often is set aside as poison."""
-        for shard in range(self.config.shards):
-            reclaimed, poisoned = await frontier.reclaim(shard)
-            if poisoned:
-                self.stats.inc_value("frontier/poisoned", poisoned)
-                logger.warning(
-                    "Set aside %d URL(s) of shard %d as poison: reclaimed %d times, each "
-                    "worker that took them died or hung (see crawlproject poisoned)",
-                    poisoned,
-                    shard,
-                    self.config.max_reclaims,
-                )
-            if reclaimed:
-                self.stats.inc_value("frontier/leases_reclaimed", reclaimed)
-                logger.info("Reclaimed %d expired lease(s) in shard %d", reclaimed, shard)
-                self.clock.shard_reclaimed(shard)
+        """Puts expired leases (any worker's) back in their queues, a URL
+        reclaimed too often set aside as poison: at each call the shards due,
+        so that every shard is covered once per lease_seconds / 3 (a third of
+        them per call at least, all of them with short leases), whatever the
+        shard count; RECLAIM_PARALLEL calls in flight."""
+        shards = frontier.keys.shards
+        now = asyncio.get_running_loop().time()
+        cover = self.config.lease_seconds / 3
+        elapsed = cover if self._reclaimed_at is None else now - self._reclaimed_at
+        count = min(shards, max(1, math.ceil(shards * elapsed / max(cover, 1e-9))))
+        self._reclaimed_at = now
+        turn = [(self._next_reclaim + i) % shards for i in range(count)]
+        self._next_reclaim = (self._next_reclaim + count) % shards
+        for start in range(0, len(turn), RECLAIM_PARALLEL):
+            part = turn[start : start + RECLAIM_PARALLEL]
+            for shard, (reclaimed, poisoned) in zip(
+                part, await asyncio.gather(*(frontier.reclaim(s) for s in part)), strict=True
+            ):
+                self._reclaimed(shard, reclaimed, poisoned)
+
+    def _reclaimed(self, shard: int, reclaimed: int, poisoned: int) -> None:
+        if poisoned:
+            self.stats.inc_value("frontier/poisoned", poisoned)
+            logger.warning(
+                "Set aside %d URL(s) of shard %d as poison: reclaimed %d times, each "
+                "worker that took them died or hung (see crawlproject poisoned)",
+                poisoned,
+                shard,
+                self.config.max_reclaims,
+            )
+        if reclaimed:
+            self.stats.inc_value("frontier/leases_reclaimed", reclaimed)
+            logger.info("Reclaimed %d expired lease(s) in shard %d", reclaimed, shard)
+            self.clock.shard_reclaimed(shard)
 
     async def claim_some(
         self, frontier: RedisFrontier, worker_id: str, want: int, spider: Spider | None
@@ -157,7 +238,7 @@ class ClaimBuffer:
             wait = await self._claim(frontier, worker_id, want, spider, claimed)
         finally:
             # What was claimed before a failure is held: it goes on, or back.
-            self.clock.next_shard = (self.clock.next_shard + 1) % self.config.shards
+            self.clock.next_shard = (self.clock.next_shard + 1) % frontier.keys.shards
             got = await self._admit(claimed) if claimed else 0
         return got, wait
 
@@ -171,21 +252,16 @@ class ClaimBuffer:
     ) -> float:
         loop = asyncio.get_running_loop()
         clock = self.clock
-        shards = self.config.shards
-        wait = self.config.idle_poll_seconds
-        for i in range(shards):
-            shard = (clock.next_shard + i) % shards
+        shards, wait = clock.to_ask(frontier.keys.shards, loop.time())
+        for shard in shards:
             if len(claimed) >= want:
                 break
-            if clock.shard_ready.get(shard, 0.0) > loop.time():
-                wait = min(wait, clock.shard_ready[shard] - loop.time())
-                continue
             batch = await frontier.claim(shard, want - len(claimed), worker_id)
             if batch.next_ready_ms is None:
-                clock.shard_ready[shard] = loop.time() + self.config.idle_poll_seconds
+                clock.claimed(shard, None, loop.time())
             else:
                 ahead = max(0.0, (batch.next_ready_ms - batch.now_ms) / 1000)
-                clock.shard_ready[shard] = loop.time() + ahead
+                clock.claimed(shard, loop.time() + ahead, loop.time())
                 wait = min(wait, ahead)
             for j, (lease, data) in enumerate(batch.items):
                 share = batch.shares[j] if batch.shares else None

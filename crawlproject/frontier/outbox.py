@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -145,12 +145,12 @@ class Outbox:
         self,
         frontier: RedisFrontier,
         recrawl: Callable[[], RecrawlStore],
-        on_added: Callable[[], None],
+        on_added: Callable[[Collection[int]], None],
         on_done: Callable[[int], None],
     ) -> None:
         """Recrawl states, new URLs, then the acknowledgements queued after them.
 
-        ``on_added`` runs once new URLs are stored (they may be ready now),
+        ``on_added`` runs once new URLs are stored, with their shards (they may be ready now),
         ``on_done`` with the crawl-wide done count after each ack call."""
         if self._new_scope:
             roots, self._new_scope = self._new_scope, set()
@@ -180,7 +180,7 @@ class Outbox:
                 self.stats.inc_value("frontier/seen_hits", result.seen_hits)
                 self._count_caps(result)
                 if result.added:
-                    on_added()
+                    on_added({frontier.keys.shard_of(e.pkey) for e in entries})
                 entries = []
             for mode in ACK_MODES:
                 leases = [lease for m, lease in acks if m == mode]
