@@ -216,9 +216,11 @@ Per crawl, prefix ``cp:{C}:``
                          by pages and by errors: crawlproject/status/hosts.py); a
                          field not refreshed for an hour is deleted by the workers.
 
-Per crawl, dedupe index, prefix ``cp:{C/dd}:`` (one hash tag: the one script run
-per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
-(exact) and, for HTML, a 64-bit SimHash (near: Hamming distance <= k).
+Per crawl, dedupe index, prefix ``cp:{C/dd}:``: its ``cfg`` and, in an index
+made before the spread layout (its ``cfg`` has no ``parts``), everything below
+on this one hash tag (one script run per page, dedupe.lua). Pages are known by
+their body's SHA-1 (exact) and, for HTML, a 64-bit SimHash (near: Hamming
+distance <= k). A new index is spread (see "dedupe index, spread" below).
 
 ``cfg``            HASH  ``k``: the near distance, fixed at first use (the block
                          layout depends on it; a worker with another k is refused);
@@ -235,6 +237,8 @@ per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
                          near ``nL``, ``ns``, ``nn``. No ``b``: an index from
                          before the growing layout, read as it is (fixed buckets:
                          b = k + 1, exact by SHA-1 bytes 1-2, near by block value).
+                         ``parts``: the index is spread over that many parts per
+                         family (below; its growth is in each part's ``st``).
 ``x:<a>``          STRING exact index: SHA-1 bytes 3-10 (8 bytes each) of the pages
                          in bucket ``a`` (hex, at least 4 digits), packed back to
                          back (a match counts on an entry boundary only). A page's
@@ -263,6 +267,27 @@ per page, dedupe.lua, stays in one slot). Pages are known by their body's SHA-1
                          queued (set with HSETNX: one worker probes for the fleet),
                          ``-`` the probe was not answered 2xx, else ``<simhash
                          hex> \t <sha1 hex> \t <probe url>``: its not-found page.
+                         One hash in every layout (one command a suspect host).
+
+Per crawl, dedupe index, spread (``parts`` P in ``cfg``; crawlproject/dedupe/spread.py):
+every near table ``t``, the exact index, the originals and the hosts cut into P
+parts, each part its own hash tag ``cp:{C/dd/<family>.<p>[~<n>]}:`` (family ``s<t>``,
+``x``, ``o``, ``h``; ``~<n>`` chosen so that the parts' tags sit evenly over the
+16,384 slots, part after part). Each key below as in the one-tag layout, within
+its part; every script is one part's (lua/spread_*.lua) and declares its keys.
+
+``st``             HASH  a table's or the exact index's part: ``L`` (level), ``s``
+                         (split pointer), ``n`` (entries); the exact parts also
+                         ``sig`` (the layout, Spread.signature: a worker of another
+                         is refused before it writes).
+``s:<t>:<a>``      STRING in part p of table t (p = the key's top log2 P bits): its
+                         bucket ``a`` at the part's level (from level nmin - log2 P).
+``x:<a>``          STRING in exact part p (p = SHA-1 byte 1's top log2 P bits): x =
+                         bytes 1-2 below those bits, then bytes 3-6 little-endian;
+                         levels from 16 - log2 P; entries SHA-1 bytes 3-10.
+``o:<bb>``         HASH  originals, in part p of the id's byte 1's top bits.
+``streak``, ``n``  HASH  in host part p = CRC-32(host) mod P: that part's hosts'
+                         streaks, and its counters (``crawlproject status`` sums them).
 
 And ``C:start_urls`` LIST: as in scrapy-redis, ``LPUSH web:start_urls URL``
 (or a JSON object ``{"url": ..., "meta": {...}}``) adds a seed to crawl ``web``.
@@ -418,5 +443,6 @@ class CrawlKeys:
             self.crawl_prefix + "*",
             *(p + "*" for p in self.shard_prefixes),
             self.dedupe_prefix + "*",
+            f"cp:{{{self.crawl}/dd/*",  # the spread index's parts
             self.start_urls,
         ]
