@@ -33,6 +33,7 @@ class RecrawlKeys(Protocol):
 
     def shard_of(self, pkey: str) -> int: ...
     def ready(self, shard: int) -> str: ...
+    def script_keys(self, shard: int) -> list[str]: ...
     def recrawl_due(self, shard: int) -> str: ...
     def fetch_states(self, shard: int, pkey: str) -> str: ...
 
@@ -106,7 +107,7 @@ class RecrawlStore:
     ) -> PromoteResult:
         """Queues up to ``batch`` due URLs of ``shard`` (``everything``: due or not)."""
         reply: list[Any] = await self._promote(
-            keys=[self.keys.ready(shard)],
+            keys=self.keys.script_keys(shard),  # + slotguard: held off while its slot moves
             args=[
                 self.keys.shard_prefixes[shard], now_s, batch, max_queued, default_delay_ms,
                 default_concurrency, "1" if everything else "0", callback, errback,
