@@ -46,8 +46,7 @@ class RobotsStore:
         when the record is missing or stale (expired at ``now_ms``) and no other
         worker holds the lock. One round trip (robots/lua/get_or_lock.lua)."""
         reply = await self._get_or_lock(
-            keys=[self.keys.robots(shard, origin), self.keys.robots_lock(shard, origin)],
-            args=[now_ms, owner, ttl_ms],
+            keys=self._script_keys(shard, origin), args=[now_ms, owner, ttl_ms]
         )
         fields = dict(zip(reply[1::2], reply[2::2], strict=True))
         return RobotsRecord.from_fields(cast(dict[bytes, bytes], fields)), bool(int(reply[0]))
@@ -59,10 +58,17 @@ class RobotsStore:
         args: list[bytes | int | str] = [self._expire_at(record), owner]
         for name, value in record.to_fields().items():
             args += [name, value]
-        await self._put_unlock(
-            keys=[self.keys.robots(shard, origin), self.keys.robots_lock(shard, origin)],
-            args=args,
-        )
+        await self._put_unlock(keys=self._script_keys(shard, origin), args=args)
+
+    def _script_keys(self, shard: int, origin: str) -> list[str]:
+        # And the shard's slotguard (never written, keys.py): while the slot
+        # migrates the script is refused before it runs, never stopped after
+        # put_unlock's DEL at a key that has moved.
+        return [
+            self.keys.robots(shard, origin),
+            self.keys.robots_lock(shard, origin),
+            self.keys.script_keys(shard)[1],
+        ]
 
     def _expire_at(self, record: RobotsRecord) -> int:
         # The last good copy must survive an outage as long as the outage window.
