@@ -12,6 +12,7 @@ import random
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 
+import numpy as np
 import pytest
 import redis as sync_redis
 from redis.asyncio import Redis
@@ -35,9 +36,11 @@ from crawlproject.dedupe.spread import (
     parts_problem,
 )
 from crawlproject.frontier.keys import CrawlKeys
+from testkit.dedupe_spread_table import part_resp
 from testkit.redis_cluster import RedisCluster
 from tests.test_dedupe_index import (  # noqa: F401  (run again here, on the spread layout)
     BASE,
+    send_resp,
     test_a_script_flush_in_between_still_works,
     test_a_worker_with_another_k_is_refused,
     test_bad_arguments_are_refused,
@@ -451,3 +454,46 @@ async def test_on_a_cluster_the_index_spreads_over_the_masters(cluster: RedisClu
     sp = spread_of(index)
     tags = Counter(key_slot(p.encode()) for p in sp.all_prefixes())
     assert len(tags) == len(sp.all_prefixes())
+
+
+async def test_the_benchmark_model_builds_the_scripts_strings(
+    make_index: MakeIndex, redis_url: str
+) -> None:
+    """testkit/dedupe_spread_table.py (bench/dedupe_index.py's loader) and the
+    spread scripts leave the same buckets, part states and originals for the
+    same new pages, splits included (a load of 1, 4 parts)."""
+    n = 6000
+    rng = np.random.default_rng(8)
+    digests = rng.integers(0, 256, size=(n, 10), dtype=np.uint8)
+    sims = np.frombuffer(rng.bytes(8 * n), dtype=">u8").astype(np.uint64)
+    urls = np.frombuffer(b"".join(b"http://a.test/%06d" % i for i in range(n)), dtype=np.uint8)
+    urls = urls.reshape(n, -1)
+    script = make_index("script", load=1, near_min_level=2, parts=4)
+    pages = [
+        (bytes(d) + bytes(10), int(s), bytes(u).decode(), "h")
+        for d, s, u in zip(digests, sims, urls, strict=True)
+    ]
+    for start in range(0, n, 100):  # at most 64 splits a part a batch (SPLITS_PER_BATCH)
+        verdicts = await script.check_and_add_many(pages[start : start + 100])
+        assert {v.kind for v in verdicts} == {DedupeKind.NEW}
+    sp = spread_of(script)
+    model = Spread("model", sp.k, sp.blocks, sp.parts, sp.load, sp.near_min_level)
+    chunks = part_resp(model, script.spread.signature if script.spread else "", digests, sims, urls)
+    send_resp(redis_url, b"".join(resp for _, resp in chunks))
+    r = script.redis
+
+    async def contents(layout: Spread) -> dict[tuple[str, int, bytes], object]:
+        out: dict[tuple[str, int, bytes], object] = {}
+        for family in layout.families[:-1]:
+            for part in range(layout.parts):
+                prefix = layout.prefix(family, part)
+                for name in await r.keys(prefix.replace("{", "[{]") + "*"):
+                    tail = name[len(prefix) :]
+                    value = await (
+                        r.hgetall(name) if await r.type(name) == b"hash" else r.get(name)
+                    )
+                    out[(family, part, tail)] = value
+        return out
+
+    ours, theirs = await contents(sp), await contents(model)
+    assert len(ours) > 1000 and ours == theirs
