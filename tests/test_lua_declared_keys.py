@@ -43,6 +43,9 @@ from crawlproject.frontier.outage import NOT_RUN
 from crawlproject.frontier.seen import SeenFilter
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.lua import load_script
+from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.robots.policy import RobotsKind, RobotsRecord
+from crawlproject.robots.store import RobotsStore
 from testkit.redis_cluster import RedisCluster, redis_cli
 from testkit.redis_server import RedisServer
 
@@ -188,9 +191,21 @@ def test_each_script_declares_its_slot_and_touches_only_its_keys(
             )
             ac = AddressClient(r, keys, timing())
             await every_script(f, bloom, ac)
+            # Scripts of other packages on a frontier shard's slot.
+            robots, recrawl = RobotsStore(r, keys, 60_000), RecrawlStore(r, keys)
+            _, locked = await robots.get_or_lock(1, "http://a.test", 0, "w", 10_000)
+            assert locked
+            record = RobotsRecord(RobotsKind.OK, 200, 0, 10**13, b"User-agent: *")
+            await robots.put_and_unlock(1, "http://a.test", record, "w")
+            await recrawl.promote(2, 0, 10, 100, 0, 1, "parse", "", everything=True)
             for k in [*CrawlKeys("dk", 3).shard_prefixes, *CrawlKeys("dkb", 2).shard_prefixes]:
                 assert not await r.exists(k + "slotguard")
-            return script_names(f._scripts, ac._scripts)
+            other = {
+                "get_or_lock": robots._get_or_lock,
+                "put_unlock": robots._put_unlock,
+                "recrawl_promote": recrawl._promote,
+            }
+            return script_names(f._scripts, ac._scripts, other)
         finally:
             await r.aclose()
 
@@ -207,6 +222,9 @@ def test_each_script_declares_its_slot_and_touches_only_its_keys(
         guards = [k for k in declared if k.endswith(b":" + GUARD)]
         if name == "trim_start_urls":  # one key, not in a shard: all it touches is declared
             assert declared == [plain_start_urls()] and not guards
+        elif name in ("get_or_lock", "put_unlock"):  # r:, rl:, and the shard's slotguard
+            prefix = declared[2][: -len(GUARD)]
+            assert [k[: len(prefix)] for k in declared] == [prefix] * 3 and len(guards) == 1
         else:
             # ready routes the call, slotguard holds it off while its slot moves
             prefix = declared[0][: -len(b"ready")]
@@ -224,7 +242,8 @@ def test_each_script_declares_its_slot_and_touches_only_its_keys(
     assert ran == {
         "add", "claim", "release", "ack", "renew", "reclaim", "host_config", "park_host",
         "unpark", "budget_release", "address_take", "address_release", "address_renew",
-        "address_wait", "address_wake", "seen_init", "trim_start_urls",
+        "address_wait", "address_wake", "seen_init", "trim_start_urls", "get_or_lock",
+        "put_unlock", "recrawl_promote",
     }  # fmt: skip
 
 
