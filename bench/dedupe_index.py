@@ -46,6 +46,7 @@ import json
 import random
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -53,12 +54,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import redis as sync_redis
 from benchlib import RedisServer, write_result
 from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
+from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind
+from crawlproject.dedupe.layout import DEDUPE_LOAD, NEAR_MIN_LEVEL
+from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread
 from crawlproject.frontier.keys import CrawlKeys
+from testkit.dedupe_spread_table import part_resp
 from testkit.dedupe_table import Layout, command_head, hex_digits, records, resp_for_pages
+from testkit.redis_cluster import cluster_port, redis_cli
+from testkit.redis_server import RedisServer as PlainServer
 
 CRAWL = "bench"
 K = 3
@@ -208,7 +217,7 @@ def kind_of(key: str) -> str:
 
 
 def memory_by_kind(srv: RedisServer, keys: CrawlKeys, pages: int) -> dict[str, Any]:
-    usage = srv.usage_by_kind(keys.dedupe_prefix + "*", kind_of)
+    usage = srv.usage_by_kind(f"cp:{{{keys.crawl}/dd*", kind_of)  # one tag, or the parts
     return {
         kind: {"keys": n, "bytes": size, "bytes_per_page": round(size / pages, 2)}
         for kind, (n, size) in sorted(usage.items())
@@ -285,6 +294,7 @@ def fill_and_measure(
     calls: int,
     originals: bool,
     growing: bool,
+    batch: int = 0,
 ) -> list[dict[str, Any]]:
     rows = []
     for size in sizes:
@@ -317,8 +327,224 @@ def fill_and_measure(
                 "latency": latency,
             }
         )
+        if batch and originals:  # the same batches as the spread rows, for their ratio
+            nodes = Nodes(srv, 1)
+            rows[-1]["batched"] = asyncio.run(
+                measure_spread(nodes, keys, pages, size, calls, batch)
+            )
         print(f"  -> {json.dumps(rows[-1]['latency']['all_ms'])}", flush=True)
     return rows
+
+
+class Nodes:
+    """The Redis the spread layout is measured on: one server (``single``), or
+    a Redis Cluster of ``masters`` masters started here (redis-cli --cluster
+    create, slots split evenly), each key's RESP sent to its slot's node."""
+
+    def __init__(self, srv: RedisServer | None, masters: int) -> None:
+        self.srv, self.servers = srv, []
+        if srv is None:
+            for _ in range(masters):
+                node = PlainServer(extra_args=["--cluster-enabled", "yes",
+                                               "--cluster-config-file", "nodes.conf"])  # fmt: skip
+                node.port = cluster_port()
+                self.servers.append(node.start())
+            subprocess.run(
+                [redis_cli(), "--cluster", "create",
+                 *(f"127.0.0.1:{n.port}" for n in self.servers), "--cluster-yes"],
+                check=True, capture_output=True, timeout=60,
+            )  # fmt: skip
+            self.clients = [sync_redis.Redis(port=n.port) for n in self.servers]
+            deadline = time.monotonic() + 60
+            while not all(c.cluster("info")["cluster_state"] == "ok" for c in self.clients):
+                assert time.monotonic() < deadline, "cluster not ok"
+                time.sleep(0.2)
+        else:
+            self.clients = [srv.client]
+        self._slots: dict[int, int] = {}
+
+    def node_of(self, key: str) -> int:
+        if len(self.clients) == 1:
+            return 0
+        slot = int(self.clients[0].cluster("keyslot", key))
+        if not self._slots:
+            ports = {n.port: i for i, n in enumerate(self.servers)}
+            for lo, hi, master, *_ in self.clients[0].execute_command("CLUSTER", "SLOTS"):
+                for sl in range(int(lo), int(hi) + 1):
+                    self._slots[sl] = ports[int(master[1])]
+        return self._slots[slot]
+
+    def client_for(self, key: str) -> sync_redis.Redis:
+        return self.clients[self.node_of(key)]
+
+    def async_client(self) -> Any:
+        if self.srv is not None:
+            return AsyncRedis.from_url(self.srv.url)
+        return AsyncRedisCluster(host="127.0.0.1", port=self.servers[0].port)
+
+    def flushall(self) -> None:
+        for c in self.clients:
+            c.flushall()
+
+    def used_memory(self) -> int:
+        return sum(int(c.info("memory")["used_memory"]) for c in self.clients)
+
+    def cpu(self) -> list[float]:
+        return [
+            float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
+            for i in (c.info("cpu") for c in self.clients)
+        ]
+
+    def send(self, index: int, data: bytes) -> None:
+        port = self.srv.port if self.srv is not None else self.servers[index].port
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"CLIENT REPLY OFF\r\n" + data + b"CLIENT REPLY ON\r\n")
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                reply += sock.recv(64)
+            assert reply == b"+OK\r\n", reply
+
+    def stop(self) -> None:
+        if self.srv is None:
+            for c in self.clients:
+                c.close()
+            for n in self.servers:
+                n.stop()
+
+
+def fill_spread(nodes: Nodes, keys: CrawlKeys, pages: Pages, size: int, parts: int) -> float:
+    t0 = time.perf_counter()
+    spread = Spread(keys.crawl, K, 5, parts, DEDUPE_LOAD, NEAR_MIN_LEVEL)
+    urls = np.frombuffer(
+        b"".join(Pages.url(i).encode() for i in range(size)), dtype=np.uint8
+    ).reshape(size, URL_BYTES)
+    by_node: dict[int, list[bytes]] = {}
+    for prefix, resp in part_resp(
+        spread, spread.signature(FEATURES_VERSION), pages.digests[:size], pages.sims[:size], urls
+    ):
+        by_node.setdefault(nodes.node_of(prefix + "st"), []).append(resp)
+    for index, chunks in by_node.items():
+        nodes.send(index, b"".join(chunks))
+    cfg = {"k": K, "fv": FEATURES_VERSION, "b": 5, "load": DEDUPE_LOAD, "nmin": NEAR_MIN_LEVEL,
+           "parts": parts}  # fmt: skip
+    nodes.client_for(keys.dedupe_config).hset(keys.dedupe_config, mapping=cfg)
+    nodes.client_for(spread.counters_key(0)).hincrby(spread.counters_key(0), "new", size)
+    return time.perf_counter() - t0
+
+
+async def measure_spread(
+    nodes: Nodes, keys: CrawlKeys, pages: Pages, hi: int, calls: int, batch: int
+) -> dict[str, Any]:
+    """``calls`` pages (half new, half 1-3-bit near copies) in batches of
+    ``batch``, each awaited; Redis CPU per page per node."""
+    rng = random.Random(calls + hi)
+    plan: list[tuple[str, bytes, int, int]] = []
+    for _ in range(calls // 2):
+        plan.append(("new", rng.randbytes(20), rng.getrandbits(64), 0))
+        i, flips = rng.randrange(hi), rng.randint(1, 3)
+        plan.append(("near", rng.randbytes(20), flip_bits(int(pages.sims[i]), rng, flips), flips))
+    rng.shuffle(plan)
+    client = nodes.async_client()
+    index = DedupeIndex(client, keys, k=K)
+    url = "https://www.h12345.example.com/news/000000000000/index.shtml"
+    wrong, times = 0, []
+    try:
+        await index.verify()
+        for _ in range(10):
+            await index.check_and_add_many(
+                [(rng.randbytes(20), rng.getrandbits(64), url, "warmup") for _ in range(batch)]
+            )
+        cpu0 = nodes.cpu()
+        t_start = time.perf_counter()
+        for start in range(0, len(plan), batch):
+            chunk = plan[start : start + batch]
+            t0 = time.perf_counter_ns()
+            got = await index.check_and_add_many(
+                [(d, s, url, f"http://h{(start + n) % 1000}.example.com")
+                 for n, (_, d, s, _) in enumerate(chunk)]
+            )  # fmt: skip
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+            for v, (kind, _, _, flips) in zip(got, chunk, strict=True):
+                if v.kind != kind or (kind == "near" and v.distance != flips):
+                    wrong += 1
+        wall = time.perf_counter() - t_start
+        cpu = [b - a for a, b in zip(cpu0, nodes.cpu(), strict=True)]
+    finally:
+        await client.aclose()
+    per_node = [round(c / len(plan) * 1e6, 1) for c in cpu]
+    mean = sum(cpu) / len(cpu)
+    return {
+        "calls": len(plan),
+        "batch": batch,
+        "batch_ms": percentiles(times),
+        "pages_per_s": round(len(plan) / wall),
+        "server_cpu_usec_per_call": round(sum(cpu) / len(plan) * 1e6, 1),
+        "server_cpu_usec_per_page_per_node": per_node,
+        "busiest_node_share": round(max(cpu) / sum(cpu), 3) if sum(cpu) else 0.0,
+        "busiest_node_over_mean": round(max(cpu) / mean, 3) if mean else 0.0,
+        "unexpected_verdicts": wrong,
+    }
+
+
+def spread_runs(
+    nodes: Nodes, keys: CrawlKeys, pages: Pages, sizes: list[int], calls: int, batch: int,
+    parts: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    rows = []
+    for size in sizes:
+        print(f"  spread ({parts} parts), {size:,} pages on {len(nodes.clients)} node(s) ...")
+        nodes.flushall()
+        base = nodes.used_memory()
+        load_s = fill_spread(nodes, keys, pages, size, parts)
+        mem = nodes.used_memory() - base
+        row: dict[str, Any] = {
+            "layout": "spread",
+            "parts": parts,
+            "nodes": len(nodes.clients),
+            "pages": size,
+            "record_originals": True,
+            "load_s": round(load_s, 1),
+            "used_memory_delta": mem,
+            "used_memory_per_page": round(mem / size, 2),
+        }
+        if nodes.srv is not None:
+            row["layout_checks"] = asyncio.run(
+                verify_layout(nodes.srv.url, keys, pages, size, True)
+            )
+            row["by_kind"] = memory_by_kind(nodes.srv, keys, size)
+        row["latency"] = asyncio.run(measure_spread(nodes, keys, pages, size, calls, batch))
+        print(f"  -> {json.dumps(row['latency'])}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def spread_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per size: the spread layout's Redis CPU per page (all nodes), per node,
+    the busiest node's share, and over the one-tag layout's in the same batches
+    (one server); and the spread's largest size over its smallest."""
+    out: dict[str, Any] = {}
+    spread = sorted((r for r in runs if r["layout"] == "spread"), key=lambda r: int(r["pages"]))
+    for r in spread:
+        lat = r["latency"]
+        row = {
+            "nodes": r["nodes"],
+            "cpu_usec_per_page": lat["server_cpu_usec_per_call"],
+            "cpu_usec_per_page_per_node": lat["server_cpu_usec_per_page_per_node"],
+            "busiest_node_share": lat["busiest_node_share"],
+            "busiest_node_over_mean": lat["busiest_node_over_mean"],
+            "used_memory_per_page": r["used_memory_per_page"],
+        }
+        near_size = [o for o in runs if abs(o["pages"] - r["pages"]) < 0.01 * r["pages"]]
+        one_tag = [o for o in near_size if o["layout"] == "growing" and "batched" in o]
+        if one_tag:
+            old = one_tag[0]["batched"]["server_cpu_usec_per_call"]
+            row["one_tag_cpu_usec_per_page"] = old
+            row["spread_over_one_tag"] = round(lat["server_cpu_usec_per_call"] / old, 3)
+        out[str(r["pages"])] = row
+    if len(spread) > 1:
+        cpu = [r["latency"]["server_cpu_usec_per_call"] for r in (spread[0], spread[-1])]
+        out["largest_over_smallest"] = round(cpu[1] / cpu[0], 3) if cpu[0] else 0.0
+    return out
 
 
 def growth(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -361,6 +587,15 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=20_000, help="single calls measured per size")
     p.add_argument("--layouts", default="growing,fixed", help="growing, fixed or both")
     p.add_argument("--max-wait", type=float, default=600, help="s to wait for a quiet machine")
+    p.add_argument(
+        "--redis", choices=("single", "cluster"), default="single",
+        help="single: the --layouts on one server (spread among them: the one-tag rows are "
+        "measured in --batch batches too, for the ratio); cluster: the spread layout only, "
+        "on a Redis Cluster of --masters masters",
+    )  # fmt: skip
+    p.add_argument("--masters", type=int, default=3, help="masters of the --redis cluster")
+    p.add_argument("--batch", type=int, default=32, help="pages a round trip (spread rows)")
+    p.add_argument("--parts", type=int, default=DEDUPE_PARTS, help="the spread layout's parts")
     p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
     a = p.parse_args()
     sizes = sorted(int(s) for s in a.sizes.split(","))
@@ -372,17 +607,29 @@ def main() -> None:
     quiet = wait_until_quiet(a.max_wait)
     print(f"load average before: {load_average()} ({quiet})", flush=True)
     srv = RedisServer()
+    layouts = a.layouts.split(",") if a.redis == "single" else ["spread"]
+    batch = a.batch if "spread" in layouts else 0
+    runs = []
     try:
         info = srv.versions(numpy=np.__version__)
-        layouts = a.layouts.split(",")
-        runs = []
-        for name in layouts:
+        if a.redis == "cluster":
+            srv.stop()
+            nodes = Nodes(None, a.masters)
+            try:
+                runs += spread_runs(nodes, keys, pages, sizes, a.calls, a.batch, a.parts)
+            finally:
+                nodes.stop()
+        for name in layouts if a.redis == "single" else []:
+            if name == "spread":
+                runs += spread_runs(Nodes(srv, 1), keys, pages, sizes, a.calls, a.batch, a.parts)
+                continue
             growing = name == "growing"
-            runs += fill_and_measure(srv, keys, pages, sizes, a.calls, True, growing)
+            runs += fill_and_measure(srv, keys, pages, sizes, a.calls, True, growing, batch)
             if sizes_off and growing:
                 runs += fill_and_measure(srv, keys, pages, sizes_off, a.calls, False, growing)
     finally:
-        srv.stop()
+        if a.redis == "single":
+            srv.stop()
     result = {
         "benchmark": "dedupe_index",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -400,6 +647,7 @@ def main() -> None:
         "runs": runs,
         "originals_bytes_per_page_by_used_memory": originals_by_difference(runs),
         "server_cpu_per_call_largest_over_smallest": growth(runs),
+        "spread": spread_summary(runs),
     }
     report(result)
     print(f"\nwrote {write_result(a.out, result)}")
@@ -419,6 +667,8 @@ def report(res: dict[str, Any]) -> None:
     )
     print("|" + "---|" * 13)
     for r in res["runs"]:
+        if r["layout"] == "spread":
+            continue
         lat = r["latency"]
         per = {kind: r["by_kind"].get(kind, {}).get("bytes_per_page", 0.0) for kind in KINDS}
         print(
@@ -430,8 +680,12 @@ def report(res: dict[str, Any]) -> None:
             f"| {r['used_memory_per_page']:.1f} | {per['exact']:.1f} | {per['near']:.1f} "
             f"| {per['originals']:.1f} |"
         )
+    print(f"spread layout: {json.dumps(res['spread'])}")
     ours = [r for r in res["runs"] if r["record_originals"] and r["layout"] == "growing"]
-    biggest = max(ours or res["runs"], key=lambda r: int(r["pages"]))
+    if not ours:
+        print(f"command: {res['command']}")
+        return
+    biggest = max(ours, key=lambda r: int(r["pages"]))
     p99 = biggest["latency"]["all_ms"]["p99"]
     print(
         f"\ntarget: p99 < {res['target_p99_ms']} ms at {biggest['pages']:,} pages -> "
