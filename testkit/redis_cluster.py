@@ -94,13 +94,13 @@ class RedisCluster:
             self.wait_replicas_synced(timeout)
         return self
 
-    def _new_node(self) -> RedisServer:
+    def _new_node(self, *more_args: str) -> RedisServer:
         tls_bus = ["--tls-cluster", "yes", "--tls-replication", "yes"] if self.tls else []
         node = RedisServer(
             appendonly=self.replicas > 0,
             extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                         "--cluster-node-timeout", str(self.node_timeout_ms), *tls_bus,
-                        *self.extra_args],
+                        *self.extra_args, *more_args],
             tls=self.tls,
         )  # fmt: skip
         node.port = cluster_port()
@@ -112,7 +112,11 @@ class RedisCluster:
         returns when every node knows both and the replica is in sync: the
         master's port and its replica's (None without replicas). It serves no
         slot until one is moved to it (slot_migration.py)."""
-        master = self._new_node()
+        # add-node writes the cluster's functions to the new master, which
+        # min-replicas-to-write would refuse before its replica joins: the
+        # cluster's value is set on it once the replica is in sync.
+        wanted = self.command(self.live_nodes()[0].port, "config", "get", "min-replicas-to-write")
+        master = self._new_node("--min-replicas-to-write", "0")
         self.nodes.append(master)
         self._add_node(master.port, [], timeout)
         master_id = self.command(master.port, "cluster", "myid").strip()
@@ -133,6 +137,8 @@ class RedisCluster:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the replica of new master {master.port} did not sync")
                 time.sleep(0.1)
+        value = wanted.split()[-1] if wanted.split() else "0"
+        self.command(master.port, "config", "set", "min-replicas-to-write", value)
         return master.port, None if replica is None else replica.port
 
     def _add_node(self, port: int, extra: list[str], timeout: float) -> None:

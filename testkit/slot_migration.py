@@ -87,12 +87,12 @@ class SlotMove:
         """The slot's keys still on the source."""
         return keys_in_slot(self.src, self.slot)
 
-    def move_keys(self, keys: Sequence[bytes | str]) -> int:
+    def move_keys(self, keys: Sequence[bytes | str], source: redis.Redis | None = None) -> int:
         """MIGRATE ``keys`` (in one call) from the source to the target; no
         REPLACE, so a key the target already holds is an error, not lost."""
         if not keys:
             return 0
-        client = _client(self.src)
+        client = source or _client(self.src)
         try:
             reply = client.execute_command(
                 "MIGRATE", "127.0.0.1", self.dst, "", 0, MIGRATE_TIMEOUT_MS, "KEYS", *keys
@@ -100,7 +100,8 @@ class SlotMove:
         except redis.ResponseError as exc:
             raise MigrationError(f"slot {self.slot}: MIGRATE {len(keys)} keys: {exc}") from exc
         finally:
-            client.close()
+            if source is None:
+                client.close()
         if reply not in (b"OK", b"NOKEY", "OK", "NOKEY"):
             raise MigrationError(f"slot {self.slot}: MIGRATE answered {reply!r}")
         self.moved += len(keys)
@@ -111,14 +112,18 @@ class SlotMove:
         batches (so running clients meet the half-moved slot); at most
         ``limit`` keys (None: all). Returns how many were moved."""
         moved = 0
-        while limit is None or moved < limit:
-            size = batch if limit is None else min(batch, limit - moved)
-            keys = keys_in_slot(self.src, self.slot, size)
-            if not keys:
-                break
-            moved += self.move_keys(keys)
-            if pause:
-                time.sleep(pause)
+        source = _client(self.src)
+        try:
+            while limit is None or moved < limit:
+                size = batch if limit is None else min(batch, limit - moved)
+                keys = source.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, size)
+                if not keys:
+                    break
+                moved += self.move_keys(keys, source)
+                if pause:
+                    time.sleep(pause)
+        finally:
+            source.close()
         return moved
 
     def finish(self, batch: int = 10, pause: float = 0.0) -> None:
