@@ -56,6 +56,23 @@ create``; REDIS_URL ``redis+cluster://``, the client the workers use), and gives
 each cluster row's ratio to the same scenario on one Redis. Redis CPU is summed
 over the masters. scrapy-redis is left out on the cluster (its keys carry no
 hash tags and its dupefilter and queue are one key each).
+
+``--redis cluster --masters 1,2,3,4`` runs them on a cluster of each size
+instead (bench/cluster_masters.py: 16384 / N contiguous slots per master, no
+replicas): per row ``masters``, each master's Redis CPU per page
+(``redis_cpu_us_per_page_per_master``) and the busiest master's share of the
+Redis CPU (``busiest_master_share``; 1 / N would be an even spread):
+
+    flock /tmp/crawlproject-bench.lock .venv/bin/python bench/frontier_ops.py \
+        --systems ours --modes frontier --procs 1 --redis cluster --masters 1,2,3,4
+
+``--shards N`` (default: a new crawl's, crawlproject/frontier/layout.py) sets the
+crawl's shard count. Every row has ``redis_scripts_per_page`` (script runs, the
+calls a client makes) and ``redis_commands_per_page`` (every command, those
+inside scripts too), over every master, beside its Redis CPU per page. The drivers ask the
+shards a worker's claim loop would (crawlproject/frontier/claims.py ClaimClock:
+a shard whose claim found nothing claimable is skipped until a slot there is
+freed, or its probe comes).
 """
 
 from __future__ import annotations
@@ -96,6 +113,7 @@ from benchlib import (
     url_depth,
     write_result,
 )
+from cluster_masters import MastersCluster
 from redis.asyncio import Redis as AsyncRedis
 from scrapy import Request, Spider
 from scrapy.settings import Settings
@@ -123,6 +141,15 @@ try:  # the compact form's queue form (revisions before it have none: --revs)
 except ImportError:
     stored_form = None  # type: ignore[assignment]
 
+try:  # which shards a claim asks (revisions before it ask them all: --revs)
+    from crawlproject.frontier.claims import ClaimClock
+except ImportError:
+    ClaimClock = None  # type: ignore[assignment,misc]
+try:  # a new crawl's shard count (before it: CRAWL_FRONTIER_SHARDS' default)
+    from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+except ImportError:
+    NEW_CRAWL_SHARDS = 4
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -137,7 +164,8 @@ CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the issue's target for one Redis
 SEED_CHUNK = 100_000  # seeds per RedisFrontier.add call
 T = TypeVar("T")
-Server = RedisServer | ClusterServer
+Server = RedisServer | ClusterServer | MastersCluster
+IDLE_POLL = 0.5  # CRAWL_IDLE_POLL_SECONDS' default: the claim clock's probe period
 
 
 @dataclass(frozen=True)
@@ -345,6 +373,8 @@ async def drive_ours(
     worker = f"bench-{ns}"
     ops: dict[str, float] = defaultdict(float)
     pages = n_links = hits = empty = 0
+    loop = asyncio.get_running_loop()
+    clock = ClaimClock(IDLE_POLL) if hasattr(ClaimClock, "to_ask") else None
     barrier.wait()
     t0, cpu0 = time.monotonic(), time.process_time()
     deadline, limit = t0 + cfg.duration, cfg.max_pages
@@ -352,10 +382,19 @@ async def drive_ours(
         a = time.perf_counter()
         items: list[tuple[Any, bytes]] = []
         shares: list[float | None] = []
-        for shard in range(cfg.shards):  # like FrontierScheduler._claim_some
+        # The shards a worker's claim loop would ask (claims.py), each at most
+        # claim_n; a revision from before the clock (--revs) asks them all.
+        asked = range(cfg.shards) if clock is None else clock.to_ask(cfg.shards, loop.time())[0]
+        for shard in asked:
             batch = await f.claim(shard, cfg.claim_n, worker)
             items += batch.items
             shares += batch.shares or [None] * len(batch.items)
+            if clock is not None:
+                now, ready = loop.time(), batch.next_ready_ms
+                due = None if ready is None else now + max(0, ready - batch.now_ms) / 1000
+                clock.claimed(shard, due, now)
+        if clock is not None:
+            clock.next_shard = (clock.next_shard + 1) % cfg.shards
         if not items:
             empty += 1
             await asyncio.sleep(0.001)
@@ -390,6 +429,9 @@ async def drive_ours(
         hits += (await f.add(entries)).seen_hits
         e = time.perf_counter()
         await f.ack(leases)
+        if clock is not None:  # each acked lease freed its host's slot
+            for shard in {lease.shard for lease in leases}:
+                clock.slot_freed(shard, loop.time())
         g = time.perf_counter()
         for name, dt in (
             ("claim", b - a),
@@ -565,9 +607,11 @@ def scenario(
         for w in workers:
             w.start()
     barrier.wait(timeout=120)
+    cmd0, node0 = commands_per_node(server), cpu_per_node(server)
     cpu0, w0 = server.cpu_seconds(), time.monotonic()
     runs = [out.get(timeout=cfg.duration + 300) for _ in workers]
     cpu1, w1 = server.cpu_seconds(), time.monotonic()
+    node1, cmd1 = cpu_per_node(server), commands_per_node(server)
     for w in workers:
         w.join()
     if code is not None and any(r["code"] != str(code) for r in runs):
@@ -578,8 +622,11 @@ def scenario(
     for r in runs:
         for k, v in r["ops"].items():
             ops[k] += v
+    node_cpu = [b - a for a, b in zip(node0, node1, strict=True)]
     return {
         "redis": kind,
+        "masters": len(node_cpu),
+        "shards": cfg.shards,
         "system": system,
         "mode": mode,
         "procs": procs,
@@ -591,6 +638,16 @@ def scenario(
         "seen_hit_fraction": round(sum(r["seen_hits"] for r in runs) / max(links_n, 1), 3),
         "redis_cpu_cores": round((cpu1 - cpu0) / (w1 - w0), 3),
         "redis_cpu_us_per_page": round((cpu1 - cpu0) / max(pages, 1) * 1e6, 1),
+        "redis_cpu_us_per_page_per_master": [round(c / max(pages, 1) * 1e6, 1) for c in node_cpu],
+        "busiest_master_share": round(max(node_cpu) / max(sum(node_cpu), 1e-9), 3),
+        # script runs (EVALSHA: a client's calls) and every command run, scripts' own
+        # included, over every master, per page
+        "redis_scripts_per_page": round(
+            sum(b[0] - a[0] for a, b in zip(cmd0, cmd1, strict=True)) / max(pages, 1), 3
+        ),
+        "redis_commands_per_page": round(
+            sum(b[1] - a[1] for a, b in zip(cmd0, cmd1, strict=True)) / max(pages, 1), 3
+        ),
         # derived, not measured: the rate at which this Redis CPU per page fills one core
         "redis_bound_pages_per_s": round(pages / max(cpu1 - cpu0, 1e-9)),
         "driver_cpu_cores": round(sum(r["cpu"] for r in runs) / elapsed, 3),
@@ -599,6 +656,33 @@ def scenario(
         "ms_per_1k_pages": {k: round(v / max(pages, 1) * 1e6, 1) for k, v in ops.items()},
         "keys_per_node": server.keys_per_node(),
     }
+
+
+def cpu_per_node(server: Server) -> list[float]:
+    """Each master's Redis CPU seconds so far (one server: one)."""
+    if isinstance(server, MastersCluster):
+        return server.cpu_per_node()
+    if isinstance(server, ClusterServer):
+        return [
+            float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+            for info in (node.info("cpu") for node in server.nodes)
+        ]
+    return [server.cpu_seconds()]
+
+
+def commands_per_node(server: Server) -> list[tuple[int, int]]:
+    """Each master's (script runs, commands) so far: EVALSHA and EVAL calls
+    (INFO commandstats: the calls clients make), and every command it ran,
+    those inside scripts too (INFO stats)."""
+    nodes = server.nodes if isinstance(server, MastersCluster | ClusterServer) else [server.client]
+    out = []
+    for node in nodes:
+        stats = node.info("commandstats")
+        scripts = sum(
+            int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval")
+        )
+        out.append((scripts, int(node.info("stats")["total_commands_processed"])))
+    return out
 
 
 def machine(server: Server) -> dict[str, Any]:
@@ -634,6 +718,14 @@ def main() -> None:
     p.add_argument("--systems", default="ours,scrapy-redis")
     p.add_argument("--redis", default="single", help="single, cluster or single,cluster")
     p.add_argument(
+        "--masters",
+        help="with --redis cluster: clusters of these sizes (e.g. 1,2,3,4), each its own\n"
+        "(bench/cluster_masters.py); without it the 3-master cluster of the tests",
+    )
+    p.add_argument(
+        "--shards", type=int, default=None, help="the crawl's shard count (default: a new crawl's)"
+    )
+    p.add_argument(
         "--revs",
         metavar="BASE,REV[,REV...]",
         help="run each scenario on every revision's export (drivers and seeding import it),\n"
@@ -665,18 +757,30 @@ def main() -> None:
         a.seen_fraction,
         a.duration,
         a.max_pages,
-        ds.CRAWL_FRONTIER_SHARDS,
+        a.shards or ds.CRAWL_FRONTIER_SHARDS or NEW_CRAWL_SHARDS,
     )
     if a.revs is None:  # with --revs each driver checks its revision's templates itself
         Links(UrlSpace(cfg.hosts, 1), False).verify()
     kinds = a.redis.split(",")
+    if a.masters is not None:
+        if "cluster" not in kinds:
+            p.error("--masters goes with --redis cluster")
+        sizes = [int(n) for n in a.masters.split(",")]
+        at = kinds.index("cluster")
+        kinds[at : at + 1] = [f"cluster:{n}" for n in sizes]
     servers: dict[str, Server] = {}
     rows: list[dict[str, Any]] = []
     try:
-        # Both up from the start, so each scenario runs on one Redis and on the
-        # cluster back to back (this machine's speed drifts over an hour).
+        # All up from the start, so each scenario runs on one Redis and on the
+        # clusters back to back (this machine's speed drifts over an hour).
         for kind in kinds:
-            servers[kind] = ClusterServer() if kind == "cluster" else RedisServer()
+            servers[kind] = (
+                MastersCluster(int(kind.split(":")[1]))
+                if kind.startswith("cluster:")
+                else ClusterServer()
+                if kind == "cluster"
+                else RedisServer()
+            )
         info = machine(servers[kinds[0]])
         systems = a.systems.split(",")
         for mode in a.modes.split(","):
@@ -684,16 +788,17 @@ def main() -> None:
                 for system, kind, rnd, label, code in schedule(
                     systems, list(servers), a.repeats, revs if a.revs is not None else None
                 ):
-                    if kind == "cluster" and system not in POLICY_MODES:
+                    if kind.startswith("cluster") and system not in POLICY_MODES:
                         continue  # scrapy-redis has no cluster keys
                     server = servers[kind]
                     run = Config(**{**asdict(cfg), "url": server.url})
-                    r = scenario(server, kind, system, mode, procs, run, code)
+                    r = scenario(server, kind.split(":")[0], system, mode, procs, run, code)
                     rows.append({**r, "rev": label, "round": rnd})
                     shown = f" {label} #{rnd}" if label else f" #{rnd}" if a.repeats > 1 else ""
                     print(
-                        f"  {kind:7} {system:12} {mode:8} x{procs}{shown}: "
-                        f"{r['pages_per_s']:>8,.0f} pages/s",
+                        f"  {kind:9} {system:12} {mode:8} x{procs}{shown}: "
+                        f"{r['pages_per_s']:>8,.0f} pages/s, busiest master "
+                        f"{r['busiest_master_share']:.2f} of Redis CPU",
                         flush=True,
                     )
     finally:
@@ -706,9 +811,8 @@ def main() -> None:
             if (b["mode"], b["procs"], b["rev"], b["round"])
             == (r["mode"], r["procs"], r["rev"], r["round"])
         ]
-        base = next(
-            (b for b in same if b["system"] == "scrapy-redis" and b["redis"] == r["redis"]), None
-        )
+        here = [b for b in same if (b["redis"], b["masters"]) == (r["redis"], r["masters"])]
+        base = next((b for b in here if b["system"] == "scrapy-redis"), None)
         if r["system"] == "ours" and base:
             r["ratio_vs_scrapy_redis"] = round(r["pages_per_s"] / base["pages_per_s"], 2)
         single = next(
@@ -716,7 +820,7 @@ def main() -> None:
         )
         if r["redis"] == "cluster" and single:
             r["ratio_cluster_vs_single"] = round(r["pages_per_s"] / single["pages_per_s"], 3)
-        depth = next((b for b in same if b["system"] == "ours" and b["redis"] == r["redis"]), None)
+        depth = next((b for b in here if b["system"] == "ours"), None)
         if r["system"] == "ours-aopic" and depth:
             r["ratio_aopic_vs_depth"] = round(r["pages_per_s"] / depth["pages_per_s"], 3)
     report(rows, cfg, info)
@@ -768,11 +872,12 @@ def system_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     page per scenario, and AOPIC ÷ depth order per round and of the medians."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        groups[(r["redis"], r["system"], r["mode"], r["procs"])].append(r)
+        groups[(r["redis"], r["masters"], r["system"], r["mode"], r["procs"])].append(r)
     out = []
-    for (kind, system, mode, procs), runs in groups.items():
+    for (kind, masters, system, mode, procs), runs in groups.items():
         row: dict[str, Any] = {
             "redis": kind,
+            "masters": masters,
             "system": system,
             "mode": mode,
             "procs": procs,
@@ -783,7 +888,7 @@ def system_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ),
         }
         ratios = [r["ratio_aopic_vs_depth"] for r in runs if "ratio_aopic_vs_depth" in r]
-        depth = groups.get((kind, "ours", mode, procs))  # get: no key made mid-iteration
+        depth = groups.get((kind, masters, "ours", mode, procs))  # get: no key made mid-iteration
         if ratios and depth:
             row["ratios_aopic_vs_depth"] = ratios
             row["median_ratio_aopic_vs_depth"] = statistics.median(ratios)
@@ -812,9 +917,9 @@ def rev_medians(rows: list[dict[str, Any]], labels: list[str | None]) -> list[di
         lambda: defaultdict(list)
     )
     for r in rows:
-        groups[(r["redis"], r["system"], r["mode"], r["procs"])][r["rev"]].append(r)
+        groups[(r["redis"], r["masters"], r["system"], r["mode"], r["procs"])][r["rev"]].append(r)
     out = []
-    for (kind, system, mode, procs), by_rev in groups.items():
+    for (kind, masters, system, mode, procs), by_rev in groups.items():
         med = {
             label: statistics.median(r["pages_per_s"] for r in by_rev[label]) for label in labels
         }
@@ -826,6 +931,7 @@ def rev_medians(rows: list[dict[str, Any]], labels: list[str | None]) -> list[di
         out.append(
             {
                 "redis": kind,
+                "masters": masters,
                 "system": system,
                 "mode": mode,
                 "procs": procs,
@@ -855,7 +961,8 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
     head = (
         f"{'redis':7} {'system':12} {'mode':8} {'procs':>5} {'pages':>8} {'pages/s':>8} "
         f"{'links/s':>9} "
-        f"{'redis CPU':>9} {'us/page':>7} {'1-core cap':>10} {'driver CPU':>10} {'vs s-r':>6}"
+        f"{'redis CPU':>9} {'us/page':>7} {'scripts/pg':>10} {'1-core cap':>10} {'driver CPU':>10} "
+        f"{'vs s-r':>6}"
     )
     print(head + "\n" + "-" * len(head))
     for r in rows:
@@ -863,7 +970,8 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
         print(
             f"{r['redis']:7} {r['system']:12} {r['mode']:8} {r['procs']:>5} {r['pages']:>8} "
             f"{r['pages_per_s']:>8,.0f} {r['links_per_s']:>9,.0f} {r['redis_cpu_cores']:>9.2f} "
-            f"{r['redis_cpu_us_per_page']:>7.0f} {r['redis_bound_pages_per_s']:>10,} "
+            f"{r['redis_cpu_us_per_page']:>7.0f} {r['redis_scripts_per_page']:>10.3f} "
+            f"{r['redis_bound_pages_per_s']:>10,} "
             f"{r['driver_cpu_cores']:>10.2f} {ratio:>6}"
         )
     print("redis CPU / driver CPU: cores busy (1.00 = one core); us/page: Redis CPU per page;")
@@ -874,8 +982,18 @@ def report(rows: list[dict[str, Any]], cfg: Config, info: dict[str, Any]) -> Non
     for r in rows:
         if "ratio_cluster_vs_single" in r:
             print(
-                f"  3-master cluster / one Redis, {r['system']} {r['mode']} x{r['procs']}: "
-                f"{r['ratio_cluster_vs_single']:.3f} (keys per master {r['keys_per_node']})"
+                f"  {r['masters']}-master cluster / one Redis, {r['system']} {r['mode']} "
+                f"x{r['procs']}: {r['ratio_cluster_vs_single']:.3f} (keys per master "
+                f"{r['keys_per_node']})"
+            )
+    for r in rows:
+        if r["redis"] == "cluster":
+            per = ", ".join(f"{c:.0f}" for c in r["redis_cpu_us_per_page_per_master"])
+            print(
+                f"  {r['masters']} master(s), {r['system']} {r['mode']} x{r['procs']}: "
+                f"{r['pages_per_s']:,.0f} pages/s; Redis CPU us/page per master {per}; "
+                f"busiest master {r['busiest_master_share']:.3f} of it (even: "
+                f"{1 / r['masters']:.3f}); {r['redis_scripts_per_page']:.3f} script runs/page"
             )
     for r in rows:
         if "ratio_aopic_vs_depth" in r:
