@@ -81,10 +81,10 @@ import redis
 from benchlib import RedisServer
 from redis.asyncio import Redis as AsyncRedis
 
-from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.seen import SeenFilter
 from testkit.redis_server import RedisServer as TestRedisServer
 from testkit.seen_table import SEEN_DRIVER, load_bloom, load_exact
@@ -93,7 +93,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PICTURE = ROOT / "bench" / "frontier_growth.png"
 CRAWL = frontier_ops.CRAWL  # the page driver's crawl
-SHARDS = ds.CRAWL_FRONTIER_SHARDS
+SHARDS = NEW_CRAWL_SHARDS
 SAMPLE = 100_000  # loaded fingerprints kept per shard, for seen links
 CALL = 500  # fingerprints per seen-test call (add.lua's ADD_CHUNK)
 ADD_BATCH = 2000  # entries per RedisFrontier.add call: ~500 per shard

@@ -60,6 +60,7 @@ from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec, stored_form, url_of
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 
 CRAWL = "mem"
@@ -178,9 +179,7 @@ async def load_ours(
     """Adds URLs 0..n-1 through RedisFrontier.add; returns seconds spent in add."""
     r = AsyncRedis.from_url(srv.url)
     mode = "credit" if policy == "aopic" else "score"
-    f = RedisFrontier(
-        r, CrawlKeys(CRAWL, ds.CRAWL_FRONTIER_SHARDS), 0, 1, 30_000, priority_mode=mode
-    )
+    f = RedisFrontier(r, CrawlKeys(CRAWL, NEW_CRAWL_SHARDS), 0, 1, 30_000, priority_mode=mode)
     await f.prepare()
     spent = added = 0.0
     for start in range(0, n, batch):
@@ -319,7 +318,7 @@ def main() -> None:
             "urls": n,
             "hosts": a.hosts,
             "batch": a.batch,
-            "shards": ds.CRAWL_FRONTIER_SHARDS,
+            "shards": NEW_CRAWL_SHARDS,
             "seen_filter": "exact",
             "depths": "one per host" if a.one_depth_per_host else "1-5 per host",
             **shape,

@@ -52,9 +52,9 @@ from frontier_ops import (
     seed,
 )
 
-from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, Release
 from crawlproject.frontier.connection import redis_client
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.processes import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -265,7 +265,7 @@ def config(a: argparse.Namespace, url: str) -> Config:
         a.seen_fraction,
         3600.0,
         a.pages,
-        ds.CRAWL_FRONTIER_SHARDS,
+        NEW_CRAWL_SHARDS,
         url=url,
     )
 

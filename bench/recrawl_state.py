@@ -40,12 +40,13 @@ from crawlproject import default_settings as ds
 from crawlproject.frontier.client import NewEntry, RedisFrontier
 from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, encode_state
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
 
 CRAWL = "rc"
-SHARDS = ds.CRAWL_FRONTIER_SHARDS
+SHARDS = NEW_CRAWL_SHARDS
 SECTIONS = ("news/world/eu", "archive/2024/05", "products/item/detail", "blog/posts/eng",
             "docs/reference/api/v2", "category/misc/all-items", "about/company/team")  # fmt: skip
 NOW_S = 1_790_000_000

@@ -162,8 +162,8 @@ async def _with_redis(
         redis = await embedded.connect(client_name=CLI_CLIENT_ID)
     else:
         redis = command_client(config.redis_url)
-    keys = config.crawl_keys(crawl)
     try:
+        keys = await config.open_keys(redis, crawl, adopt=True)  # the crawl's own shards
         if run is not None:
             await run(redis, keys)
         elif status_args is not None:

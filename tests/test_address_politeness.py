@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
@@ -187,7 +188,7 @@ def test_a_killed_workers_places_come_back_with_its_leases(
 
         def victim_holds_a_place() -> bool:
             nonlocal shard_of_address
-            for shard in range(4):
+            for shard in range(NEW_CRAWL_SHARDS):
                 tokens = client.zrange(f"cp:{{kill/{shard}}}:al:{ADDRESS}", 0, -1)
                 for token in tokens:
                     lease_shard, lease_id = token.decode().split(":")

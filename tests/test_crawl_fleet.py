@@ -15,6 +15,7 @@ from pathlib import Path
 
 import redis
 
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,
@@ -104,7 +105,7 @@ def test_killed_worker_loses_nothing(
         def victim_fetching() -> bool:
             return any(
                 v.startswith(fetching)
-                for shard in range(4)
+                for shard in range(NEW_CRAWL_SHARDS)
                 for v in client.hvals(f"cp:{{kill/{shard}}}:lease")
             )
 

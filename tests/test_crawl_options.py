@@ -138,7 +138,7 @@ def test_unreachable_or_mismatched_frontier_closes_clearly(
     )  # fmt: skip
     assert wait_all([proc], timeout=60, check=False) == [1]
     text = proc.log_path.read_text()
-    assert "was created with shards=4; this worker has 2" in text
+    assert "was created with CRAWL_FRONTIER_SHARDS=4; this worker sets 2" in text
     assert "Spider closed (frontier_unavailable)" in text
 
 

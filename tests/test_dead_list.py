@@ -18,6 +18,7 @@ from scrapy import Request
 from crawlproject import default_settings
 from crawlproject.frontier.codec import RequestCodec, stored_form
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb
 from tests.spiders_for_tests.own_spiders import TutorialSpider
@@ -28,7 +29,7 @@ FAST = {
     "CRAWL_IDLE_POLL_SECONDS": 0.2,
     "SPIDER_MODULES": "spiders,tests.spiders_for_tests",
 }
-KEYS = CrawlKeys("tutorial", default_settings.CRAWL_FRONTIER_SHARDS)
+KEYS = CrawlKeys("tutorial", NEW_CRAWL_SHARDS)
 
 
 def cli(redis_url: str, *args: str) -> str:

@@ -99,7 +99,7 @@ async def test_a_paused_engine_hands_its_claims_back_with_no_delay_charged(
     requeues them and says the host was not contacted, so another worker
     claims the same URLs right away though every host's delay is a minute."""
     scheduler, leases = book()
-    f = await make_frontier(shards=scheduler.config.shards, delay_ms=60_000, conc=1)
+    f = await make_frontier(shards=4, delay_ms=60_000, conc=1)
     urls = [f"http://127.0.0.{i}/page" for i in (2, 3, 4)]  # addresses: the gate admits at once
     canon, codec = UrlCanonicalizer([]), RequestCodec(["scrapy.http.request.Request"])
     entries = []

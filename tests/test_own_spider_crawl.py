@@ -12,8 +12,8 @@ from pathlib import Path
 
 import redis
 
-from crawlproject import default_settings
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb
 
@@ -71,7 +71,7 @@ def test_a_tutorial_spider_gets_its_own_crawl_and_its_seeds_are_seeds(
     assert "CRAWL_NAME='tutorial' (spider name)" in proc.log_path.read_text()
     # Its own crawl: nothing under web's keys.
     assert list(client.scan_iter(match="cp:{web*")) == []
-    keys = CrawlKeys("tutorial", default_settings.CRAWL_FRONTIER_SHARDS)
+    keys = CrawlKeys("tutorial", NEW_CRAWL_SHARDS)
     for url in (start, argument, listed):  # start_urls, -a seeds=, the start_urls list
         pkey = url.split("://", 1)[1].rstrip("/")
         assert client.hget(keys.host(keys.shard_of(pkey), pkey), "seed") == b"1", url

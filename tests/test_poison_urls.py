@@ -21,6 +21,7 @@ from scrapy import Request
 from crawlproject import settings as project_settings
 from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, tail
 from testkit.testweb import TestWeb, page_counts, page_path
@@ -211,8 +212,10 @@ def test_a_url_that_kills_its_workers_is_set_aside_and_the_crawl_finishes(
     last = procs[-1].log_path.read_text(errors="replace")
     assert "as poison" in last and stats_of(procs[-1].log_path)["frontier/poisoned"] == 1
     with redis.Redis.from_url(redis_url) as client:
-        assert sum(client.llen(f"cp:{{poison/{s}}}:poison") for s in range(4)) == 1
-        assert not any(client.exists(f"cp:{{poison/{s}}}:reclaims") for s in range(4))
+        assert sum(client.llen(f"cp:{{poison/{s}}}:poison") for s in range(NEW_CRAWL_SHARDS)) == 1
+        assert not any(
+            client.exists(f"cp:{{poison/{s}}}:reclaims") for s in range(NEW_CRAWL_SHARDS)
+        )
     cli = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "poison"]
     counts = json.loads(
         subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True).stdout

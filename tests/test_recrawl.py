@@ -22,6 +22,7 @@ import redis
 
 from crawlproject.frontier.connection import cluster_node_url
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.recrawl.schedule import FetchState, decode_state
 from crawlproject.store.warc_read import read_payload
@@ -35,7 +36,7 @@ from testkit.crawlproc import (
 )
 from testkit.testweb import TestWeb, page_path
 
-SHARDS = 4  # CRAWL_FRONTIER_SHARDS' default
+SHARDS = NEW_CRAWL_SHARDS  # a new crawl's (CRAWL_FRONTIER_SHARDS unset)
 
 
 class Server(Protocol):

@@ -59,8 +59,10 @@ CRAWL_MAX_RECLAIMS = 3
 CRAWL_IDLE_CLOSE_SECONDS = 10.0
 
 # Frontier partitions. Each host lives in one shard; all keys of a shard share
-# one Redis Cluster hash tag. Fixed for the life of a crawl.
-CRAWL_FRONTIER_SHARDS = 4
+# one Redis Cluster hash tag. Fixed for the life of a crawl: None takes the
+# crawl's own count (32 for a new crawl, crawlproject/frontier/layout.py); a
+# worker that sets another count than its crawl's is refused at start.
+CRAWL_FRONTIER_SHARDS: int | None = None
 # The crawl's seen-URL set, fixed when the crawl is created
 # (crawlproject/frontier/seen.py): "exact" (grows by itself, 8-9.4 bytes per URL,
 # never wrong) or "bloom" (a Bloom filter sized for CRAWL_SEEN_CAPACITY URLs of

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+from redis.asyncio import Redis
 from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.addresses import AddressConfig
 from crawlproject.frontier.client import AdaptiveDelay, HostBudget
 from crawlproject.frontier.host_overrides import HostOverride, read_host_overrides
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, crawl_shards
 from crawlproject.frontier.redis_settings import redis_target, refuse_scrapy_redis, start_urls_key
 from crawlproject.frontier.seen import SeenFilter
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
@@ -45,7 +47,8 @@ class FrontierConfig:
     politeness_key: str  # CRAWL_POLITENESS_KEY, "host" in address mode (politeness_key_of)
     lease_seconds: Annotated[float, Setting("CRAWL_LEASE_SECONDS")]
     idle_close_seconds: Annotated[float, Setting("CRAWL_IDLE_CLOSE_SECONDS")]
-    shards: Annotated[int, Setting("CRAWL_FRONTIER_SHARDS")]
+    # CRAWL_FRONTIER_SHARDS, None when not set: the crawl's own count (open_keys).
+    shards: int | None
     seen: SeenFilter  # CRAWL_SEEN_FILTER, _CAPACITY, _ERROR_RATE (checked there)
     session_params: tuple[str, ...]  # CRAWL_SESSION_PARAMS
     request_classes: tuple[str, ...]  # CRAWL_REQUEST_CLASSES
@@ -105,11 +108,20 @@ class FrontierConfig:
     def lease_ms(self) -> int:
         return round(self.lease_seconds * 1000)
 
-    def crawl_keys(self, crawl: str) -> CrawlKeys:
-        """The key names of crawl ``crawl`` (its seed list per REDIS_START_URLS_KEY)."""
+    def crawl_keys(self, crawl: str, shards: int | None = None) -> CrawlKeys:
+        """The key names of crawl ``crawl`` (its seed list per REDIS_START_URLS_KEY)
+        over ``shards`` shards, else CRAWL_FRONTIER_SHARDS, else a new crawl's
+        count: open_keys gives those of a crawl that exists."""
         template = self.start_urls_template
         seeds = None if template is None else template % {"name": crawl}
-        return CrawlKeys(crawl, self.shards, seeds)
+        return CrawlKeys(crawl, shards or self.shards or NEW_CRAWL_SHARDS, seeds)
+
+    async def open_keys(self, redis: Redis, crawl: str, adopt: bool = False) -> CrawlKeys:
+        """The key names of crawl ``crawl`` over the shards it was created with
+        (layout.crawl_shards: a worker that set another count is refused unless
+        ``adopt``, as a command is, which reads the crawl as it is)."""
+        provisional = self.crawl_keys(crawl)
+        return self.crawl_keys(crawl, await crawl_shards(redis, provisional, self.shards, adopt))
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
@@ -134,6 +146,7 @@ class FrontierConfig:
             seen=SeenFilter.from_settings(settings),
             session_params=tuple(crawl_setting(settings, "CRAWL_SESSION_PARAMS")),
             request_classes=tuple(crawl_setting(settings, "CRAWL_REQUEST_CLASSES")),
+            shards=read_shards(settings),
             concurrent_requests=settings.getint("CONCURRENT_REQUESTS", 16),
             backoff_http_codes=frozenset(
                 int(c) for c in crawl_setting(settings, "CRAWL_BACKOFF_HTTP_CODES")
@@ -192,6 +205,23 @@ class FrontierConfig:
                 o.concurrency is not None and o.concurrency < 1
             ):
                 raise ConfigError(f"CRAWL_HOST_OVERRIDES[{host!r}] out of range")
+
+
+def read_shards(settings: BaseSettings) -> int | None:
+    """CRAWL_FRONTIER_SHARDS: None when not set (the crawl's count), else a count >= 1."""
+    value = crawl_setting(settings, "CRAWL_FRONTIER_SHARDS")
+    if value is None or value == "":
+        return None
+    try:
+        shards = int(value)
+    except (TypeError, ValueError):
+        shards = 0
+    if shards < 1 or str(value).strip() != str(shards):
+        raise ConfigError(
+            f"CRAWL_FRONTIER_SHARDS must be a whole number >= 1, or unset (the crawl's own "
+            f"count, {NEW_CRAWL_SHARDS} for a new crawl); not {value!r}"
+        )
+    return shards
 
 
 def refuse_scrapy_politeness(settings: BaseSettings, host_concurrency: int) -> None:

@@ -75,25 +75,27 @@ class CrawlRedis:
 
 
 async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: str) -> RedisFrontier:
-    """The crawl's frontier on ``shared``, its scripts loaded and its layout
-    checked (a Redis still starting is retried), the host overrides set."""
-    frontier = RedisFrontier(
-        shared.redis,
-        shared.keys,
-        default_delay_ms=c.host_delay_ms,
-        default_concurrency=c.host_concurrency,
-        lease_ms=c.lease_ms,
-        adaptive=c.adaptive,
-        priority_mode=priority_mode,
-        aopic_tax=c.aopic_tax,
-        host_url_cap=c.max_pages_per_host,
-        pattern_url_cap=c.max_urls_per_pattern,
-        max_reclaims=c.max_reclaims,
-        budget=c.budget,
-        seen=c.seen,
-    )
+    """The crawl's frontier on ``shared``, over the crawl's own shards
+    (``shared.keys`` made again with its count), its scripts loaded and its
+    layout checked (a Redis still starting is retried), the host overrides set."""
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
+            shared.keys = await c.open_keys(shared.redis, shared.keys.crawl)
+            frontier = RedisFrontier(
+                shared.redis,
+                shared.keys,
+                default_delay_ms=c.host_delay_ms,
+                default_concurrency=c.host_concurrency,
+                lease_ms=c.lease_ms,
+                adaptive=c.adaptive,
+                priority_mode=priority_mode,
+                aopic_tax=c.aopic_tax,
+                host_url_cap=c.max_pages_per_host,
+                pattern_url_cap=c.max_urls_per_pattern,
+                max_reclaims=c.max_reclaims,
+                budget=c.budget,
+                seen=c.seen,
+            )
             await adopt_host_keys(shared.redis, shared.keys, c.politeness_key)
             await frontier.prepare()
             break

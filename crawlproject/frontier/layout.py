@@ -22,6 +22,34 @@ from crawlproject.frontier.seen import SeenFilter, prepare_seen, refuse_old_layo
 # ZSET), and before it none (one list per host queue).
 QUEUE_LAYOUT = "bands3"
 
+# Shards of a new crawl when CRAWL_FRONTIER_SHARDS is not set: one hash tag
+# each, so that a crawl spreads over the masters a cluster grows to and a moved
+# slot moves a small part of it (claims.py keeps a claim's cost flat in the
+# count). Not more: a shard's fixed cost is its seen set's first 2^11 buckets
+# (about 160 kB once it holds 2^18 URLs), 0.16 B per URL each at 1M URLs
+# (bench/frontier_memory.py: 9.4 B per seen URL with 4 shards, 11.3 with 16,
+# 19.0 with 64, past its 16 B target).
+NEW_CRAWL_SHARDS = 32
+
+
+async def crawl_shards(redis: Redis, keys: CrawlKeys, wanted: int | None, adopt: bool) -> int:
+    """The crawl's shard count: the one it was created with (``meta``), or for
+    a new crawl ``wanted`` (CRAWL_FRONTIER_SHARDS), else NEW_CRAWL_SHARDS. A
+    worker that set another count is refused (FrontierMismatch, one line)
+    unless ``adopt`` (a command reads the crawl as it is)."""
+    stored = reply_text(await redis.hget(keys.meta, "shards") or b"")
+    if not stored:
+        return NEW_CRAWL_SHARDS if wanted is None else wanted
+    if not stored.isdigit() or int(stored) < 1:
+        raise FrontierMismatch(f"crawl {keys.crawl!r} has an unreadable shard count {stored!r}")
+    if wanted is not None and wanted != int(stored) and not adopt:
+        raise FrontierMismatch(
+            f"crawl {keys.crawl!r} was created with CRAWL_FRONTIER_SHARDS={stored}; this "
+            f"worker sets {wanted}. Leave CRAWL_FRONTIER_SHARDS unset (a worker takes the "
+            "crawl's), or use another crawl name."
+        )
+    return int(stored)
+
 
 async def prepare_layout(
     redis: Redis, keys: CrawlKeys, priority_mode: str, seen: SeenFilter
