@@ -49,6 +49,16 @@ def _port_of(nodes_line: str) -> int:
     return int(port) if port.isdigit() else 0
 
 
+class SlotOwners:
+    """Slot ranges and the port of the master serving each."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int, int]] = []
+
+    def get(self, slot: int) -> int | None:
+        return next((port for lo, hi, port in self.ranges if lo <= slot <= hi), None)
+
+
 def redis_cli() -> str:
     cli = str(Path(find_redis_server()).with_name("redis-cli"))
     if not Path(cli).exists():
@@ -224,15 +234,23 @@ class RedisCluster:
         raise RuntimeError(f"master {master_port} has no replica:\n{info}")
 
     def master_of_slot(self, slot: int) -> int:
+        port = self.slot_ranges().get(slot)
+        if port is None:
+            raise RuntimeError(f"no master serves slot {slot}")
+        return port
+
+    def slot_ranges(self) -> SlotOwners:
+        """Who serves each slot, as a live node sees it (one ``CLUSTER NODES``)."""
+        owners = SlotOwners()
         for line in self.command(self.live_nodes()[0].port, "cluster", "nodes").splitlines():
             f = line.split()
             if len(f) < 9 or "master" not in f[2] or "fail" in f[2]:
                 continue
             for part in f[8:]:
                 lo, _, hi = part.partition("-")
-                if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
-                    return int(f[1].split("@")[0].rsplit(":", 1)[1])
-        raise RuntimeError(f"no master serves slot {slot}")
+                if lo.isdigit():  # not an open slot ([s->-id] / [s-<-id])
+                    owners.ranges.append((int(lo), int(hi or lo), _port_of(line)))
+        return owners
 
     def node(self, port: int) -> RedisServer:
         return next(n for n in self.nodes if n.port == port)

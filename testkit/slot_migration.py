@@ -161,11 +161,21 @@ def move_slot(
 def busiest_slots(cluster: RedisCluster, slots: Iterable[int], n: int) -> list[int]:
     """The ``n`` slots of ``slots`` holding the most keys (``CLUSTER
     COUNTKEYSINSLOT`` on each slot's master), busiest first."""
-    counts: dict[int, int] = {}
+    owners = cluster.slot_ranges()
+    by_master: dict[int, list[int]] = {}
     for slot in set(slots):
-        client = _client(cluster.master_of_slot(slot))
+        port = owners.get(slot)
+        if port is None:
+            raise RuntimeError(f"no master serves slot {slot}")
+        by_master.setdefault(port, []).append(slot)
+    counts: dict[int, int] = {}
+    for port, mine in by_master.items():
+        client = _client(port)
         try:
-            counts[slot] = int(client.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))
+            pipe = client.pipeline(transaction=False)
+            for slot in mine:
+                pipe.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
+            counts.update(zip(mine, map(int, pipe.execute()), strict=True))
         finally:
             client.close()
     return sorted(counts, key=lambda s: (-counts[s], s))[:n]

@@ -29,6 +29,7 @@ from testkit.testweb import TestWeb, host_ip, page_counts, politeness_report
 
 CRAWL = "failover"
 DELAY = 1.0  # CRAWL_HOST_DELAY's default
+MOVED_SLOTS = 4  # to the new master in (a), busiest first
 GOOD_CLUSTER = ["--cluster-require-full-coverage", "no", "--min-replicas-to-write", "1"]
 
 
@@ -73,6 +74,16 @@ def _master_of_tag(cluster: RedisCluster, key: str) -> int:
         probe.close()
 
 
+def _problems(procs: list[WorkerProcess]) -> list[str]:
+    """The workers' error lines and the last line of each traceback."""
+    out = []
+    for p in procs:
+        lines = p.log_path.read_text(errors="replace").splitlines()
+        out += [line[:300] for line in lines if " ERROR: " in line or " CRITICAL: " in line]
+        out += [line for line in lines if line[:1].isalpha() and "Error: " in line[:60]]
+    return out[:40]
+
+
 def _no_traceback(procs: list[WorkerProcess]) -> None:
     for p in procs:
         text = p.log_path.read_text(errors="replace")
@@ -98,14 +109,22 @@ def test_a_crawl_rides_through_a_reshard_a_failover_and_a_master_killed(
         def fetched() -> int:
             return len(page_counts(web.log))
 
-        # (a) A 4th master and its replica join; the busiest quarter of the
-        # crawl's slots (at least 2) move to it live, 50 keys a MIGRATE, while
-        # the workers go on.
-        wait_until(lambda: fetched() >= total // 12, timeout=90)
+        def wait_pages(n: int) -> None:
+            """Until ``n`` pages are fetched; a crawl that ends short (pages
+            lost) or stalls fails with what the workers logged."""
+            wait_until(lambda: fetched() >= n or all(p.poll() is not None for p in procs), 90)
+            assert fetched() >= n, (
+                f"{fetched()} of {total} pages fetched, the workers ended "
+                f"{[p.returncode for p in procs]}: {_problems(procs)}"
+            )
+
+        # (a) A 4th master and its replica join; the crawl's 4 busiest slots
+        # move to it live, 50 keys a MIGRATE, while the workers go on.
+        wait_pages(total // 12)
         new_master, new_replica = cluster.add_master()
         assert new_replica is not None
         crawl_slots = _crawl_slots(cluster, keys)
-        moving = busiest_slots(cluster, crawl_slots, max(2, len(crawl_slots) // 4))
+        moving = busiest_slots(cluster, crawl_slots, MOVED_SLOTS)
         reshard_started = time.monotonic()
         moved_keys = sum(move_slot(cluster, s, new_master, batch=50, pause=0.01) for s in moving)
         reshard_s = time.monotonic() - reshard_started
@@ -115,11 +134,11 @@ def test_a_crawl_rides_through_a_reshard_a_failover_and_a_master_killed(
 
         # (b) A graceful CLUSTER FAILOVER of the new master's replica: the
         # slots just moved change master again.
-        wait_until(lambda: fetched() >= at_reshard_end + total // 20, timeout=90)
+        wait_pages(at_reshard_end + total // 20)
         cluster.failover(new_replica)
         # Give the workers a moment past it; then every fetch so far is once.
         at_failover = fetched()
-        wait_until(lambda: fetched() >= at_failover + total // 20, timeout=90)
+        wait_pages(at_failover + total // 20)
         twice_before_kill = {u: n for u, n in page_counts(web.log).items() if n > 1}
 
         # (c) The master of the busiest slot killed -9; its replica promoted.
