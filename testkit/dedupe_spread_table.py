@@ -54,6 +54,7 @@ def part_resp(
         )
         fields = {"L": level, "s": split, "n": len(rows), "sig": signature}
         yield prefix, out + _hset(state_key(prefix), fields)
+    states: dict[str, dict[str, str | int]] = {}
     for t, table in enumerate(spread.tables):
         key = np.zeros(n, dtype=np.uint64)
         shift = 0
@@ -62,16 +63,18 @@ def part_resp(
             key |= value << np.uint64(shift)
             shift += block.bits
         part = key >> np.uint64(spread.table_width(t) - pb)
-        family = f"s{t}"
+        family = spread.near_family(t)
         for p in range(spread.parts):
             rows = np.nonzero(part == np.uint64(p))[0]
             prefix = spread.prefix(family, p)
-            level, split = level_after(
-                len(rows), spread.load, spread.near_min(), spread.near_max(t)
-            )
+            # The group's tables hold the same pages: one state, one level.
+            first, last = spread.near_min(), spread.group_max(family)
+            level, split = level_after(len(rows), spread.load, first, last)
             buckets = _address(key[rows], level, split)
-            out = sets(f"{prefix}s:{t}:".encode(), buckets, sim_bytes[rows])
-            yield prefix, out + _hset(state_key(prefix), {"L": level, "s": split, "n": len(rows)})
+            yield prefix, sets(f"{prefix}s:{t}:".encode(), buckets, sim_bytes[rows])
+            states[spread.near_state(t, p)] = {"L": level, "s": split, "n": len(rows)}
+    for state, fields in states.items():
+        yield state, _hset(state, fields)
     if urls is not None:
         opart = (sim_bytes[:, 0] >> (8 - pb)) if pb else np.zeros(n, dtype=np.uint8)
         for p in range(spread.parts):

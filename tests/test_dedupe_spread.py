@@ -270,34 +270,37 @@ async def test_concurrent_copies_exact_once_near_never_neither(make_index: MakeI
 
 async def check_placement(index: DedupeIndex) -> int:
     """Every entry sits in its part and in the bucket its key selects at its
-    part's level; returns the entries seen."""
+    table's level in that part; returns the entries seen."""
     sp, r = spread_of(index), index.redis
     seen = 0
-    for family in sp.families[:-2]:
+    for table in [None, *range(len(sp.tables))]:
         for part in range(sp.parts):
-            prefix = sp.prefix(family, part)
-            st = await r.hgetall(prefix + "st")
-            first = sp.exact_min() if family == EXACT else sp.near_min()
+            if table is None:
+                prefix = sp.prefix(EXACT, part)
+                state, first, pattern = prefix + "st", sp.exact_min(), "x:*"
+            else:
+                prefix = sp.prefix(sp.near_family(table), part)
+                state, first = sp.near_state(table, part), sp.near_min()
+                pattern = f"s:{table}:*"
+            st = await r.hgetall(state)
             level, split = int(st.get(b"L", first)), int(st.get(b"s", 0))
-            names = [n for n in await r.keys(prefix.replace("{", "[{]") + "*") if b"}:st" not in n]
             total = 0
-            for name in names:
+            for name in await r.keys(prefix.replace("{", "[{]") + pattern):
                 a = int(name.decode().rsplit(":", 1)[1], 16)
                 data = await r.get(name)
                 assert data and len(data) % 8 == 0
                 for i in range(0, len(data), 8):
                     entry = data[i : i + 8]
-                    if family == EXACT:
-                        x = a % (1 << sp.exact_min()) | int.from_bytes(entry[:4], "little") << (
-                            sp.exact_min()
-                        )
+                    if table is None:
+                        low = sp.exact_min()
+                        x = a % (1 << low) | int.from_bytes(entry[:4], "little") << low
                         where = part
                     else:
-                        where, x = sp.near_part(int(family[1:]), int.from_bytes(entry, "big"))
+                        where, x = sp.near_part(table, int.from_bytes(entry, "big"))
                     assert where == part, (name, i)
                     assert linear_address(x, level, split) == a, (name, i, level, split)
                     total += 1
-            assert total == int(st.get(b"n", 0)), (family, part)
+            assert total == int(st.get(b"n", 0)), (table, part)
             seen += total
     return seen
 
@@ -336,9 +339,7 @@ async def test_parts_split_as_they_grow_and_lose_nothing(make_index: MakeIndex, 
     assert [(v.kind, v.distance) for v in got] == expected
     sp = spread_of(index)
     assert await check_placement(index) == len(stored) * (len(sp.tables) + 1)
-    levels = [
-        int(await index.redis.hget(sp.prefix("s0", p) + "st", "L") or 0) for p in range(sp.parts)
-    ]
+    levels = [int(await index.redis.hget(sp.near_state(0, p), "L") or 0) for p in range(sp.parts)]
     assert min(levels) >= 5, levels  # from level 0: 2 x load x 2^L entries at most
     assert (await counters(index))["pages"] == len(stored)
 
@@ -484,7 +485,7 @@ async def test_the_benchmark_model_builds_the_scripts_strings(
 
     async def contents(layout: Spread) -> dict[tuple[str, int, bytes], object]:
         out: dict[tuple[str, int, bytes], object] = {}
-        for family in layout.families[:-1]:
+        for family in layout.families[:-1]:  # the hosts' counters aside
             for part in range(layout.parts):
                 prefix = layout.prefix(family, part)
                 for name in await r.keys(prefix.replace("{", "[{]") + "*"):

@@ -6,9 +6,11 @@ into parts, each on its own hash tag, so a page's check is a few single-slot
 calls that run in parallel on their masters (crawlproject/dedupe/spread_index.py):
 
 * near table t (of the C(b, k) tables of layout.py) is cut into P parts by the
-  top log2(P) bits of its key: a page within k bits of a query shares some
-  table's whole key with it (pigeonhole), so it sits in the query's part of
-  that table;
+  top log2(P) bits of its key, which are its first block's: a page within k
+  bits of a query shares some table's whole key with it (pigeonhole), so it
+  sits in the query's part of that table. The tables whose first block is
+  the same (block g: the near group g, k + 1 groups) share their parts' tags,
+  so a page's lookups are k + 1 calls, not C(b, k);
 * the exact index into P parts by the top bits of the SHA-1's first byte;
 * the originals (``o:<bb>``) into P parts by the top bits of the page id's
   first byte;
@@ -32,11 +34,11 @@ import zlib
 from binascii import crc_hqx
 from dataclasses import dataclass
 
-from crawlproject.dedupe.layout import NearTable, near_tables
+from crawlproject.dedupe.layout import NearTable, near_tables, split_blocks
 
 SLOTS = 16384  # Redis Cluster's hash slots
 # Parts per table (and of the exact index, originals, hosts) of a new index:
-# 13 x 16 = 208 tags for k = 3, 16 of each family, so any master that owns a
+# 7 x 16 = 112 tags for k = 3, 16 of each family, so any master that owns a
 # share of the slots owns about that share of the work (+- one part of
 # 16 in its ranges); a batch of 64 pages still brings 4 lookups to a part's
 # one call. Fixed in the index's ``cfg`` at its creation.
@@ -103,14 +105,28 @@ class Spread:
     def __post_init__(self) -> None:
         if problem := parts_problem(self.parts):
             raise ValueError(f"parts: {problem}")
+        narrowest = min(b.bits for b in split_blocks(self.blocks))
+        if self.part_bits > narrowest:
+            # A part is chosen by a table's first block alone (its group's).
+            raise ValueError(
+                f"parts: {self.parts} parts need blocks of {self.part_bits} bits at least, "
+                f"the layout of {self.blocks} blocks has some of {narrowest}"
+            )
 
     @functools.cached_property
     def tables(self) -> tuple[NearTable, ...]:
         return near_tables(self.k, self.blocks)
 
     @functools.cached_property
+    def groups(self) -> tuple[int, ...]:
+        """Each table's near group: the number of its first block."""
+        cut = split_blocks(self.blocks)
+        return tuple(cut.index(table.blocks[0]) for table in self.tables)
+
+    @functools.cached_property
     def families(self) -> tuple[str, ...]:
-        return (*(f"s{t}" for t in range(len(self.tables))), EXACT, ORIGINALS, HOSTS)
+        near = sorted(set(self.groups))
+        return (*(f"n{g}" for g in near), EXACT, ORIGINALS, HOSTS)
 
     @functools.cached_property
     def part_bits(self) -> int:
@@ -134,9 +150,25 @@ class Spread:
         return sum(b.bits for b in self.tables[t].blocks)
 
     def near_part(self, t: int, simhash: int) -> tuple[int, int]:
-        """(part, key) of the SimHash in table t: the part is the key's top bits."""
+        """(part, key) of the SimHash in table t: the part is the key's top bits
+        (its first block's, the same in every table of its group)."""
         key = self.tables[t].key(simhash)
         return key >> (self.table_width(t) - self.part_bits), key
+
+    def near_family(self, t: int) -> str:
+        return f"n{self.groups[t]}"
+
+    def near_state(self, t: int, part: int) -> str:
+        """The state of table t's part: its group's part's, which every table
+        of the group shares (they hold the same pages)."""
+        return state_key(self.prefix(self.near_family(t), part))
+
+    def group_tables(self, family: str) -> list[int]:
+        return [t for t in range(len(self.tables)) if self.near_family(t) == family]
+
+    def group_max(self, family: str) -> int:
+        """A near group's part's last level: its narrowest table's."""
+        return min(self.near_max(t) for t in self.group_tables(family))
 
     def near_min(self) -> int:
         return max(0, self.near_min_level - self.part_bits)
@@ -204,13 +236,15 @@ class Spread:
         )
 
 
-def bucket_key(prefix: str, family: str, bucket: int) -> str:
-    """A bucket of a part: ``x:<a>`` or ``s:<t>:<a>`` (a in hex, 4 digits at least)."""
-    if family == EXACT:
+def bucket_key(prefix: str, table: int | None, bucket: int) -> str:
+    """A bucket of a part: ``x:<a>`` (table None) or ``s:<t>:<a>`` (a in hex,
+    4 digits at least)."""
+    if table is None:
         return f"{prefix}x:{bucket:04x}"
-    return f"{prefix}s:{family[1:]}:{bucket:04x}"
+    return f"{prefix}s:{table}:{bucket:04x}"
 
 
 def state_key(prefix: str) -> str:
-    """A part's linear-hashing state: HASH ``L``, ``s``, ``n`` (and ``sig``)."""
+    """A part's linear-hashing state: HASH ``L``, ``s``, ``n`` (an exact
+    part's also ``sig``)."""
     return prefix + "st"

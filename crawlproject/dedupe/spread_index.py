@@ -45,7 +45,6 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from crawlproject.dedupe.spread import (
     EXACT,
-    HOSTS,
     Spread,
     bucket_key,
     state_key,
@@ -96,8 +95,9 @@ class SpreadIndex:
         self.spread = spread
         self.record_originals = record_originals
         self.signature = spread.signature(features_version)
-        self._levels: dict[tuple[str, int], int] = {}  # (family, part) -> level last seen
-        self._due: dict[tuple[str, int], tuple[int, int]] = {}  # parts to split -> (L, s)
+        self._levels: dict[str, int] = {}  # a part's state key -> its level last seen
+        # Parts to split: state key -> (prefix, family, L, s).
+        self._due: dict[str, tuple[str, str, int, int]] = {}
         self._scripts = {
             name: _script(redis, f"spread_{name}")
             for name in ("lookup", "exact", "add", "split", "tally")
@@ -139,40 +139,53 @@ class SpreadIndex:
         return replies
 
     async def _send_leveled(
-        self, parts: Mapping[tuple[str, int], Any], build: Callable[..., Call]
+        self, parts: Mapping[tuple[str, int], Any], build: Callable[..., tuple[Call, list[str]]]
     ) -> dict[tuple[str, int], Any]:
-        """Sends ``build(family, part, level, items)`` for each part with the
-        level last seen; a part that answers with another level ({-1, L}) is
-        sent again at that level. Returns part -> reply."""
+        """Sends ``build(family, part, items)`` (a call and the states it
+        assumed levels of) for each part; a call answered {-1, L1, ...} (a
+        table at another level than assumed: nothing done) is sent again at
+        those levels. Returns part -> reply."""
         out: dict[tuple[str, int], Any] = {}
         todo = list(parts)
         for _ in range(STALE_LEVEL_ROUNDS):
-            calls = [build(f, p, self._level(f, p), parts[(f, p)]) for f, p in todo]
-            replies = await self._send(calls)
+            built = [build(f, p, parts[(f, p)]) for f, p in todo]
+            replies = await self._send([call for call, _ in built])
             again = []
-            for part, reply in zip(todo, replies, strict=True):
-                self._levels[part] = int(reply[1]) if int(reply[0]) == -1 else int(reply[0])
+            for where, (_, states), reply in zip(todo, built, replies, strict=True):
                 if int(reply[0]) == -1:
-                    again.append(part)
+                    for state, level in zip(states, reply[1:], strict=True):
+                        self._levels[state] = int(level)
+                    again.append(where)
                 else:
-                    out[part] = reply
+                    out[where] = reply
             if not again:
                 return out
             todo = again
         raise ResponseError(f"dedupe index: the level of {len(todo)} parts kept moving")
 
-    def _level(self, family: str, part: int) -> int:
-        first = self.spread.exact_min() if family == EXACT else self.spread.near_min()
-        return self._levels.get((family, part), first)
+    def _level(self, state: str, first: int) -> int:
+        return self._levels.get(state, first)
 
-    def _buckets(self, family: str, part: int, level: int, x: int) -> tuple[list[str], int]:
-        prefix = self.spread.prefix(family, part)
-        low, high = x % (1 << level), x % (1 << (level + 1))
-        return [bucket_key(prefix, family, low), bucket_key(prefix, family, high)], low
+    def _near_call(
+        self, family: str, part: int, items: list[tuple[Page, int, int]], first_arg: Any
+    ) -> tuple[str, list[str], int, list[Any]]:
+        """What a call to a near group's part declares and sends for ``items``
+        (page, table, key): its state, then per item the two buckets; the
+        level assumed; per item ``first_arg(table)``, its bucket number at that
+        level and its SimHash. Returns (state, keys, level, item args)."""
+        sp = self.spread
+        prefix = sp.prefix(family, part)
+        state = state_key(prefix)
+        level = self._level(state, sp.near_min())
+        keys, args = [state], []
+        for page, t, key in items:
+            low, high = key % (1 << level), key % (1 << (level + 1))
+            keys += [bucket_key(prefix, t, low), bucket_key(prefix, t, high)]
+            args += [first_arg(t), low, page.sim8]
+        return state, keys, level, args
 
-    def _note_due(self, family: str, part: int, reply: Sequence[Any]) -> None:
-        if int(reply[2]):
-            self._due[(family, part)] = (int(reply[0]), int(reply[1]))
+    def _note_due(self, state: str, prefix: str, family: str, level: int, split: int) -> None:
+        self._due[state] = (prefix, family, level, split)
 
     # -- a batch ----------------------------------------------------------------------
 
@@ -188,33 +201,38 @@ class SpreadIndex:
         await self._split()
         return pages
 
-    async def _lookup(self, pages: list[Page]) -> None:
+    def _near_items(self, pages: list[Page]) -> dict[tuple[str, int], list[tuple[Page, int, int]]]:
+        """(near group, part) -> its (page, table, key), for pages with a SimHash."""
         sp = self.spread
-        queries: dict[tuple[str, int], list[tuple[Page, int]]] = defaultdict(list)
+        items: dict[tuple[str, int], list[tuple[Page, int, int]]] = defaultdict(list)
         for page in pages:
             if page.simhash is None:
                 continue
             for t in range(len(sp.tables)):
                 part, key = sp.near_part(t, page.simhash)
-                queries[(f"s{t}", part)].append((page, key))
+                items[(sp.near_family(t), part)].append((page, t, key))
+        return items
+
+    async def _lookup(self, pages: list[Page]) -> None:
+        sp = self.spread
+        queries = self._near_items(pages)
         if not queries:
             return
 
-        def build(family: str, part: int, level: int, items: list[tuple[Page, int]]) -> Call:
-            t = int(family[1:])
-            keys = [state_key(sp.prefix(family, part))]
-            args: list[Any] = [level, sp.near_min(), sp.k, sp.tables[t].filter]
-            for page, key in items:
-                buckets, low = self._buckets(family, part, level, key)
-                keys += buckets
-                args += [low, page.sim8]
-            return Call(self._scripts["lookup"], keys, args)
+        def build(
+            family: str, part: int, items: list[tuple[Page, int, int]]
+        ) -> tuple[Call, list[str]]:
+            filters = lambda t: sp.tables[t].filter  # noqa: E731
+            state, keys, level, args = self._near_call(family, part, items, filters)
+            head: list[Any] = [sp.k, level, sp.near_min()]
+            return Call(self._scripts["lookup"], keys, head + args), [state]
 
         replies = await self._send_leveled(queries, build)
         for where, items in queries.items():
             reply = replies[where]
-            for n, (page, _) in enumerate(items):
-                distance, fp = int(reply[2 + 2 * n]), reply[3 + 2 * n]
+            self._levels[state_key(sp.prefix(*where))] = int(reply[1])
+            for n, (page, _, _) in enumerate(items):
+                distance, fp = int(reply[3 + 2 * n]), reply[4 + 2 * n]
                 if distance >= 0 and (page.near < 0 or distance < page.near):
                     page.near, page.near_fp = distance, fp
 
@@ -241,31 +259,36 @@ class SpreadIndex:
             part, x, entry = sp.exact_part(page.digest)
             by_part[(EXACT, part)].append((page, x, entry))
 
-        def build(family: str, part: int, level: int, items: list[tuple[Page, int, bytes]]) -> Call:
-            keys = [state_key(sp.prefix(family, part))]
+        def build(
+            family: str, part: int, items: list[tuple[Page, int, bytes]]
+        ) -> tuple[Call, list[str]]:
+            prefix = sp.prefix(family, part)
+            state = state_key(prefix)
+            level = self._level(state, sp.exact_min())
+            keys = [state]
             args: list[Any] = [level, sp.exact_min(), sp.exact_max(), sp.load, self.signature]
             for page, x, entry in items:
-                buckets, low = self._buckets(family, part, level, x)
-                keys += buckets
+                low, high = x % (1 << level), x % (1 << (level + 1))
+                keys += [bucket_key(prefix, None, low), bucket_key(prefix, None, high)]
                 args += [low, entry, 1 if page.near >= 0 else 0]
-            return Call(self._scripts["exact"], keys, args)
+            return Call(self._scripts["exact"], keys, args), [state]
 
         replies = await self._send_leveled(by_part, build)
-        for where, items in by_part.items():
-            self._note_due(*where, replies[where])
+        for (family, part), items in by_part.items():
+            reply = replies[(family, part)]
+            prefix = sp.prefix(family, part)
+            self._levels[state_key(prefix)] = int(reply[1])
+            if int(reply[3]):
+                self._note_due(state_key(prefix), prefix, family, int(reply[1]), int(reply[2]))
             for n, (page, _, _) in enumerate(items):
-                page.kind = int(replies[where][3 + n])
+                page.kind = int(reply[4 + n])
 
     async def _store_and_tally(self, pages: list[Page]) -> None:
         sp = self.spread
-        adds: dict[tuple[str, int], list[tuple[Page, int]]] = defaultdict(list)
+        adds = self._near_items([page for page in pages if page.kind == 0])
         plain: list[Call] = []
         lookups: list[tuple[Page, int]] = []  # (page, index of its first HGET)
         for page in pages:
-            if page.kind == 0 and page.simhash is not None:
-                for t in range(len(sp.tables)):
-                    part, key = sp.near_part(t, page.simhash)
-                    adds[(f"s{t}", part)].append((page, key))
             if not self.record_originals:
                 continue
             if page.kind == 0:
@@ -305,58 +328,67 @@ class SpreadIndex:
         if adds:
             await self._add(adds)
 
-    async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int]]]) -> None:
+    async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
         sp = self.spread
 
-        def build(family: str, part: int, level: int, items: list[tuple[Page, int]]) -> Call:
-            t = int(family[1:])
-            keys = [state_key(sp.prefix(family, part))]
-            args: list[Any] = [level, sp.near_min(), sp.near_max(t), sp.load]
-            for page, key in items:
-                buckets, low = self._buckets(family, part, level, key)
-                keys += buckets
-                args += [low, page.sim8]
-            return Call(self._scripts["add"], keys, args)
+        def build(
+            family: str, part: int, items: list[tuple[Page, int, int]]
+        ) -> tuple[Call, list[str]]:
+            first = sp.group_tables(family)[0]  # its entries count the part's pages
+            count = lambda t: 1 if t == first else 0  # noqa: E731
+            state, keys, level, args = self._near_call(family, part, items, count)
+            head: list[Any] = [sp.load, level, sp.near_min(), sp.group_max(family)]
+            return Call(self._scripts["add"], keys, head + args), [state]
 
         replies = await self._send_leveled(adds, build)
-        for where, reply in replies.items():
-            self._note_due(*where, reply)
+        for (family, part), reply in replies.items():
+            prefix = sp.prefix(family, part)
+            level, split, due = (int(v) for v in reply[1:4])
+            self._levels[state_key(prefix)] = level
+            if due:
+                self._note_due(state_key(prefix), prefix, family, level, split)
 
     async def _split(self) -> None:
-        """Splits the parts seen over their load, one bucket a call, until none
-        is due (at most SPLITS_PER_BATCH calls: the rest wait for the part's
-        next insert to say so again)."""
+        """Splits the parts seen over their load (a near group's part: all its
+        tables at once), one bucket a call, until none is due (at most
+        SPLITS_PER_BATCH rounds: the rest wait for the part's next insert to
+        say so again)."""
         sp = self.spread
         for _ in range(SPLITS_PER_BATCH):
             if not self._due:
                 return
             due, self._due = self._due, {}
             calls, parts = [], []
-            for (family, part), (level, split) in due.items():
-                prefix = sp.prefix(family, part)
-                first = sp.exact_min() if family == EXACT else sp.near_min()
+            for state, (prefix, family, level, split) in due.items():
+                bits: list[int] = []
+                tables: list[int | None] = []
                 if family == EXACT:
-                    at, mask = sp.exact_split_bit(level)
-                    last = sp.exact_max()
+                    first, last = sp.exact_min(), sp.exact_max()
+                    tables.append(None)
+                    bits += sp.exact_split_bit(level)
                 else:
-                    t = int(family[1:])
-                    if level >= sp.near_max(t):
+                    first, last = sp.near_min(), sp.group_max(family)
+                    if level >= last:
                         continue
-                    at, mask = sp.near_split_bit(t, level)
-                    last = sp.near_max(t)
-                keys = [
-                    state_key(prefix),
-                    bucket_key(prefix, family, split),
-                    bucket_key(prefix, family, split + (1 << level)),
-                ]
-                args = [level, split, first, last, sp.load, at, mask]
+                    for t in sp.group_tables(family):
+                        tables.append(t)
+                        bits += sp.near_split_bit(t, level)
+                keys = [state]
+                for table in tables:
+                    keys += [
+                        bucket_key(prefix, table, split),
+                        bucket_key(prefix, table, split + (1 << level)),
+                    ]
+                args = [level, split, first, last, sp.load, *bits]
                 calls.append(Call(self._scripts["split"], keys, args))
-                parts.append((family, part))
+                parts.append((state, prefix, family))
             if not calls:
                 return
-            for where, reply in zip(parts, await self._send(calls), strict=True):
-                self._levels[where] = int(reply[0])
-                self._note_due(*where, reply)
+            for (state, prefix, family), reply in zip(parts, await self._send(calls), strict=True):
+                level, split, again = (int(v) for v in reply[:3])
+                self._levels[state] = level
+                if again:
+                    self._note_due(state, prefix, family, level, split)
 
 
 async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
@@ -367,7 +399,7 @@ async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
     for part in range(spread.parts):
         pipe.hgetall(spread.counters_key(part))
     for part in range(spread.parts):
-        pipe.hget(state_key(spread.prefix("s0", part)), "L")
+        pipe.hget(spread.near_state(0, part), "L")
     replies = await pipe.execute()
     counts: dict[str, int] = defaultdict(int)
     for reply in replies[: spread.parts]:
@@ -380,6 +412,3 @@ async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
         "near": counts["near"],
         "near_level": min(levels) + spread.part_bits,
     }
-
-
-__all__ = ["HOSTS", "SpreadIndex", "spread_figures"]

@@ -13,8 +13,8 @@
 -- else near: 2 (not stored, as the one-tag index never stores a near copy);
 -- else it is stored: 0 (new). Atomic on the digest's slot: of two copies of a
 -- body exactly one is new.
--- Returns {L, s, due, kind1, kind2, ...}; due 1: the part is over its load
--- (the worker splits bucket s, spread_split.lua).
+-- Returns {0, L, s, due, kind1, kind2, ...}; due 1: the part is over its
+-- load (the worker splits bucket s, spread_split.lua).
 local st = redis.call('HMGET', KEYS[1], 'L', 's', 'n', 'sig')
 local L = tonumber(st[1]) or tonumber(ARGV[2])
 if st[4] and st[4] ~= ARGV[5] then
@@ -24,7 +24,7 @@ end
 if L ~= tonumber(ARGV[1]) then return {-1, L} end
 local s, n = tonumber(st[2]) or 0, tonumber(st[3]) or 0
 local strings, dirty = {}, {}
-local out = {L, s, 0}
+local out = {0, L, s, 0}
 local pages = (#ARGV - 5) / 3
 for i = 1, pages do
   local a = tonumber(ARGV[3 + 3 * i])
@@ -64,5 +64,5 @@ end
 if wrote or not st[4] then
   redis.call('HSET', KEYS[1], 'L', L, 's', s, 'n', n, 'sig', ARGV[5])
 end
-if L < tonumber(ARGV[3]) and n > tonumber(ARGV[4]) * (2 ^ L + s) then out[3] = 1 end
+if L < tonumber(ARGV[3]) and n > tonumber(ARGV[4]) * (2 ^ L + s) then out[4] = 1 end
 return out

@@ -1,11 +1,12 @@
--- split(L, s, Lmin, Lmax, load, byte, mask): one linear-hashing split of a
--- part of the spread index (exact or a near table): bucket s of level L
--- (KEYS[2]) keeps the entries whose key bit L is 0 and bucket s + 2^L
--- (KEYS[3]) takes the others; the entry's byte `byte` (1-8) holds that bit
--- under `mask`. KEYS[1] the part's state. Done only if the part is still at
--- (L, s) and over its load: of workers that saw the same part due, one splits
--- it; a call sent again finds the state moved on and does nothing.
--- Returns {L, s, due} after.
+-- split(L, s, Lmin, Lmax, load, {byte, mask}...): one linear-hashing split of
+-- a part of the spread index (the exact index's, or a near group's: every
+-- table of the group at once, as they hold the same pages): per table, bucket
+-- s of level L (KEYS[2i]) keeps the entries whose key bit L is 0 and bucket
+-- s + 2^L (KEYS[2i + 1]) takes the others; the entry's byte `byte` (1-8)
+-- holds that bit under `mask`. KEYS[1] the part's state. Done only if the
+-- part is still at (L, s) and over its load: of workers that saw the same
+-- part due, one splits it; a call sent again finds the state moved on and
+-- does nothing. Returns {L, s, due} after.
 local st = redis.call('HMGET', KEYS[1], 'L', 's', 'n')
 local L = tonumber(st[1]) or tonumber(ARGV[3])
 local s, n = tonumber(st[2]) or 0, tonumber(st[3]) or 0
@@ -14,21 +15,24 @@ local function due() return (L < LMAX and n > LOAD * (2 ^ L + s)) and 1 or 0 end
 if L ~= tonumber(ARGV[1]) or s ~= tonumber(ARGV[2]) or due() == 0 then
   return {L, s, due()}
 end
-local at, mask = tonumber(ARGV[6]), tonumber(ARGV[7])
-local str = redis.call('GET', KEYS[2])
-if str then
-  local stay, move = {}, {}
-  local byte, sub, floor = string.byte, string.sub, math.floor
-  for p = 1, #str - 7, 8 do
-    if floor(byte(str, p + at - 1) / mask) % 2 == 1 then
-      move[#move + 1] = sub(str, p, p + 7)
-    else
-      stay[#stay + 1] = sub(str, p, p + 7)
+local byte, sub, floor = string.byte, string.sub, math.floor
+for t = 1, (#ARGV - 5) / 2 do
+  local at, mask = tonumber(ARGV[4 + 2 * t]), tonumber(ARGV[5 + 2 * t])
+  local from, to = KEYS[2 * t], KEYS[2 * t + 1]
+  local str = redis.call('GET', from)
+  if str then
+    local stay, move = {}, {}
+    for p = 1, #str - 7, 8 do
+      if floor(byte(str, p + at - 1) / mask) % 2 == 1 then
+        move[#move + 1] = sub(str, p, p + 7)
+      else
+        stay[#stay + 1] = sub(str, p, p + 7)
+      end
     end
-  end
-  if #move > 0 then
-    redis.call('SET', KEYS[3], table.concat(move))
-    if #stay > 0 then redis.call('SET', KEYS[2], table.concat(stay)) else redis.call('DEL', KEYS[2]) end
+    if #move > 0 then
+      redis.call('SET', to, table.concat(move))
+      if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
+    end
   end
 end
 s = s + 1
