@@ -270,18 +270,21 @@ distance <= k). A new index is spread (see "dedupe index, spread" below).
                          One hash in every layout (one command a suspect host).
 
 Per crawl, dedupe index, spread (``parts`` P in ``cfg``; crawlproject/dedupe/spread.py):
-every near table ``t``, the exact index, the originals and the hosts cut into P
-parts, each part its own hash tag ``cp:{C/dd/<family>.<p>[~<n>]}:`` (family ``s<t>``,
-``x``, ``o``, ``h``; ``~<n>`` chosen so that the parts' tags sit evenly over the
-16,384 slots, part after part). Each key below as in the one-tag layout, within
-its part; every script is one part's (lua/spread_*.lua) and declares its keys.
+the near tables, the exact index, the originals and the hosts cut into P parts,
+each part its own hash tag ``cp:{C/dd/<family>.<p>[~<n>]}:``: family ``n<g>``
+(near group g: the tables whose first block is block g, k + 1 groups), ``x``,
+``o``, ``h``; ``~<n>`` chosen so that the tags sit evenly over the 16,384
+slots, part after part. Each key below as in the one-tag layout, within its
+part; every script is one part's (lua/spread_*.lua) and declares its keys.
 
-``st``             HASH  a table's or the exact index's part: ``L`` (level), ``s``
-                         (split pointer), ``n`` (entries); the exact parts also
-                         ``sig`` (the layout, Spread.signature: a worker of another
-                         is refused before it writes).
-``s:<t>:<a>``      STRING in part p of table t (p = the key's top log2 P bits): its
-                         bucket ``a`` at the part's level (from level nmin - log2 P).
+``st``             HASH  a near group's or the exact index's part: ``L`` (level),
+                         ``s`` (split pointer), ``n`` (pages; a group's tables hold
+                         the same pages); the exact parts also ``sig`` (the layout,
+                         Spread.signature: a worker of another is refused before it
+                         writes).
+``s:<t>:<a>``      STRING in part p of table t's group (p = the table key's top log2 P
+                         bits, its first block's): bucket ``a`` at the part's level
+                         (from level nmin - log2 P).
 ``x:<a>``          STRING in exact part p (p = SHA-1 byte 1's top log2 P bits): x =
                          bytes 1-2 below those bits, then bytes 3-6 little-endian;
                          levels from 16 - log2 P; entries SHA-1 bytes 3-10.
