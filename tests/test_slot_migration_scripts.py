@@ -32,6 +32,8 @@ from tests.test_address_scripts import ADDRESS, BLOCK_MS, client_of
 from tests.test_frontier_scripts import CODEC, entry
 
 pytestmark = pytest.mark.parametrize("layout", LAYOUTS)
+# The scripts whose paths differ in credit mode (AOPIC: b:<pkey>, aopic, qseq).
+MODES = pytest.mark.parametrize("mode", ["score", "credit"])
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +115,9 @@ def once(got: list[str], expected: list[str]) -> None:
     assert sorted(got) == sorted(expected)
 
 
-async def test_add(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client)
+@MODES
+async def test_add(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(3, 2)])
     new = ["http://h0.test/9", "http://h1.test/9", "http://h7.test/0"]
@@ -127,21 +130,27 @@ async def test_add(cluster: RedisCluster, client: Redis, layout: str) -> None:
     assert (await f.counters())["done"] == 1 + 9
 
 
-async def test_claim(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client)
+@MODES
+async def test_claim(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(4, 2)])
     held = await run_held(cluster, [shard_slot(cluster, f)], layout, lambda: claimed(f))
     got = held.result
-    # One URL of each due host (one slot each).
-    assert sorted(u for _, u in got) == urls(4, 1)
+    # One URL of each due host (one slot each): in score mode its first; in
+    # credit mode either (both carry the same credit).
+    hosts = sorted(u.split("/")[2] for _, u in got)
+    assert hosts == [f"h{h}.test" for h in range(4)] and {u for _, u in got} <= set(urls(4, 2))
+    if mode == "score":
+        assert sorted(u for _, u in got) == urls(4, 1)
     assert (await f.counters())["leased"] == len(got)
     assert await f.ack([lease for lease, _ in got]) == (len(got), 0)
     once([u for _, u in got] + await drain(f), urls(4, 2))
 
 
-async def test_ack(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client)
+@MODES
+async def test_ack(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(4, 1)])
     leases = [lease for lease, _ in await claimed(f)]
@@ -153,8 +162,9 @@ async def test_ack(cluster: RedisCluster, client: Redis, layout: str) -> None:
     assert (counts["done"], counts["leased"], counts["queued"]) == (1 + 4, 0, 1)
 
 
-async def test_release(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client)
+@MODES
+async def test_release(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(3, 2)])
     first = await claimed(f)
@@ -181,8 +191,9 @@ async def test_renew(cluster: RedisCluster, client: Redis, layout: str) -> None:
     assert await f.ack(leases) == (2, 0)
 
 
-async def test_reclaim(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client, lease_ms=100)
+@MODES
+async def test_reclaim(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, lease_ms=100, priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(3, 1)])
     dead = await claimed(f)
@@ -221,8 +232,9 @@ async def test_park_host(cluster: RedisCluster, client: Redis, layout: str) -> N
     once(await drain(f), urls(2, 3)[3:])
 
 
-async def test_unpark(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client)
+@MODES
+async def test_unpark(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(2, 3)])
     assert await f.park_host("h0.test", "duplicates") == 3
@@ -232,8 +244,9 @@ async def test_unpark(cluster: RedisCluster, client: Redis, layout: str) -> None
     once(await drain(f), urls(2, 3))
 
 
-async def test_budget_release(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client, budget=HostBudget(base=10, seed_votes=0))
+@MODES
+async def test_budget_release(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, budget=HostBudget(base=10, seed_votes=0), priority_mode=mode)
     await prepared(f)
     await f.add([entry(u) for u in urls(1, 15)])
     assert await f.over_budget_by_host() == {"h0.test": 5}
@@ -288,8 +301,9 @@ async def test_address_renew(cluster: RedisCluster, client: Redis, layout: str) 
     assert set(renewed) == set(expiry) and all(renewed[m] > expiry[m] for m in expiry)
 
 
-async def test_address_wait(cluster: RedisCluster, client: Redis, layout: str) -> None:
-    f = frontier(client)
+@MODES
+async def test_address_wait(cluster: RedisCluster, client: Redis, layout: str, mode: str) -> None:
+    f = frontier(client, priority_mode=mode)
     places, leases = await leased_hosts(f, 2)
     denied = [(lease, 0) for lease in leases.values()]
     held = await run_held(cluster, [shard_slot(cluster, f)], layout, lambda: places.wait(denied))
