@@ -1,9 +1,15 @@
 """The fleet's shared duplicate index: exact (body SHA-1) and near (SimHash) pages.
 
-One atomic Lua script run per page (lua/dedupe.lua) tests the page against
-every page any worker has stored before, and stores it when it is new, so of two
-copies checked at the same moment exactly one is new. The keys are documented
-in :mod:`crawlproject.frontier.keys` ("dedupe index", prefix ``cp:{C/dd}:``).
+A new crawl's index is spread over hash tags (crawlproject/dedupe/spread.py,
+spread_index.py; ``parts`` in its ``cfg``): a page's check is a few single-slot
+calls on their masters; of two copies of a body checked at once exactly one is
+new, of two near copies at least one. An index made before, in one hash tag
+(``cp:{C/dd}:``, no ``parts``), is read and grown as it was: one atomic Lua
+script run per page (lua/dedupe.lua) tests the page against every page stored
+before and stores it when it is new (of two copies, near or exact, checked at
+the same moment exactly one is new). A worker uses the crawl's layout, never
+its own: ``parts`` (DEDUPE_PARTS; 0: one tag) only chooses a new index's. The
+keys are documented in :mod:`crawlproject.frontier.keys` ("dedupe index").
 
 * Exact: the SHA-1 of the body (its first 80 bits), in packed 8-byte entries
   per bucket.
@@ -43,6 +49,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from crawlproject.dedupe.figures import index_figures as index_figures  # status/view.py's
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.layout import (
     DEDUPE_LOAD,
@@ -54,10 +61,9 @@ from crawlproject.dedupe.layout import (
     near_tables,
 )
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
-from crawlproject.dedupe.spread_index import Page, SpreadIndex, spread_figures
+from crawlproject.dedupe.spread_index import Page, SpreadIndex
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.replies import reply_text
 from crawlproject.recrawl.config import MAX_SIMHASH_K
 
 # Pages judged within this window go to Redis in one round trip.
@@ -295,41 +301,6 @@ class DedupeIndex:
                 raise
             return [_verdict(r) for r in replies]
         raise AssertionError("unreachable")
-
-
-async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
-    """The duplicate index as ``crawlproject status`` shows it: pages stored in
-    it, exact and near duplicates it found (fleet-wide), and its layout
-    (``growing``; ``fixed``: the buckets of an index from before, never split;
-    ``none``: no page checked yet), its near tables and their level (spread
-    over ``parts``: the counters are the parts' sums)."""
-    pipe = redis.pipeline(transaction=False)
-    pipe.hgetall(keys.dedupe_config)
-    pipe.hgetall(keys.dedupe_counters)
-    cfg_raw, counts_raw = await pipe.execute()
-    cfg = {reply_text(k): reply_text(v) for k, v in cfg_raw.items()}
-    counts = {reply_text(k): int(v) for k, v in counts_raw.items()}
-    figures: dict[str, Any] = {
-        "pages": counts.get("new", 0),
-        "exact": counts.get("exact", 0),
-        "near": counts.get("near", 0),
-        "layout": "none",
-        "near_tables": 0,
-        "near_level": None,
-    }
-    if "parts" in cfg:
-        k, blocks, parts = int(cfg["k"]), int(cfg["b"]), int(cfg["parts"])
-        layout = Spread(keys.crawl, k, blocks, parts, int(cfg["load"]), int(cfg["nmin"]))
-        figures |= await spread_figures(redis, layout)
-        figures |= {"layout": "growing", "near_tables": len(layout.tables), "parts": layout.parts}
-    elif "k" in cfg:
-        k = int(cfg["k"])
-        blocks = int(cfg.get("b", k + 1))
-        figures["layout"] = "growing" if "b" in cfg else "fixed"
-        figures["near_tables"] = len(near_tables(k, blocks))
-        if "b" in cfg:
-            figures["near_level"] = int(cfg.get("nL", cfg.get("nmin", 0)))
-    return figures
 
 
 def _check_page(digest: bytes, simhash: int | None) -> None:

@@ -36,13 +36,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
+from crawlproject.dedupe.calls import Call, load_script, send_calls
 from crawlproject.dedupe.spread import (
     EXACT,
     Spread,
@@ -52,21 +51,6 @@ from crawlproject.dedupe.spread import (
 
 STALE_LEVEL_ROUNDS = 4  # a part grows one level per doubling: one resend at most, in practice
 SPLITS_PER_BATCH = 64  # splits left over wait for the part's next insert
-
-
-def _script(redis: Redis, name: str) -> AsyncScript:
-    text = (resources.files("crawlproject.dedupe") / "lua" / f"{name}.lua").read_text()
-    return redis.register_script(text)
-
-
-@dataclass
-class Call:
-    """One command of a round trip: a script (EVALSHA) or a plain command."""
-
-    script: AsyncScript | None
-    keys: list[str]
-    args: list[Any]
-    command: str = ""  # a plain command (script None): HSETNX, HGET
 
 
 @dataclass
@@ -99,44 +83,14 @@ class SpreadIndex:
         # Parts to split: state key -> (prefix, family, L, s).
         self._due: dict[str, tuple[str, str, int, int]] = {}
         self._scripts = {
-            name: _script(redis, f"spread_{name}")
+            name: load_script(redis, f"spread_{name}")
             for name in ("lookup", "exact", "add", "split", "tally")
         }
 
     # -- the round trips ---------------------------------------------------------------
 
     async def _send(self, calls: Sequence[Call]) -> list[Any]:
-        """The calls in one pipeline, replies in order. On NOSCRIPT (a restarted,
-        flushed or newly promoted server) that call did not run: the script is
-        loaded and the refused calls sent again."""
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for attempt in (1, 2):
-            pipe = self.redis.pipeline(transaction=False)
-            for i in todo:
-                call = calls[i]
-                if call.script is None:
-                    pipe.execute_command(call.command, *call.keys, *call.args)
-                else:
-                    pipe.execute_command(
-                        "EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args
-                    )
-            got = await pipe.execute(raise_on_error=False)
-            refused = []
-            for i, reply in zip(todo, got, strict=True):
-                replies[i] = reply
-                if isinstance(reply, NoScriptError) and attempt == 1:
-                    refused.append(i)
-            if not refused:
-                break
-            for script in {id(calls[i].script): calls[i].script for i in refused}.values():
-                assert script is not None
-                await self.redis.script_load(script.script)
-            todo = refused
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return replies
+        return await send_calls(self.redis, calls)
 
     async def _send_leveled(
         self, parts: Mapping[tuple[str, int], Any], build: Callable[..., tuple[Call, list[str]]]
