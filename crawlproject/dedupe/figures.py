@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from redis.asyncio import Redis
 
 from crawlproject.dedupe.layout import near_tables
 from crawlproject.dedupe.spread import Spread
-from crawlproject.dedupe.spread_index import spread_figures
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
 
@@ -46,3 +46,26 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
         if "b" in cfg:
             figures["near_level"] = int(cfg.get("nL", cfg.get("nmin", 0)))
     return figures
+
+
+async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
+    """Counters summed over the host parts, and the near tables' level (the
+    lowest part's, plus the part bits: the level a one-tag table of as many
+    buckets would have)."""
+    pipe = redis.pipeline(transaction=False)
+    for part in range(spread.parts):
+        pipe.hgetall(spread.counters_key(part))
+    for part in range(spread.parts):
+        pipe.hget(spread.near_state(0, part), "L")
+    replies = await pipe.execute()
+    counts: dict[str, int] = defaultdict(int)
+    for reply in replies[: spread.parts]:
+        for name, value in reply.items():
+            counts[name.decode() if isinstance(name, bytes) else name] += int(value)
+    levels = [int(v) if v is not None else spread.near_min() for v in replies[spread.parts :]]
+    return {
+        "pages": counts["new"],
+        "exact": counts["exact"],
+        "near": counts["near"],
+        "near_level": min(levels) + spread.part_bits,
+    }

@@ -47,7 +47,8 @@ from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from crawlproject.dedupe.figures import index_figures as index_figures  # status/view.py's
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
@@ -64,6 +65,7 @@ from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
 from crawlproject.dedupe.spread_index import Page, SpreadIndex
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.outage import OUTAGE_ERRORS, _redis_py_frame, as_redis_error
 from crawlproject.recrawl.config import MAX_SIMHASH_K
 
 # Pages judged within this window go to Redis in one round trip.
@@ -263,6 +265,21 @@ class DedupeIndex:
             return []
         for digest, simhash, _, _ in pages:
             _check_page(digest, simhash)
+        try:
+            return await self._check_many(pages)
+        except AttributeError as exc:
+            if _redis_py_frame(exc) is None:
+                raise  # our own bug
+            raise RedisConnectionError(f"connection dropped under redis-py: {exc}") from exc
+        except OUTAGE_ERRORS as exc:
+            # Whatever Redis did, the caller sees a RedisError (and keeps the page).
+            if isinstance(exc, RedisError):
+                raise
+            raise as_redis_error(exc) from exc
+
+    async def _check_many(
+        self, pages: list[tuple[bytes, int | None, str, str]]
+    ) -> list[DedupeVerdict]:
         if not self._opened:
             await self._open()
         for attempt in (1, 2):

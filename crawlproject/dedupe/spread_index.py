@@ -19,10 +19,14 @@ sends each node its calls at once; one server gets one pipeline):
 
 A page is judged near only if a stored page is within k bits, and stored
 only if new: two near copies judged at the same moment may both be kept,
-never neither. A page new in step 2 whose step 3 fails (its worker lost
-Redis) is kept but may be missing from some tables: a later near copy may
-then be kept too. A part over its load is split (lua/spread_split.lua) after
-the batch, by whichever worker saw it due first.
+never neither. What each round trip sends again when the cluster changes,
+and what fails instead: crawlproject/dedupe/calls.py. A failure of step 1 or
+2 is raised (a RedisError: the caller keeps the page); one of step 3 is
+counted in ``failed`` and logged, the verdicts returned: a page new in step 2
+whose step 3 failed is kept but may be missing from some tables (a later near
+copy may then be kept too), its host's streak and the counters may miss it.
+A part over its load is split (lua/spread_split.lua) after the batch, by
+whichever worker saw it due first.
 
 Every call declares every key it touches: the part's state and, per page,
 its bucket at the level the worker assumed and the next (the split pointer,
@@ -33,13 +37,14 @@ that call again.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import logging
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from crawlproject.dedupe.calls import Call, load_script, send_calls
 from crawlproject.dedupe.spread import (
@@ -48,6 +53,8 @@ from crawlproject.dedupe.spread import (
     bucket_key,
     state_key,
 )
+
+logger = logging.getLogger(__name__)
 
 STALE_LEVEL_ROUNDS = 4  # a part grows one level per doubling: one resend at most, in practice
 SPLITS_PER_BATCH = 64  # splits left over wait for the part's next insert
@@ -82,6 +89,8 @@ class SpreadIndex:
         self._levels: dict[str, int] = {}  # a part's state key -> its level last seen
         # Parts to split: state key -> (prefix, family, L, s).
         self._due: dict[str, tuple[str, str, int, int]] = {}
+        # Calls that failed after the verdicts were known, by what they stored.
+        self.failed: Counter[str] = Counter()
         self._scripts = {
             name: load_script(redis, f"spread_{name}")
             for name in ("lookup", "exact", "add", "split", "tally")
@@ -89,8 +98,8 @@ class SpreadIndex:
 
     # -- the round trips ---------------------------------------------------------------
 
-    async def _send(self, calls: Sequence[Call]) -> list[Any]:
-        return await send_calls(self.redis, calls)
+    async def _send(self, calls: Sequence[Call], raise_errors: bool = True) -> list[Any]:
+        return await send_calls(self.redis, calls, raise_errors)
 
     async def _send_leveled(
         self, parts: Mapping[tuple[str, int], Any], build: Callable[..., tuple[Call, list[str]]]
@@ -151,9 +160,25 @@ class SpreadIndex:
         await self._lookup(pages)
         self._near_in_batch(pages)
         await self._exact(pages)
+        # The verdicts are known now: what fails after this is counted and
+        # logged, not raised (the pages are judged right; only their later
+        # near copies may be missed, a host's streak under-counted).
         await self._store_and_tally(pages)
-        await self._split()
+        try:
+            await self._split()
+        except RedisError as exc:
+            self._failed("split", 1, exc)  # the part says it is due again on its next insert
         return pages
+
+    def _failed(self, what: str, calls: int, exc: BaseException) -> None:
+        self.failed[what] += calls
+        logger.warning(
+            "Duplicate index: %d %s calls failed after the verdicts (%s: %s); verdicts kept",
+            calls,
+            what,
+            type(exc).__name__,
+            exc,
+        )
 
     def _near_items(self, pages: list[Page]) -> dict[tuple[str, int], list[tuple[Page, int, int]]]:
         """(near group, part) -> its (page, table, key), for pages with a SimHash."""
@@ -179,7 +204,7 @@ class SpreadIndex:
             filters = lambda t: sp.tables[t].filter  # noqa: E731
             state, keys, level, args = self._near_call(family, part, items, filters)
             head: list[Any] = [sp.k, level, sp.near_min()]
-            return Call(self._scripts["lookup"], keys, head + args), [state]
+            return Call(self._scripts["lookup"], keys, head + args, resend=True), [state]
 
         replies = await self._send_leveled(queries, build)
         for where, items in queries.items():
@@ -225,6 +250,8 @@ class SpreadIndex:
                 low, high = x % (1 << level), x % (1 << (level + 1))
                 keys += [bucket_key(prefix, None, low), bucket_key(prefix, None, high)]
                 args += [low, entry, 1 if page.near >= 0 else 0]
+            # Never sent again once it may have run: it would find the page's
+            # own digest and judge the page a copy of itself (calls.py).
             return Call(self._scripts["exact"], keys, args), [state]
 
         replies = await self._send_leveled(by_part, build)
@@ -247,7 +274,7 @@ class SpreadIndex:
                 continue
             if page.kind == 0:
                 okey, fid = sp.originals_of(page.sim8 or page.digest[:8])
-                plain.append(Call(None, [okey], [fid, page.url], "HSETNX"))
+                plain.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
         if self.record_originals:
             for page in pages:
                 if page.kind == 1:  # same body: recorded under its SimHash or its digest
@@ -260,7 +287,7 @@ class SpreadIndex:
                     lookups.append((page, len(plain)))
                     for page_id in page.ids:
                         okey, fid = sp.originals_of(page_id)
-                        plain.append(Call(None, [okey], [fid], "HGET"))
+                        plain.append(Call(None, [okey], [fid], "HGET", resend=True))
         tallies: dict[int, list[Page]] = defaultdict(list)
         for page in pages:
             tallies[sp.host_part(page.host)].append(page)
@@ -269,18 +296,29 @@ class SpreadIndex:
             args = [value for page in items for value in (page.host, page.kind)]
             plain.append(Call(self._scripts["tally"], keys, args))
         # Writes first: a duplicate of a page of this batch finds its URL.
-        replies = await self._send(plain)
+        # A tally that may have run is not sent again (its counters would
+        # count twice): failed, it is counted in ``failed``.
+        replies = await self._send(plain, raise_errors=False)
+        tally_at = len(plain) - len(tallies)
+        for what, sent in (("originals", replies[:tally_at]), ("tally", replies[tally_at:])):
+            if errors := [r for r in sent if isinstance(r, RedisError)]:
+                self._failed(what, len(errors), errors[0])
         for page, at in lookups:
-            found = [r for r in replies[at : at + len(page.ids)] if r is not None]
+            got = replies[at : at + len(page.ids)]
+            found = [r for r in got if r is not None and not isinstance(r, RedisError)]
             if found:
                 url = found[0]
                 page.original = url.decode("utf-8", "replace") if isinstance(url, bytes) else url
-        at = len(plain) - len(tallies)
-        for (_, items), reply in zip(tallies.items(), replies[at:], strict=True):
+        for (_, items), reply in zip(tallies.items(), replies[tally_at:], strict=True):
+            if isinstance(reply, RedisError):
+                continue  # streaks unknown: 0
             for page, streak in zip(items, reply, strict=True):
                 page.streak = int(streak)
         if adds:
-            await self._add(adds)
+            try:
+                await self._add(adds)
+            except RedisError as exc:
+                self._failed("near insert", len(adds), exc)
 
     async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
         sp = self.spread
@@ -292,7 +330,7 @@ class SpreadIndex:
             count = lambda t: 1 if t == first else 0  # noqa: E731
             state, keys, level, args = self._near_call(family, part, items, count)
             head: list[Any] = [sp.load, level, sp.near_min(), sp.group_max(family)]
-            return Call(self._scripts["add"], keys, head + args), [state]
+            return Call(self._scripts["add"], keys, head + args, resend=True), [state]
 
         replies = await self._send_leveled(adds, build)
         for (family, part), reply in replies.items():
@@ -334,7 +372,7 @@ class SpreadIndex:
                         bucket_key(prefix, table, split + (1 << level)),
                     ]
                 args = [level, split, first, last, sp.load, *bits]
-                calls.append(Call(self._scripts["split"], keys, args))
+                calls.append(Call(self._scripts["split"], keys, args, resend=True))
                 parts.append((state, prefix, family))
             if not calls:
                 return
@@ -343,26 +381,3 @@ class SpreadIndex:
                 self._levels[state] = level
                 if again:
                     self._note_due(state, prefix, family, level, split)
-
-
-async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
-    """Counters summed over the host parts, and the near tables' level (the
-    lowest part's, plus the part bits: the level a one-tag table of as many
-    buckets would have)."""
-    pipe = redis.pipeline(transaction=False)
-    for part in range(spread.parts):
-        pipe.hgetall(spread.counters_key(part))
-    for part in range(spread.parts):
-        pipe.hget(spread.near_state(0, part), "L")
-    replies = await pipe.execute()
-    counts: dict[str, int] = defaultdict(int)
-    for reply in replies[: spread.parts]:
-        for name, value in reply.items():
-            counts[name.decode() if isinstance(name, bytes) else name] += int(value)
-    levels = [int(v) if v is not None else spread.near_min() for v in replies[spread.parts :]]
-    return {
-        "pages": counts["new"],
-        "exact": counts["exact"],
-        "near": counts["near"],
-        "near_level": min(levels) + spread.part_bits,
-    }
