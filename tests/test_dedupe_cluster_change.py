@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 from redis.asyncio import Redis
+from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from crawlproject.dedupe.calls import Call, send_calls
@@ -28,7 +29,7 @@ from crawlproject.dedupe.index import DedupeIndex, DedupeKind
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
 from testkit.redis_cluster import RedisCluster
-from testkit.slot_migration import SlotMove, busiest_slots, key_slot, move_slot
+from testkit.slot_migration import SlotMove, busiest_slots, move_slot
 from tests.test_slot_migration_dedupe import dedupe_slots
 
 TASKS = 6  # pages judged at once through one client, as a worker's are
@@ -164,8 +165,7 @@ async def test_refused_call_is_sent_again_alone(cluster: RedisCluster, client: R
     script = client.register_script(
         "redis.call('INCR', KEYS[2]) return redis.call('INCR', KEYS[1])"
     )
-    port = cluster.live_nodes()[0].port
-    slot = key_slot(port, held[0])
+    slot = key_slot(held[0].encode())
     masters = sorted(cluster.masters().values())
     src = cluster.master_of_slot(slot)
     move = SlotMove(cluster, slot, src, masters[(masters.index(src) + 1) % len(masters)]).begin()
@@ -204,6 +204,14 @@ async def test_index_rides_through_a_master_killed(cluster: RedisCluster, client
     # Killed before the tasks start: no write of theirs is acknowledged by
     # the victim and then lost with it (asynchronous replication).
     cluster.kill(victim)
+    # A call that cannot be sent again (INCR), through a client that never
+    # connected to the victim: refused connections wrote nothing, so it is
+    # sent again until the replica serves its slot, and runs once.
+    fresh = redis_client(cluster.url, outage_seconds=30)
+    owners = cluster.slot_ranges()
+    names = (f"{{kill-{tag}-{n}}}:n" for n in range(100_000))
+    key = next(k for k in names if owners.get(key_slot(k.encode())) == victim)
+    incr = asyncio.ensure_future(send_calls(fresh, [Call(None, [key], [], "INCR")]))
     promoted = threading.Event()
 
     def wait_promoted() -> None:
@@ -215,6 +223,8 @@ async def test_index_rides_through_a_master_killed(cluster: RedisCluster, client
     killer = asyncio.ensure_future(asyncio.to_thread(wait_promoted))
     await _judging_while(judges, promoted)
     await killer
+    assert await incr == [1]
+    await fresh.aclose()
     calm = asyncio.Event()
     settle = asyncio.ensure_future(asyncio.sleep(1.0))
     settle.add_done_callback(lambda _: calm.set())

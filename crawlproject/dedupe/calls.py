@@ -65,6 +65,12 @@ logger = logging.getLogger(__name__)
 # CRAWL_REDIS_OUTAGE_SECONDS's default.
 DEFAULT_OUTAGE_SECONDS = 60.0
 _warned_at = 0.0
+# Where redis-py opens a connection: an error raised there wrote nothing.
+CONNECT_FRAMES = frozenset({"connect_check_health"})
+
+
+# Refusals met on every slot move or failover, answered at once: not warned of.
+ROUTINE = (MovedError, NoScriptError)
 
 
 def load_script(redis: Redis, name: str) -> AsyncScript:
@@ -134,7 +140,8 @@ async def send_calls(redis: Redis, calls: Sequence[Call], raise_errors: bool = T
         started = now if started is None else started
         if not again or now - started >= bound:
             break
-        _warn(replies[again[0]], len(again), bound)
+        if noted := [replies[i] for i in again if not isinstance(replies[i], ROUTINE)]:
+            _warn(noted[0], len(again), bound)
         await asyncio.sleep(delay)
         delay = min(delay * 2, MAX_DELAY_SECONDS)
         todo = again
@@ -161,9 +168,8 @@ async def _send_again(redis: Redis, call: Call, reply: BaseException) -> bool:
         return True
     if isinstance(reply, MovedError) and isinstance(redis, RedisCluster):
         await redis.nodes_manager.move_slot(reply)
-    if isinstance(reply, ClusterDownError | RedisConnectionError | OSError) and isinstance(
-        redis, RedisCluster
-    ):
+    lost = isinstance(reply, ClusterDownError | NotSent | RedisConnectionError | OSError)
+    if lost and isinstance(redis, RedisCluster):
         # As redis-py's own commands do: the cluster's slots are read again
         # before the next call (a failed master's replica may own them now).
         redis._initialize = True
@@ -194,6 +200,10 @@ async def _round(redis: Redis, calls: Sequence[Call]) -> list[Any]:
     except OUTAGE_ERRORS as exc:
         if isinstance(exc, NotSent):
             return [exc] * len(calls)
+        if _redis_py_frame(exc) in CONNECT_FRAMES and _one_connection(redis, calls):
+            # Its one connection could not be opened (a master killed -9):
+            # nothing was written.
+            return [NotSent(f"{type(exc).__name__}: {exc}")] * len(calls)
         if isinstance(exc, NOT_RUN):
             # Raised while mapping the calls to nodes, before any was sent.
             return [NotSent(f"{type(exc).__name__}: {exc}")] * len(calls)
@@ -201,9 +211,11 @@ async def _round(redis: Redis, calls: Sequence[Call]) -> list[Any]:
 
 
 def _one_connection(redis: Redis, calls: Sequence[Call]) -> bool:
-    """Whether the calls went over one connection (one server, or one slot)."""
+    """Whether the calls went over one connection, sent once: a cluster's
+    calls of one slot (a plain pipeline is retried by redis-py: an earlier
+    attempt may have been sent)."""
     if not isinstance(redis, RedisCluster):
-        return True
+        return False
     return len({redis.keyslot(call.keys[0]) for call in calls if call.keys}) <= 1
 
 
