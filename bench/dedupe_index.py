@@ -224,6 +224,15 @@ def memory_by_kind(srv: RedisServer, keys: CrawlKeys, pages: int) -> dict[str, A
     }
 
 
+def flush_and_wait(client: sync_redis.Redis) -> None:
+    """FLUSHALL ASYNC, then wait until the server has freed it all: a plain
+    FLUSHALL of a 10 M-page index outlasted the client's socket timeout on a
+    loaded machine (TimeoutError), and used_memory is read right after."""
+    client.flushall(asynchronous=True)
+    while int(client.info("memory").get("lazyfree_pending_objects", 0)):
+        time.sleep(0.1)
+
+
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
     s = sorted(samples_ms)
     pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
@@ -302,7 +311,7 @@ def fill_and_measure(
         print(
             f"  {name}, {size:,} pages (originals {'on' if originals else 'off'}) ...", flush=True
         )
-        srv.client.flushall()
+        flush_and_wait(srv.client)
         base = srv.used_memory()
         layout = Layout(k=K, n=size, growing=growing)
         load_s = bulk_load(srv, keys, pages, layout, originals)
@@ -384,7 +393,7 @@ class Nodes:
 
     def flushall(self) -> None:
         for c in self.clients:
-            c.flushall()
+            flush_and_wait(c)
 
     def used_memory(self) -> int:
         return sum(int(c.info("memory")["used_memory"]) for c in self.clients)
@@ -436,8 +445,10 @@ async def measure_spread(
     nodes: Nodes, keys: CrawlKeys, pages: Pages, hi: int, calls: int, batch: int
 ) -> dict[str, Any]:
     """``calls`` pages (half new, half 1-3-bit near copies) in batches of
-    ``batch``, each awaited; Redis CPU per page per node."""
-    rng = random.Random(calls + hi)
+    ``batch``, each awaited; Redis CPU per page per node. Its own seed: on the
+    one-tag rows it follows measure_latency, whose new pages replayed here were
+    exact copies (half the verdicts wrong, and cheaper than new pages)."""
+    rng = random.Random(f"batched {calls} {hi}")
     plan: list[tuple[str, bytes, int, int]] = []
     for _ in range(calls // 2):
         plan.append(("new", rng.randbytes(20), rng.getrandbits(64), 0))
