@@ -122,9 +122,14 @@ async def _status(
         from crawlproject.status.page import REFRESH_SECONDS, serve_page
 
         logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-        await serve_page(
-            lambda: collect_status(redis, keys, config.lease_ms), *serve, watch or REFRESH_SECONDS
-        )
+
+        async def read() -> dict[str, Any]:
+            # The crawl's shard count read with each status, not once at
+            # start: the page serves (503s) while Redis is away.
+            crawl_keys = await config.open_keys(redis, keys.crawl, adopt=True)
+            return await collect_status(redis, crawl_keys, config.lease_ms)
+
+        await serve_page(read, *serve, watch or REFRESH_SECONDS)
         return
     if as_json:
         while True:
@@ -163,7 +168,10 @@ async def _with_redis(
     else:
         redis = command_client(config.redis_url)
     try:
-        keys = await config.open_keys(redis, crawl, adopt=True)  # the crawl's own shards
+        if status_args is not None and status_args[2] is not None:
+            keys = config.crawl_keys(crawl)  # the page reads the crawl's shards itself
+        else:
+            keys = await config.open_keys(redis, crawl, adopt=True)  # the crawl's own shards
         if run is not None:
             await run(redis, keys)
         elif status_args is not None:

@@ -20,6 +20,7 @@ from scrapy.settings import Settings
 from crawlproject.frontier.client import FrontierMismatch, NewEntry
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.seen import (
     BLOCK_BYTES,
     INTSET_ENTRIES_NEEDED,
@@ -456,7 +457,7 @@ def test_a_bloom_crawl_of_the_test_web_completes(
     async def figures() -> dict[str, object]:
         r = redis.asyncio.Redis.from_url(redis_url)
         try:
-            return (await seen_figures(r, CrawlKeys("bl", 4))).as_dict()
+            return (await seen_figures(r, CrawlKeys("bl", NEW_CRAWL_SHARDS))).as_dict()
         finally:
             await r.aclose()
 
