@@ -24,7 +24,7 @@ from crawlproject.frontier.cluster_check import (
     warn_cluster_gaps,
 )
 from crawlproject.frontier.connection import evalsha_many, redis_client
-from crawlproject.frontier.outage import SEND_FRAMES, _redis_py_frame
+from crawlproject.frontier.outage import SEND_FRAMES, redis_py_frame
 from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_all, wait_until
 from testkit.processes import free_port
 from testkit.redis_cluster import RedisCluster
@@ -144,11 +144,11 @@ def test_a_connection_dropped_under_redis_py_is_told_from_a_bug() -> None:
     exec(code, space)
     with pytest.raises(AttributeError) as dropped:
         space["_send_packed_command"](None)
-    assert _redis_py_frame(dropped.value) in SEND_FRAMES
+    assert redis_py_frame(dropped.value) in SEND_FRAMES
     with pytest.raises(AttributeError) as bug:
         space["missing"] = None
         space["missing"].writelines([])
-    assert _redis_py_frame(bug.value) is None
+    assert redis_py_frame(bug.value) is None
 
 
 def test_a_command_waits_for_a_redis_that_comes_back(tmp_path: Path) -> None:

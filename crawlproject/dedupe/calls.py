@@ -55,8 +55,8 @@ from crawlproject.frontier.outage import (
     REFUSED_BEFORE_RUNNING,
     SEND_FRAMES,
     WARN_EVERY_SECONDS,
-    _redis_py_frame,
     as_redis_error,
+    redis_py_frame,
 )
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ async def send_calls(redis: Redis, calls: Sequence[Call], raise_errors: bool = T
 async def _send_again(redis: Redis, call: Call, reply: BaseException) -> bool:
     """Whether a call answered ``reply`` (an error) is sent again; prepares
     its sending (a script loaded, the slot's new master noted)."""
-    if isinstance(reply, AttributeError) and _redis_py_frame(reply) is None:
+    if isinstance(reply, AttributeError) and redis_py_frame(reply) is None:
         raise reply  # our own bug, not a connection redis-py dropped
     if isinstance(reply, NoScriptError) and call.script is not None:
         # A promoted replica, a restarted or flushed node: the script did not run.
@@ -190,7 +190,7 @@ async def _round(redis: Redis, calls: Sequence[Call]) -> list[Any]:
             return await _cluster_round(redis, pipe)
         return list(await pipe.execute(raise_on_error=False))
     except AttributeError as exc:
-        where = _redis_py_frame(exc)
+        where = redis_py_frame(exc)
         if where is None:
             raise
         if where in SEND_FRAMES and _one_connection(redis, calls):
@@ -200,7 +200,7 @@ async def _round(redis: Redis, calls: Sequence[Call]) -> list[Any]:
     except OUTAGE_ERRORS as exc:
         if isinstance(exc, NotSent):
             return [exc] * len(calls)
-        if _redis_py_frame(exc) in CONNECT_FRAMES and _one_connection(redis, calls):
+        if redis_py_frame(exc) in CONNECT_FRAMES and _one_connection(redis, calls):
             # Its one connection could not be opened (a master killed -9):
             # nothing was written.
             return [NotSent(f"{type(exc).__name__}: {exc}")] * len(calls)

@@ -65,7 +65,7 @@ from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
 from crawlproject.dedupe.spread_index import Page, SpreadIndex
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.outage import OUTAGE_ERRORS, _redis_py_frame, as_redis_error
+from crawlproject.frontier.outage import OUTAGE_ERRORS, as_redis_error, redis_py_frame
 from crawlproject.recrawl.config import MAX_SIMHASH_K
 
 # Pages judged within this window go to Redis in one round trip.
@@ -268,7 +268,7 @@ class DedupeIndex:
         try:
             return await self._check_many(pages)
         except AttributeError as exc:
-            if _redis_py_frame(exc) is None:
+            if redis_py_frame(exc) is None:
                 raise  # our own bug
             raise RedisConnectionError(f"connection dropped under redis-py: {exc}") from exc
         except OUTAGE_ERRORS as exc:

@@ -147,7 +147,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _redis_py_frame(exc: BaseException) -> str | None:
+def redis_py_frame(exc: BaseException) -> str | None:
     """The function of redis-py in which ``exc`` was raised, or None if it
     was raised elsewhere."""
     tb = exc.__traceback__
@@ -202,7 +202,7 @@ class _RideThrough:
                 # one task drops a connection another is about to write to
                 # ("'NoneType' object has no attribute 'writelines'"). Nothing
                 # was sent then: resent. Any other AttributeError is a bug.
-                where = _redis_py_frame(exc)
+                where = redis_py_frame(exc)
                 if where is None:
                     raise
                 lost = RedisConnectionError(f"connection dropped under redis-py: {exc}")
