@@ -7,8 +7,11 @@ tests/test_lease_ends_crawl.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from scrapy import Request
 
+from crawlproject.frontier.entries import Lease
 from crawlproject.frontier.leases import LeaseState
 from tests.test_lease_outcomes import book, claimed
 
@@ -64,3 +67,32 @@ async def test_a_redirect_stored_before_its_parent_ends_leaves_nothing_to_end() 
     leases.request_ended(request, {request})
     assert [(m, lease.id) for m, lease in scheduler.outbox.pending_acks] == [("moved", 1)]
     assert scheduler.stats.get_value("frontier/lease_ended/failed") is None
+
+
+class _RenewingFrontier:
+    """The frontier's renew as Redis answers it when an ack lands first: the
+    lease is gone from ``leases``. While the call is on its way the worker
+    ends the lease itself (the write loop acks it)."""
+
+    def __init__(self, on_call: Callable[[], None], gone: list[Lease]) -> None:
+        self.on_call, self.gone = on_call, gone
+
+    async def renew(self, leases: Sequence[Lease]) -> list[Lease]:
+        self.on_call()
+        return self.gone
+
+
+async def test_a_lease_ended_during_its_renewal_is_not_lost() -> None:
+    scheduler, leases = book()
+    acked = claimed(leases, 1, LeaseState.SCRAPING)
+    stalled = claimed(leases, 2)
+
+    def end_one() -> None:
+        leases.done(acked, "scraped")
+
+    frontier = _RenewingFrontier(end_one, [Lease(0, 1), Lease(0, 2)])
+    lost = await leases.renew(frontier)  # type: ignore[arg-type]
+    # Lease 1 was acked by this worker, lease 2 expired and was reclaimed.
+    assert lost == {Lease(0, 2).token}
+    assert scheduler.stats.get_value("frontier/leases_lost") == 1
+    assert leases.state_of(stalled) is None

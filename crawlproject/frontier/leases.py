@@ -129,9 +129,10 @@ class LeaseBook:
         that expired before renewal: another worker may have them by now."""
         if not self._held:
             return set()
-        lost = await frontier.renew(self.leases())
-        for lease in lost:
-            self._held.pop(lease.token, None)
+        answer = await frontier.renew(self.leases())
+        # A lease ended here while the renewal was on its way (acked by the
+        # write loop before the script ran) is gone from Redis too: not lost.
+        lost = [lease for lease in answer if self._held.pop(lease.token, None) is not None]
         if self.places is not None:
             await self.places.renew(set(self._held))
         if lost:
