@@ -134,6 +134,9 @@ EXTENSIONS = {
     # The worker's share of `crawlproject status`: counters and gauges in the
     # crawl's Redis, optional Prometheus metrics, a live progress line.
     "crawlproject.status.reporter.StatusReporter": 500,
+    # A SIGTERM while the spider opens closes it once open (Scrapy's stop then
+    # does nothing and the process would end with the spider never closed).
+    "crawlproject.late_stop.LateStop": 510,
 }
 
 # Nothing that can run code is exposed by default.

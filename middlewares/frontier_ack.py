@@ -84,6 +84,17 @@ class FrontierAckSpiderMiddleware(_Base):
         crawler.signals.connect(middleware._item_failed, signal=signals.item_error)
         return middleware
 
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        # While the spider's start() is being read (lazily, as the engine has
+        # room) the crawl is not over, however long it takes to yield.
+        end = frontier_of(self.crawler).end
+        end.starts_running = True
+        try:
+            async for obj in start:
+                yield obj
+        finally:
+            end.starts_running = False
+
     def process_spider_input(self, response: Response) -> None:
         if response.request is not None:
             self.tracker.scraping(response.request)

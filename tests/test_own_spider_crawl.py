@@ -119,3 +119,25 @@ def test_two_spiders_on_one_redis_keep_to_their_own_crawls(
     assert any(u.startswith(site_web) for u in counts) and any(
         u.startswith(site_own) for u in counts
     )
+
+
+def test_a_slow_start_and_a_slow_open_do_not_end_the_crawl_early(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    # Each seed comes 2.5 s after the last, and the pipelines take 3 s to open:
+    # both longer than the idle close (1.5 s). The crawl is not over while the
+    # spider opens nor while its start() is still being read.
+    web = testweb_factory(hosts=2, pages=3, links=1, cross_links=0)
+    settings = {
+        **FAST,
+        "ITEM_PIPELINES": {"tests.spiders_for_tests.slow_open.SlowOpenPipeline": 10},
+        "TEST_PIPELINE_OPEN_SECONDS": 3.0,
+    }
+    proc = start_worker(
+        REPO_ROOT, redis_url, None, [], settings, tmp_path / "w.log",
+        extra_args=["-a", "urls=" + ",".join(web.seeds), "-a", "pause=2.5"], spider="slow_start",
+    )  # fmt: skip
+    wait_all([proc], timeout=120)
+    assert set(fetched(web)) == web.expected_urls
+    assert all(n == 1 for n in fetched(web).values())
+    assert "Spider closed (finished)" in proc.log_path.read_text()

@@ -18,6 +18,9 @@ class CrawlEnd:
         self.max_pages: int | None = None
         self.continuous = False
         self.done_estimate = 0  # crawl-wide finished URLs, as last seen
+        # This worker's spider start() is still being read (the ack spider
+        # middleware's process_start): its seeds may come yet.
+        self.starts_running = False
         self._idle_since: float | None = None
 
     def note_done(self, done: int) -> bool:
@@ -32,8 +35,10 @@ class CrawlEnd:
         return False
 
     def check(self, counters: dict[str, int], busy_here: bool) -> bool:
-        """After a maintenance turn: True if the engine should look (finished)."""
+        """After a maintenance turn: True if the engine should look (finished).
+        ``busy_here``: this worker holds work (or its engine has not started)."""
         wake = self.note_done(counters.get("done", 0))
+        busy_here = busy_here or self.starts_running
         pending = counters.get("queued", 0) + counters.get("leased", 0)
         pending += counters.get("start_urls", 0)
         now = time.monotonic()

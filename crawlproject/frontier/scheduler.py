@@ -389,7 +389,11 @@ class FrontierScheduler(BaseScheduler):
         await self.seeds.take(frontier, self._spider, self.enqueue_request, self._write_once)
         self.outbox.see_scope(await frontier.scope())
         await self.seen.check(frontier.redis, frontier.keys)
-        busy_here = bool(len(self.claims) or len(self.leases) or self.outbox)
+        # An engine not running yet (a spider still opening) has not read its
+        # start requests: the crawl is not over for lack of them.
+        engine = self.crawler.engine
+        opening = engine is None or not engine.running
+        busy_here = bool(len(self.claims) or len(self.leases) or self.outbox or opening)
         if self.end.check(await frontier.counters(), busy_here):
             wake_engine(self.crawler)
 

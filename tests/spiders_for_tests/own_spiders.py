@@ -4,6 +4,7 @@ crawl them as it does the ``web`` spider."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -67,3 +68,24 @@ class UnstorableSpider(Spider):
 
     def _parse_kept(self, response: Response, n: int) -> Iterator[dict[str, Any]]:
         yield {"url": response.url, "n": n, "mark": response.meta["mark"]}
+
+
+class SlowStartSpider(Spider):
+    """A ``start()`` that waits before each URL it yields (seeds read from a
+    slow API, a login first): ``-a urls=``, ``-a pause=`` seconds."""
+
+    name = "slow_start"
+
+    def __init__(self, urls: str = "", pause: str = "3", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls = [u for u in urls.split(",") if u]
+        self.pause = float(pause)
+
+    async def start(self) -> AsyncIterator[Request]:
+        for url in self.urls:
+            await asyncio.sleep(self.pause)
+            yield Request(url)
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        yield {"url": response.url}
+        yield from response.follow_all(css="a")
