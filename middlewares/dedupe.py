@@ -228,8 +228,9 @@ class DedupeSpiderMiddleware:
         if thin:
             self.stats.inc_value("dedupe/short_text")
             simhash = None
+        batcher = self._index_of()
         try:
-            verdict = await self._index_of().check_and_add(digest, simhash, response.url, host)
+            verdict = await batcher.check_and_add(digest, simhash, response.url, host)
         except RedisError as exc:
             # Keep the page: losing a page is worse than storing a copy.
             self.stats.inc_value("dedupe/redis_error")
@@ -241,6 +242,9 @@ class DedupeSpiderMiddleware:
             # copy of another page: keep it. (Needs CRAWL_DEDUPE_RECORD_ORIGINALS.)
             self.stats.inc_value("dedupe/same_url_again")
             verdict = DedupeVerdict(DedupeKind.NEW, None, None, 0)
+        for what, calls in batcher.index.take_store_failures().items():
+            # Verdicts kept; later near copies of these pages may be missed.
+            self.stats.inc_value(f"dedupe/store_failed/{what}", calls)
         self.stats.inc_value(f"dedupe/checked/{verdict.kind.value}")
         annotated = self._annotate(adapter, digest, simhash, verdict)
         mirror = (

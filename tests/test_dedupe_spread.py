@@ -498,3 +498,21 @@ async def test_the_benchmark_model_builds_the_scripts_strings(
 
     ours, theirs = await contents(sp), await contents(model)
     assert len(ours) > 1000 and ours == theirs
+
+
+async def test_a_store_failing_after_the_verdicts_is_counted_not_raised(
+    make_index: MakeIndex,
+) -> None:
+    # The originals key a new page's URL goes to is a string (what a failing
+    # store meets: WRONGTYPE): the verdict stands, the failure is counted once.
+    index = make_index("storefail")
+    await index.check_and_add(sha1("warm"), BASE, "http://a.test/warm", "h")  # opens the index
+    digest = sha1("new page")
+    okey, _ = spread_of(index).originals_of(digest[:8])
+    await index.redis.set(okey, "not a hash")
+    verdict = await index.check_and_add(digest, None, "http://a.test/new", "h")
+    assert verdict.kind is DedupeKind.NEW
+    assert index.take_store_failures() == Counter({"originals": 1})
+    assert index.take_store_failures() == Counter()  # taken: counted once
+    copy = await index.check_and_add(digest, None, "http://a.test/copy", "h")
+    assert (copy.kind, copy.original) == (DedupeKind.EXACT, None)  # its URL was not stored

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -318,6 +319,10 @@ class DedupeIndex:
                 raise
             return [_verdict(r) for r in replies]
         raise AssertionError("unreachable")
+
+    def take_store_failures(self) -> Counter[str]:
+        """Stores that failed after their pages were judged, since last asked."""
+        return self.spread.take_failures() if self.spread is not None else Counter()
 
 
 def _check_page(digest: bytes, simhash: int | None) -> None:

@@ -170,6 +170,12 @@ class SpreadIndex:
             self._failed("split", 1, exc)  # the part says it is due again on its next insert
         return pages
 
+    def take_failures(self) -> Counter[str]:
+        """The calls that failed after their verdicts since last asked, by what
+        they stored (then forgotten here: the caller counts them)."""
+        failed, self.failed = self.failed, Counter()
+        return failed
+
     def _failed(self, what: str, calls: int, exc: BaseException) -> None:
         self.failed[what] += calls
         logger.warning(
