@@ -392,6 +392,7 @@ class DedupeSpiderMiddleware:
                 k=self.config.k,
                 record_originals=self.config.record_originals,
                 blocks=self.config.near_blocks,
+                parts=self.config.parts,
             )
             self._index = DedupeBatcher(index)
         return self._index

@@ -18,7 +18,9 @@ import redis as sync_redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.crc import key_slot
+from scrapy.settings import Settings
 
+from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dedupe.index import (
     DedupeIndex,
     DedupeKind,
@@ -36,6 +38,7 @@ from crawlproject.dedupe.spread import (
     parts_problem,
 )
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.setting_values import ConfigError
 from testkit.dedupe_spread_table import part_resp
 from testkit.redis_cluster import RedisCluster
 from tests.test_dedupe_index import (  # noqa: F401  (run again here, on the spread layout)
@@ -516,3 +519,25 @@ async def test_a_store_failing_after_the_verdicts_is_counted_not_raised(
     assert index.take_store_failures() == Counter()  # taken: counted once
     copy = await index.check_and_add(digest, None, "http://a.test/copy", "h")
     assert (copy.kind, copy.original) == (DedupeKind.EXACT, None)  # its URL was not stored
+
+
+async def test_the_part_count_is_a_setting_fixed_when_the_index_is_made(
+    make_index: MakeIndex,
+) -> None:
+    first = make_index("parts64", parts=64)
+    await first.check_and_add(sha1("a"), BASE, "http://a.test/a", "h")
+    assert await first.redis.hget(first.keys.dedupe_config, "parts") == b"64"
+    assert len(spread_of(first).all_prefixes()) == 7 * 64  # k + 1 groups, exact, originals, hosts
+    later = make_index("parts64")  # the default, 16: the index's 64 are used
+    copy = await later.check_and_add(sha1("a"), BASE, "http://a.test/b", "h")
+    assert (copy.kind, copy.original) == (DedupeKind.EXACT, "http://a.test/a")
+    assert spread_of(later).parts == 64
+
+
+def test_a_part_count_that_cannot_be_is_refused_at_start() -> None:
+    for bad, why in ((12, "power of 2"), (256, "within 1..128"), (-1, "power of 2")):
+        settings = Settings({"CRAWL_DEDUPE_PARTS": bad})
+        with pytest.raises(ConfigError, match=f"CRAWL_DEDUPE_PARTS={bad}: .*{why}"):
+            DedupeConfig.from_settings(settings).validate()
+    for good in (0, 1, 64, 128):
+        DedupeConfig.from_settings(Settings({"CRAWL_DEDUPE_PARTS": good})).validate()

@@ -8,6 +8,7 @@ from typing import Annotated
 from scrapy.settings import BaseSettings
 
 from crawlproject.dedupe.layout import layout_problem
+from crawlproject.dedupe.spread import parts_problem
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 STREAK_ACTIONS = ("park", "off")
@@ -38,6 +39,7 @@ class DedupeConfig:
     enabled: Annotated[bool, Setting("CRAWL_DEDUPE_ENABLED")]
     k: Annotated[int, Setting("CRAWL_SIMHASH_K")]
     near_blocks: Annotated[int, Setting("CRAWL_DEDUPE_NEAR_BLOCKS")]
+    parts: Annotated[int, Setting("CRAWL_DEDUPE_PARTS")]
     content_types: tuple[str, ...]  # CRAWL_DEDUPE_CONTENT_TYPES, lower case
     min_text_chars: Annotated[int, Setting("CRAWL_DEDUPE_MIN_TEXT_CHARS")]
     follow_duplicate_links: str  # CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS: one of FOLLOW_LINKS
@@ -64,6 +66,8 @@ class DedupeConfig:
             problem = layout_problem(self.k, self.near_blocks)
             if problem:
                 raise ConfigError(f"CRAWL_DEDUPE_NEAR_BLOCKS={self.near_blocks}: {problem}")
+        if self.parts and (problem := parts_problem(self.parts)):
+            raise ConfigError(f"CRAWL_DEDUPE_PARTS={self.parts}: {problem} (0: one hash tag)")
         if self.min_text_chars < 0 or self.streak < 0:
             raise ConfigError("CRAWL_DEDUPE_MIN_TEXT_CHARS and CRAWL_DEDUPE_STREAK must be >= 0")
         follow_links_value(self.follow_duplicate_links)

@@ -214,6 +214,8 @@ class DedupeIndex:
         layout = Spread(self.keys.crawl, k, self.n_blocks, int(cfg[5]), int(cfg[3] or 0),
                         int(cfg[4] or 0))  # fmt: skip
         if self.spread is None or self.spread.spread != layout:
+            if self.parts and layout.parts != self.parts:  # CRAWL_DEDUPE_PARTS: the index's wins
+                logger.info("Duplicate index: using the crawl's %d parts", layout.parts)
             self.spread = SpreadIndex(self.redis, layout, fv, self.record_originals)
 
     async def _open(self) -> None:

@@ -12,6 +12,13 @@ CRAWL_SIMHASH_K = 3
 # bytes per table per page. 0: k + 2 up to k = 5 (k = 3: 10 tables, flat to
 # about a billion pages; 6 gives 20 tables, flat far beyond), else k + 1.
 CRAWL_DEDUPE_NEAR_BLOCKS = 0
+# Parts a new crawl's index is cut into per family (a power of 2 up to 128,
+# fixed when the index is created; later workers use the index's), each on a
+# hash tag of its own spread over the slots. More parts spread the index over
+# more masters and make each part smaller (an originals part of a 15e9-page
+# crawl: about 75 GB at 16, 19 GB at 64) for more Redis calls per batch
+# (1.40x the Redis CPU per page at 64 than at 16: BENCHMARKS.md). 0: one tag.
+CRAWL_DEDUPE_PARTS = 16
 # Content types fingerprinted for near-duplicates (all bodies get the exact test).
 CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]
 # Pages with less visible text than this (normalised characters) only get the
