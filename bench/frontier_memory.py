@@ -162,7 +162,7 @@ QUEUE_KINDS = ("q", "h", "ready", "due", "db", "b")
 
 
 def _shard_kind(key: str) -> str:
-    """cp:{mem/0}:seen:123 -> seen; cp:{mem}:meta -> meta."""
+    """cp:{mem/0~17}:seen:123 -> seen; cp:{mem}:meta -> meta (any tag)."""
     return key.split("}:", 1)[1].split(":", 1)[0]
 
 

@@ -33,6 +33,7 @@ from crawlproject.frontier.address_client import (
     address_script_preludes,
 )
 from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
+from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.lua import SHARD_PRELUDES, Prelude, preludes_text, read_lua, used_parts
 
 # script -> (package, its preludes), as the clients load them
@@ -63,9 +64,10 @@ def main() -> None:
     a = p.parse_args()
     cases = texts()
     server = CallgrindRedis(RESULTS / "callgrind")
-    prefix = "cp:{bench/0}:"
+    keys = CrawlKeys("bench", 1)  # a new crawl's tag
+    prefix = keys.shard_prefixes[0]
     server.client.set(prefix + "mode", "score")
-    args = (1, prefix + "ready", prefix)
+    args = (1, keys.ready(0), prefix)
     try:
         for name, text in cases.items():
             sha = server.client.script_load(text)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.crawlproc import (
     REPO_ROOT,
@@ -184,15 +185,17 @@ def test_a_killed_workers_places_come_back_with_its_leases(
     assert match is not None
     fetching = f"f\t{match.group(1)}\t".encode()
     shard_of_address = None
+    keys = CrawlKeys("kill", NEW_CRAWL_SHARDS)  # a new crawl's shards
     with redis.Redis.from_url(redis_url) as client:
 
         def victim_holds_a_place() -> bool:
             nonlocal shard_of_address
-            for shard in range(NEW_CRAWL_SHARDS):
-                tokens = client.zrange(f"cp:{{kill/{shard}}}:al:{ADDRESS}", 0, -1)
+            for shard in range(keys.shards):
+                tokens = client.zrange(keys.address_places(shard, ADDRESS), 0, -1)
                 for token in tokens:
                     lease_shard, lease_id = token.decode().split(":")
-                    record = client.hget(f"cp:{{kill/{lease_shard}}}:lease", lease_id)
+                    lease = keys.shard_prefixes[int(lease_shard)] + "lease"
+                    record = client.hget(lease, lease_id)
                     if record is not None and record.startswith(fetching):
                         shard_of_address = shard
                         return True
@@ -203,13 +206,13 @@ def test_a_killed_workers_places_come_back_with_its_leases(
         victim.wait()
         killed_at = time.time()
         assert shard_of_address is not None
-        held = client.zcard(f"cp:{{kill/{shard_of_address}}}:al:{ADDRESS}")
+        held = client.zcard(keys.address_places(shard_of_address, ADDRESS))
         assert held >= 1
         (survivor,) = crawl(redis_url, "kill", web, tmp_path, workers=1, **settings)
         wait_all([survivor], timeout=180)
         # Every place came back: none is held, nobody waits.
-        assert client.zcard(f"cp:{{kill/{shard_of_address}}}:al:{ADDRESS}") == 0
-        assert client.zcard(f"cp:{{kill/{shard_of_address}}}:aq:{ADDRESS}") == 0
+        assert client.zcard(keys.address_places(shard_of_address, ADDRESS)) == 0
+        assert client.zcard(keys.address_waiting(shard_of_address, ADDRESS)) == 0
     fetched = Counter((h.name, h.path) for h in pages(web.log))
     assert set(fetched) == web.expected_pages(), "pages lost with the killed worker"
     stats = stats_of(survivor.log_path)

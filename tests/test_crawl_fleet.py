@@ -15,6 +15,7 @@ from pathlib import Path
 
 import redis
 
+from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from testkit.crawlproc import (
     REPO_ROOT,
@@ -100,13 +101,14 @@ def test_killed_worker_loses_nothing(
     match = re.search(r"worker (\w+),", victim.log_path.read_text())
     assert match, "the victim's log names its worker id"
     fetching = f"f\t{match.group(1)}\t".encode()
+    keys = CrawlKeys("kill", NEW_CRAWL_SHARDS)  # a new crawl's shards
     with redis.Redis.from_url(redis_url) as client:
 
         def victim_fetching() -> bool:
             return any(
                 v.startswith(fetching)
-                for shard in range(NEW_CRAWL_SHARDS)
-                for v in client.hvals(f"cp:{{kill/{shard}}}:lease")
+                for prefix in keys.shard_prefixes
+                for v in client.hvals(prefix + "lease")
             )
 
         wait_until(victim_fetching)

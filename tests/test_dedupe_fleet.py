@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import host_key
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
@@ -142,11 +143,10 @@ def test_a_host_serving_a_run_of_duplicates_is_set_aside(
         u for u in web.expected_urls if u.startswith(web.base_url(2))
     }
     # Set aside, not lost: what was queued then, and what was found later.
+    keys = CrawlKeys("trap", NEW_CRAWL_SHARDS)  # a new crawl's shards
     with redis.Redis.from_url(redis_url) as client:
-        parked = sum(client.llen(f"cp:{{trap/{s}}}:parked") for s in range(NEW_CRAWL_SHARDS))
-        counted = sum(
-            int(client.hget(f"cp:{{trap/{s}}}:n", "parked") or 0) for s in range(NEW_CRAWL_SHARDS)
-        )
+        parked = sum(client.llen(keys.parked(s)) for s in range(keys.shards))
+        counted = sum(int(client.hget(keys.counters(s), "parked") or 0) for s in range(keys.shards))
     assert parked == counted >= max(1, stats["dedupe/streak_parked_urls"])
     # The operator's view, and the way back.
     cli = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "trap"]

@@ -21,6 +21,7 @@ from scrapy import Request
 from crawlproject import settings as project_settings
 from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
 from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, tail
@@ -211,11 +212,10 @@ def test_a_url_that_kills_its_workers_is_set_aside_and_the_crawl_finishes(
     assert len(deaths) == MAX_RECLAIMS
     last = procs[-1].log_path.read_text(errors="replace")
     assert "as poison" in last and stats_of(procs[-1].log_path)["frontier/poisoned"] == 1
+    keys = CrawlKeys("poison", NEW_CRAWL_SHARDS)  # a new crawl's shards
     with redis.Redis.from_url(redis_url) as client:
-        assert sum(client.llen(f"cp:{{poison/{s}}}:poison") for s in range(NEW_CRAWL_SHARDS)) == 1
-        assert not any(
-            client.exists(f"cp:{{poison/{s}}}:reclaims") for s in range(NEW_CRAWL_SHARDS)
-        )
+        assert sum(client.llen(keys.poison(s)) for s in range(keys.shards)) == 1
+        assert not any(client.exists(p + "reclaims") for p in keys.shard_prefixes)
     cli = [sys.executable, "-m", "crawlproject", "--redis-url", redis_url, "--crawl", "poison"]
     counts = json.loads(
         subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True).stdout

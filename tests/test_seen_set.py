@@ -33,6 +33,7 @@ from crawlproject.frontier.seen import (
     seen_figures,
     size_class,
 )
+from crawlproject.frontier.slots import PLAIN
 from crawlproject.status.view import collect_status
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
@@ -51,9 +52,9 @@ from testkit.seen_table import (
 from testkit.testweb import TestWeb, page_counts
 from tests.conftest import MakeFrontier
 
-PREFIX = "cp:{t/0}:"
-EXACT = SeenFilter().script_arg(1)
 KEYS = CrawlKeys("t", 1)
+PREFIX = KEYS.shard_prefixes[0]  # the crawl's one shard, as make_frontier(crawl="t", shards=1)
+EXACT = SeenFilter().script_arg(1)
 
 
 @pytest.fixture
@@ -309,7 +310,7 @@ async def test_loaded_bloom_filter_is_the_one_the_script_fills(
         assert sum(drive(fps[start : start + 10_000])) < 5  # a few false positives at most
     load_bloom(client, CrawlKeys("u", 1), 0, as_array(fps), shape)
     for i in range(shape.segments):
-        assert client.get(f"cp:{{u/0}}:bloom:{i}") == client.get(f"{PREFIX}bloom:{i}")
+        assert client.get(CrawlKeys("u", 1).bloom_segment(0, i)) == client.get(f"{PREFIX}bloom:{i}")
 
 
 # -- layout fixed per crawl, settings --------------------------------------------
@@ -324,7 +325,7 @@ async def test_a_crawl_with_fixed_seen_buckets_is_refused(
         "queue_layout": "bands1", "shards": "2", "seen_bucket_bits": "12",
         "priority_mode": "score", "created": "1",
     })  # fmt: skip
-    client.set("cp:{old/0}:seen:7", bytes(60))
+    client.set(CrawlKeys("old", 2, tags=PLAIN).seen_bucket(0, 7), bytes(60))  # an older crawl
     with pytest.raises(FrontierMismatch) as refused:
         await make_frontier(crawl="old")
     message = str(refused.value)

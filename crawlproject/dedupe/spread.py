@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import functools
 import zlib
-from binascii import crc_hqx
 from dataclasses import dataclass
 
 from crawlproject.dedupe.layout import NearTable, near_tables, split_blocks
 
-SLOTS = 16384  # Redis Cluster's hash slots
+# The search for a tag in its run is shared with the frontier's shards.
+from crawlproject.frontier.slots import SLOTS, tag_in_run
+
 # Parts per table (and of the exact index, originals, hosts) of a new index:
 # 7 x 16 = 112 tags for k = 3, 16 of each family, so any master that owns a
 # share of the slots owns about that share of the work (+- one part of
@@ -58,10 +59,6 @@ def parts_problem(parts: int) -> str | None:
     return None
 
 
-def slot_of(tag: str) -> int:
-    return crc_hqx(tag.encode("utf-8"), 0) % SLOTS
-
-
 @functools.lru_cache(maxsize=16)
 def part_tags(crawl: str, families: tuple[str, ...], parts: int) -> tuple[str, ...]:
     """The hash tag of every (part, family), part-major: tag ``g = p x F + f``
@@ -71,18 +68,11 @@ def part_tags(crawl: str, families: tuple[str, ...], parts: int) -> tuple[str, .
     count = len(families) * parts
     if count > SLOTS:
         raise ValueError(f"{count} parts do not fit in {SLOTS} slots")
-    tags = []
-    for p in range(parts):
-        for f, family in enumerate(families):
-            g = p * len(families) + f
-            lo, hi = g * SLOTS // count, (g + 1) * SLOTS // count
-            base = f"{crawl}/dd/{family}.{p}"
-            tag, n = base, 0
-            while not lo <= slot_of(tag) < hi:
-                n += 1
-                tag = f"{base}~{n}"
-            tags.append(tag)
-    return tuple(tags)
+    return tuple(
+        tag_in_run(f"{crawl}/dd/{family}.{p}", p * len(families) + f, count)
+        for p in range(parts)
+        for f, family in enumerate(families)
+    )
 
 
 def linear_address(x: int, level: int, split: int) -> int:

@@ -12,9 +12,10 @@ from crawlproject.frontier.addresses import AddressConfig
 from crawlproject.frontier.client import AdaptiveDelay, HostBudget
 from crawlproject.frontier.host_overrides import HostOverride, read_host_overrides
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, crawl_shards
+from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, crawl_layout
 from crawlproject.frontier.redis_settings import redis_target, refuse_scrapy_redis, start_urls_key
 from crawlproject.frontier.seen import SeenFilter
+from crawlproject.frontier.slots import EVEN, SLOTS
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 __all__ = ["ConfigError", "FrontierConfig", "HostOverride"]
@@ -108,20 +109,23 @@ class FrontierConfig:
     def lease_ms(self) -> int:
         return round(self.lease_seconds * 1000)
 
-    def crawl_keys(self, crawl: str, shards: int | None = None) -> CrawlKeys:
+    def crawl_keys(self, crawl: str, shards: int | None = None, tags: str = EVEN) -> CrawlKeys:
         """The key names of crawl ``crawl`` (its seed list per REDIS_START_URLS_KEY)
         over ``shards`` shards, else CRAWL_FRONTIER_SHARDS, else a new crawl's
-        count: open_keys gives those of a crawl that exists."""
+        count, with ``tags`` (a new crawl's): open_keys gives those of a crawl
+        that exists."""
         template = self.start_urls_template
         seeds = None if template is None else template % {"name": crawl}
-        return CrawlKeys(crawl, shards or self.shards or NEW_CRAWL_SHARDS, seeds)
+        return CrawlKeys(crawl, shards or self.shards or NEW_CRAWL_SHARDS, seeds, tags)
 
     async def open_keys(self, redis: Redis, crawl: str, adopt: bool = False) -> CrawlKeys:
-        """The key names of crawl ``crawl`` over the shards it was created with
-        (layout.crawl_shards: a worker that set another count is refused unless
-        ``adopt``, as a command is, which reads the crawl as it is)."""
-        provisional = self.crawl_keys(crawl)
-        return self.crawl_keys(crawl, await crawl_shards(redis, provisional, self.shards, adopt))
+        """The key names of crawl ``crawl`` over the shards it was created with,
+        and their tag scheme (layout.crawl_layout, from its meta: a worker that
+        set another count is refused unless ``adopt``, as a command is, which
+        reads the crawl as it is)."""
+        provisional = self.crawl_keys(crawl, 1)  # its meta's name only
+        shards, tags = await crawl_layout(redis, provisional, self.shards, adopt)
+        return self.crawl_keys(crawl, shards, tags)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
@@ -216,10 +220,11 @@ def read_shards(settings: BaseSettings) -> int | None:
         shards = int(value)
     except (TypeError, ValueError):
         shards = 0
-    if shards < 1 or str(value).strip() != str(shards):
+    # At most one shard a slot: a shard's tag sits in its own run of slots (slots.py).
+    if not 1 <= shards <= SLOTS or str(value).strip() != str(shards):
         raise ConfigError(
-            f"CRAWL_FRONTIER_SHARDS must be a whole number >= 1, or unset (the crawl's own "
-            f"count, {NEW_CRAWL_SHARDS} for a new crawl); not {value!r}"
+            f"CRAWL_FRONTIER_SHARDS must be a whole number within 1..{SLOTS}, or unset (the "
+            f"crawl's own count, {NEW_CRAWL_SHARDS} for a new crawl); not {value!r}"
         )
     return shards
 

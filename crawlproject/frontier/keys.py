@@ -4,15 +4,18 @@ A crawl named ``C`` is split into ``S`` shards (``CRAWL_FRONTIER_SHARDS``); a
 politeness key (the server, ``host[:port]``: http and https of one host share
 it; or a registered domain) lives in shard ``crc32(key) % S``; an IP address's
 counters live in shard ``crc32(address) % S``, its *home* (politeness per
-server, docs/frontier.md). All keys of a shard carry the hash tag ``{C/s}``, so
-all keys of one host (or address) share one Redis Cluster slot and no script
-crosses slots. Every frontier script declares its shard's ``ready`` and
+server, docs/frontier.md). All keys of shard s carry its hash tag ``{T}``, so all
+keys of one host (or address) share one Redis Cluster slot and no script crosses
+slots: ``T`` = ``C/s~n``, n >= 1 (or ``C/s``) putting tag s in the s-th of S equal
+runs of the 16,384 slots (meta ``shard_tags`` = ``even``, frontier/slots.py); in
+a crawl made before (no ``shard_tags``) ``C/s``. The scripts are given the
+prefix (never build a tag); each declares its shard's ``ready`` and
 ``slotguard`` keys (:meth:`CrawlKeys.script_keys`), and builds the others from
 the shard prefix: ``slotguard`` is never written, so while the shard's slot
 migrates Redis refuses the script before it runs (TRYAGAIN, or ASK then
 TRYAGAIN) and no script is left half-applied by a key that moved.
 
-Per shard, prefix ``cp:{C/s}:``
+Per shard, prefix ``cp:{T}:``
 
 ``ready``          ZSET  politeness key -> earliest fetch time (ms, Redis clock):
                          hosts with queued URLs and a free slot that must
@@ -124,10 +127,9 @@ Per shard, prefix ``cp:{C/s}:``
                          a URL's k bits all lie in one block.
 ``slotguard``     none  never written: declared by every frontier script (after
                          ``ready``), so that a script on a slot in migration is
-                         refused whole before it runs (the source holds a
-                         declared key that is missing: TRYAGAIN or ASK; the
-                         target, asked, misses it: TRYAGAIN), never stopped
-                         midway by a key that moved ("non local key").
+                         refused whole before it runs (the source holds a declared
+                         key that is missing: TRYAGAIN or ASK; the target, asked,
+                         misses it: TRYAGAIN), never stopped midway ("non local key").
 ``reclaims``       HASH  URL (first 8 bytes of the SHA-1 of its pkey \\t request,
                          16 hex chars) ->
                          times its lease was reclaimed (its worker died or hung);
@@ -191,16 +193,17 @@ Per address ``A`` (an IP address, canonical text), in its home shard, prefix
 
 Per crawl, prefix ``cp:{C}:``
 
-``meta``           HASH  ``shards``, ``seen_layout`` (``exact3``, or ``bloom2:capacity:
-                         error rate:segments:blocks per segment:block bytes:k``; a crawl with
-                         ``exact2`` (packed buckets in hashes), or with
-                         ``seen_bucket_bits`` instead (fixed buckets), was made by
-                         an older version, and is refused), ``priority_mode`` (score |
-                         credit), ``queue_layout`` (fixed at creation), ``created``,
-                         ``host_keys`` (``server``: host keys without the scheme;
-                         a crawl without it was made with ``scheme://host`` keys
-                         and is refused in host and address modes:
-                         crawlproject/frontier/host_keys.py).
+``meta``           HASH  ``shard_tags`` (``even``: the shards' tags, above; written
+                         before ``shards``: with ``shards`` and without it, a crawl
+                         made before, ``C/s`` tags), ``shards``, ``seen_layout``
+                         (``exact3``, or ``bloom2:capacity:error rate:segments:
+                         blocks per segment:block bytes:k``; ``exact2`` or
+                         ``seen_bucket_bits``: an older version's, refused),
+                         ``priority_mode`` (score | credit), ``queue_layout``
+                         (fixed at creation), ``created``, ``host_keys``
+                         (``server``: host keys without the scheme; without it,
+                         ``scheme://host`` keys, refused in host and address
+                         modes: crawlproject/frontier/host_keys.py).
 ``workers``        ZSET  worker id -> last heartbeat (ms, Redis clock).
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
 ``stats``          HASH  fleet counters: each worker adds its Scrapy stats' increments
@@ -303,22 +306,27 @@ from __future__ import annotations
 import re
 import zlib
 
+from crawlproject.frontier.address_keys import AddressKeys
+from crawlproject.frontier.slots import EVEN, shard_tags
+
 CRAWL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 BANDS = 32  # priority bands of a host queue (``q:<pkey>:<band>``, ``due:<band>``)
 
 
-class CrawlKeys:
-    """Builds the key names of one crawl."""
+class CrawlKeys(AddressKeys):
+    """Builds the key names of one crawl (an address's: AddressKeys). ``tags``:
+    its shards' tag scheme (slots.py), meta's ``shard_tags`` (layout.py)."""
 
-    def __init__(self, crawl: str, shards: int, start_urls_key: str | None = None) -> None:
+    def __init__(
+        self, crawl: str, shards: int, start_urls_key: str | None = None, tags: str = EVEN
+    ) -> None:
         if not CRAWL_NAME_RE.match(crawl):
             raise ValueError(
                 f"crawl name {crawl!r} must be 1-64 characters of letters, digits, _ . -"
             )
         if shards < 1:
             raise ValueError("CRAWL_FRONTIER_SHARDS must be at least 1")
-        self.crawl = crawl
-        self.shards = shards
+        self.crawl, self.shards, self.tags = crawl, shards, tags
         self.crawl_prefix = f"cp:{{{crawl}}}:"
         self.meta = self.crawl_prefix + "meta"
         self.workers = self.crawl_prefix + "workers"
@@ -328,7 +336,7 @@ class CrawlKeys:
         self.host_reports = self.crawl_prefix + "hr"
         # REDIS_START_URLS_KEY may name another list (crawlproject/frontier/redis_settings.py).
         self.start_urls = start_urls_key or f"{crawl}:start_urls"
-        self.shard_prefixes = [f"cp:{{{crawl}/{s}}}:" for s in range(shards)]
+        self.shard_prefixes = [f"cp:{{{tag}}}:" for tag in shard_tags(crawl, shards, tags)]
         self.dedupe_prefix = f"cp:{{{crawl}/dd}}:"
         self.dedupe_config = self.dedupe_prefix + "cfg"
         self.dedupe_streak = self.dedupe_prefix + "streak"
@@ -402,30 +410,6 @@ class CrawlKeys:
     def fetch_states(self, shard: int, pkey: str) -> str:
         return self.shard_prefixes[shard] + "fs:" + pkey
 
-    # Politeness per server: an address's keys, in its home shard.
-
-    def address_shard(self, address: str) -> int:
-        """The home shard of an IP address's places (its canonical text)."""
-        return zlib.crc32(address.encode("ascii")) % self.shards
-
-    def address_places(self, shard: int, address: str) -> str:
-        return self.shard_prefixes[shard] + "al:" + address
-
-    def address_waiting(self, shard: int, address: str) -> str:
-        return self.shard_prefixes[shard] + "aq:" + address
-
-    def address_reserved(self, shard: int, address: str) -> str:
-        return self.shard_prefixes[shard] + "ar:" + address
-
-    def address_state(self, shard: int, address: str) -> str:
-        return self.shard_prefixes[shard] + "a:" + address
-
-    def addresses_full(self, shard: int) -> str:
-        return self.shard_prefixes[shard] + "afull"
-
-    def addresses_waited_on(self, shard: int) -> str:
-        return self.shard_prefixes[shard] + "aqd"
-
     def dedupe_exact(self, bucket: int) -> str:
         """Exact-index string of bucket ``bucket`` (of an index from before the
         growing layout: the SHA-1's first 2 bytes, 0..65535)."""
@@ -442,10 +426,5 @@ class CrawlKeys:
 
     def all_patterns(self) -> list[str]:
         """Glob patterns matching every key of the crawl (for ``crawlproject reset``)."""
-        return [
-            self.crawl_prefix + "*",
-            *(p + "*" for p in self.shard_prefixes),
-            self.dedupe_prefix + "*",
-            f"cp:{{{self.crawl}/dd/*",  # the spread index's parts
-            self.start_urls,
-        ]
+        # ``cp:{C/*``: the shards of either tag scheme, the dedupe index and its parts.
+        return [self.crawl_prefix + "*", f"cp:{{{self.crawl}/*", self.start_urls]

@@ -14,6 +14,7 @@ from crawlproject.frontier.entries import FrontierMismatch
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.replies import reply_text
 from crawlproject.frontier.seen import SeenFilter, prepare_seen, refuse_old_layout
+from crawlproject.frontier.slots import EVEN, PLAIN, SHARD_TAGS
 
 # Host queues in priority bands (keys.py), requests in codec.py's compact form,
 # band masks, due lists, a small host's bands in one list (_queue.lua). Older
@@ -33,13 +34,30 @@ NEW_CRAWL_SHARDS = 32
 
 
 async def crawl_shards(redis: Redis, keys: CrawlKeys, wanted: int | None, adopt: bool) -> int:
-    """The crawl's shard count: the one it was created with (``meta``), or for
-    a new crawl ``wanted`` (CRAWL_FRONTIER_SHARDS), else NEW_CRAWL_SHARDS. A
-    worker that set another count is refused (FrontierMismatch, one line)
-    unless ``adopt`` (a command reads the crawl as it is)."""
-    stored = reply_text(await redis.hget(keys.meta, "shards") or b"")
+    """The crawl's shard count (crawl_layout's)."""
+    return (await crawl_layout(redis, keys, wanted, adopt))[0]
+
+
+async def crawl_layout(
+    redis: Redis, keys: CrawlKeys, wanted: int | None, adopt: bool
+) -> tuple[int, str]:
+    """The crawl's shard count and tag scheme (slots.py): the ones it was
+    created with (``meta``), or for a new crawl ``wanted``
+    (CRAWL_FRONTIER_SHARDS), else NEW_CRAWL_SHARDS, and even tags. A worker
+    that set another count is refused (FrontierMismatch, one line) unless
+    ``adopt`` (a command reads the crawl as it is)."""
+    # One read: ``shard_tags`` is written before ``shards`` (prepare_layout),
+    # so a meta with ``shards`` and no ``shard_tags`` is an older crawl's.
+    raw_shards, raw_tags = await redis.hmget(keys.meta, ["shards", "shard_tags"])
+    stored = reply_text(raw_shards or b"")
     if not stored:
-        return NEW_CRAWL_SHARDS if wanted is None else wanted
+        return (NEW_CRAWL_SHARDS if wanted is None else wanted), EVEN
+    tags = reply_text(raw_tags or b"") or PLAIN
+    if tags not in SHARD_TAGS:
+        raise FrontierMismatch(
+            f"crawl {keys.crawl!r} has shard_tags={tags!r}, made by a newer version; "
+            "this one cannot name its shards"
+        )
     if not stored.isdigit() or int(stored) < 1:
         raise FrontierMismatch(f"crawl {keys.crawl!r} has an unreadable shard count {stored!r}")
     if wanted is not None and wanted != int(stored) and not adopt:
@@ -48,7 +66,7 @@ async def crawl_shards(redis: Redis, keys: CrawlKeys, wanted: int | None, adopt:
             f"worker sets {wanted}. Leave CRAWL_FRONTIER_SHARDS unset (a worker takes the "
             "crawl's), or use another crawl name."
         )
-    return int(stored)
+    return int(stored), tags
 
 
 async def prepare_layout(
@@ -60,6 +78,10 @@ async def prepare_layout(
         # worker preparing the same new crawl at this moment must never be
         # seen with "shards" but no layout yet (one HSETNX after another).
         "queue_layout": QUEUE_LAYOUT,
+        # Before "shards" too: a meta with "shards" and no "shard_tags" is an
+        # older crawl's (plain tags), so a reader between two HSETNXs of a
+        # new crawl must not see "shards" yet.
+        "shard_tags": keys.tags,
         "shards": str(keys.shards),
         # Scores of the two modes mean different things: never mixed in a crawl.
         "priority_mode": priority_mode,
@@ -80,6 +102,19 @@ async def prepare_layout(
             f"{old_layout}; this version stores {QUEUE_LAYOUT}); this version cannot read "
             "its queues. Finish the crawl with the version that created it, or start it "
             "again under another CRAWL_NAME."
+        )
+    if b"shards" in before and b"shard_tags" not in before:
+        # An older crawl: its keys carry plain tags, and its meta never gets
+        # the field (a worker naming them otherwise would crawl other keys).
+        if keys.tags != PLAIN:
+            raise FrontierMismatch(
+                f"crawl {keys.crawl!r} was created with plain shard tags; this worker "
+                f"names its shards with {keys.tags} tags (open it with FrontierConfig.open_keys)"
+            )
+        del fields["shard_tags"]
+    elif keys.tags == PLAIN and b"shards" not in before:
+        raise FrontierMismatch(
+            f"crawl {keys.crawl!r} is new: plain shard tags are an older crawl's only"
         )
     await redis.hsetnx(keys.meta, "created", str(int(time.time())))
     for name, value in fields.items():
