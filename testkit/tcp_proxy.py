@@ -4,6 +4,12 @@ front of a server that keeps its state (moto forgets everything when stopped).
 ``cut()`` closes the listening socket (new connections are refused) and
 shuts down every open connection (a request in flight fails); ``restore()``
 listens again on the same port, so clients configured before keep working.
+
+``drop_next_reply(to)`` loses one answer: the reply to the next request
+containing ``to`` is not forwarded, and its connection is shut down on both
+sides. The server ran the command; the client sees its connection reset
+before the reply (a master killed -9 right after answering, a network cut at
+the wrong moment).
 """
 
 from __future__ import annotations
@@ -22,10 +28,38 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
+        self._drop_marker: bytes | None = None  # armed: drop the reply to a request with it
+        self._dropping: set[socket.socket] = set()  # upstreams whose next reply is dropped
+        self.dropped = 0  # replies lost so far
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def drop_next_reply(self, to: bytes = b"") -> None:
+        """The reply to the next request (bytes a client sends) containing
+        ``to`` never reaches its client: the server gets the request, and
+        its connection is shut down when the answer comes."""
+        with self._lock:
+            self._drop_marker = to
+
+    def _mark(self, upstream: socket.socket, data: bytes) -> None:
+        with self._lock:
+            if self._drop_marker is not None and self._drop_marker in data:
+                self._drop_marker = None
+                self._dropping.add(upstream)
+
+    def _take_drop(self, upstream: socket.socket) -> bool:
+        with self._lock:
+            if upstream not in self._dropping:
+                return False
+            self._dropping.discard(upstream)
+            self.dropped += 1
+            return True
 
     def restore(self) -> TcpProxy:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -76,12 +110,16 @@ class TcpProxy:
                     upstream.close()
                     return
                 self._open |= {client, upstream}
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, replies in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pump, args=(src, dst, replies), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, replies: bool) -> None:
         try:
             while data := src.recv(BUFFER_BYTES):
+                if replies and self._take_drop(src):
+                    break  # the reply is lost: both sides shut down below
+                if not replies:
+                    self._mark(dst, data)  # before the server can answer it
                 dst.sendall(data)
         except OSError:
             pass

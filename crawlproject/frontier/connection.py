@@ -7,6 +7,16 @@ carries a hash tag (``cp:{crawl/shard}:``, ``cp:{crawl/dd}:``, ``cp:{crawl}:``:
 crawlproject/frontier/keys.py), so each script touches one slot, and the
 cluster client routes it by its first key; pipelines of several slots are
 split by node (``transaction=False`` everywhere).
+
+No client resends a command on its own: redis-py's default ``Retry`` sends a
+command (a whole pipeline) again after a connection error or timeout, and the
+cluster client does too (``retry``, formerly ``cluster_error_retry_attempts``)
+— a script that ran but whose reply was lost would run twice. Every client
+here has ``Retry(NoBackoff(), 0)``: the error reaches the caller (the
+scheduler's loops wait it out, crawlproject/frontier/loops.py). What the
+clients still ride through is what certainly did not run (outage.py: a
+refused connection, ``CLUSTERDOWN``, a slot moving; redis-py's own MOVED/ASK
+redirections, refused before running).
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from crawlproject.frontier.outage import (
     CONNECTION_ERRORS,
@@ -48,23 +60,34 @@ def redis_client(
 
     A cluster client rides through a changing cluster for ``outage_seconds``
     (outage.py; default: the setting's default); with ``retry_connections``
-    (the ``crawlproject`` commands) connection errors too, and a plain client
-    then retries them as well."""
+    (the ``crawlproject`` commands) connection errors too. A plain client
+    rides through what certainly did not run as well (a refused connection:
+    a Redis restarting); a worker's loops wait out the rest."""
     retried = NOT_RUN + CONNECTION_ERRORS if retry_connections else NOT_RUN
     node = cluster_node_url(url)
     client: RideThroughRedis | RideThroughCluster
+    options = no_resend_options(client_name)
     if node is None:
-        if not retry_connections:
-            return Redis.from_url(url, client_name=client_name, decode_responses=False)
-        plain = RideThroughRedis.from_url(url, client_name=client_name, decode_responses=False)
+        plain = RideThroughRedis.from_url(url, **options)
         client = cast(RideThroughRedis, plain)
     else:
-        cluster = RideThroughCluster.from_url(node, client_name=client_name, decode_responses=False)
+        cluster = RideThroughCluster.from_url(node, **options)
         client = cast(RideThroughCluster, cluster)
     client.retried, client.url_for_errors, client.warns = retried, url, not retry_connections
     if outage_seconds is not None:
         client.outage_seconds = outage_seconds
     return cast(Redis, client)
+
+
+def no_resend_options(client_name: str | None = None) -> dict[str, Any]:
+    """``from_url`` options of a client that never resends a command itself
+    (see the module docstring): no retry of a connection error or timeout,
+    on the connection (plain client) nor over the cluster (cluster client)."""
+    return {
+        "client_name": client_name,
+        "decode_responses": False,
+        "retry": Retry(NoBackoff(), 0),
+    }
 
 
 def is_setup_error(exc: BaseException, url: str) -> bool:

@@ -25,6 +25,8 @@ from pathlib import Path
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from crawlproject.frontier.connection import no_resend_options
+
 logger = logging.getLogger(__name__)
 
 SOCKET_NAME = "redis.sock"
@@ -96,7 +98,8 @@ class EmbeddedRedis:
             await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
             try:
                 await asyncio.to_thread(self._start_unless_running)
-                redis = Redis.from_url(self.url, client_name=client_name, decode_responses=False)
+                # No resend of a command whose reply was lost (connection.py).
+                redis = Redis.from_url(self.url, **no_resend_options(client_name))
                 await redis.ping()
                 return redis
             finally:

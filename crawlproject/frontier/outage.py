@@ -15,6 +15,9 @@ errors. Each is waited out with bounded back-off, and the bound is one setting,
   dedupe index, status reporter, recrawl store) rides them through unchanged;
   it turns the errors that are not ``RedisError`` into one, so every
   ``except RedisError`` of the project sees them;
+* every client (connection.py) rides through, the same way, a connection
+  that could not be opened (nothing was sent: a Redis restarting, a master
+  killed -9); redis-py's own resends are off (``Retry(NoBackoff(), 0)``);
 * the scheduler's loops (:class:`crawlproject.frontier.loops.Backoff`) wait
   out the rest (connection errors, where a command may have run: never
   resent blindly) and, past the bound, :func:`give_up`: one line, exit 1 at
@@ -160,6 +163,16 @@ def redis_py_frame(exc: BaseException) -> str | None:
 
 # Where redis-py writes a command out: an error there sent nothing.
 SEND_FRAMES = frozenset({"_send_packed_command", "send_packed_command"})
+# Where redis-py opens a connection (the socket's connect, TLS included):
+# a connection error raised there sent nothing either (a refused connection,
+# a Redis restarting, a master killed -9): resending cannot apply it twice.
+CONNECT_FRAMES = frozenset({"connect_check_health"})
+
+
+def refused_before_sending(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection error raised before the command was
+    sent (its connection could not be opened)."""
+    return isinstance(exc, CONNECTION_ERRORS) and redis_py_frame(exc) in CONNECT_FRAMES
 
 
 class _RideThrough:
@@ -243,7 +256,7 @@ class _RideThrough:
 
         if is_setup_error(exc, self.url_for_errors):
             return False  # a TLS or certificate-file error: waiting cannot cure it
-        if isinstance(exc, self.retried):
+        if isinstance(exc, self.retried) or refused_before_sending(exc):
             return True
         return isinstance(exc, ResponseError) and str(exc).startswith(REFUSED_BEFORE_RUNNING)
 

@@ -10,6 +10,8 @@
 -- (flags 1: throttled: it doubles, at least delay_ms and 1 s, at most
 -- bmax_ms; any other answer halves it) and by hold_ms (Retry-After); flags 4:
 -- no request reached the address with this place (its delay need not run).
+-- Safe to run again: a place released already moves no penalty, answer
+-- time nor another fetch's next start.
 -- Returns wakes = {host, ms, ...} (see address_take.lua).
 local reserve_ms = tonumber(ARGV[2])
 local delay_ms = tonumber(ARGV[3])
@@ -19,8 +21,11 @@ for i = 7, #ARGV - 6, 7 do
   local token, addr, cap = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local fetch = tonumber(ARGV[i + 4]) or -1
   local flags = tonumber(ARGV[i + 6]) or 0
+  -- Not held (released already: this call run again after its reply was
+  -- lost; or expired): the next start still follows this answer, but its
+  -- penalty and answer time are not counted a second time.
+  local held = redis.call('ZREM', P .. 'al:' .. addr, token) == 1
   prune(addr)
-  redis.call('ZREM', P .. 'al:' .. addr, token)
   local nxt = 0
   if delay_ms >= 0 then
     local ak = P .. 'a:' .. addr
@@ -29,7 +34,7 @@ for i = 7, #ARGV - 6, 7 do
     local hold = math.min(math.max(tonumber(ARGV[i + 5]) or 0, 0), bmax)
     local a = redis.call('HMGET', ak, 'next', 'pen', 'ft')
     local pen = tonumber(a[2]) or 0
-    if fetch >= 0 then
+    if fetch >= 0 and held then
       if flags % 2 == 1 then
         pen = math.min(math.max(pen * 2, delay_ms, 1000), bmax)
       else
@@ -49,7 +54,9 @@ for i = 7, #ARGV - 6, 7 do
     nxt = NOW - age + wait
     local prev = tonumber(a[1]) or 0
     if flags % 8 >= 4 and hold == 0 and cap <= 1 then
-      nxt = NOW  -- nothing was sent with this place: nothing to wait for
+      -- Nothing was sent with this place: nothing to wait for. A place not
+      -- held any more may have been taken since: its start stands.
+      nxt = held and NOW or math.max(prev, NOW)
     elseif prev > nxt then
       nxt = prev
     end
@@ -59,7 +66,7 @@ for i = 7, #ARGV - 6, 7 do
       redis.call('HSET', ak, 'next', nxt)
       redis.call('HDEL', ak, 'pen')
     end
-    if adaptive then redis.call('HSET', ak, 'ft', fetch) end
+    if adaptive and held then redis.call('HSET', ak, 'ft', fetch) end
     redis.call('PEXPIRE', ak, math.max(nxt - NOW, 0) + pen + KEEP_MS)
   end
   wake_waiting(addr, cap, nxt, reserve_ms, wakes, nil)

@@ -1,0 +1,392 @@
+"""A reply lost after Redis ran the command (issue 35, item 3): nothing runs
+twice behind the crawl's back, and what our own code sends again is safe.
+
+Each test sends through testkit/tcp_proxy.py, which forwards a command to a
+real redis-server and then shuts the connection down before the reply
+reaches the client (``drop_next_reply``). The clients the project builds
+(connection.py, embedded.py) must raise the connection error instead of
+sending the command again themselves; each frontier script our loops send
+again after such an error (add, ack, release, renew; claim is sent anew) and
+the duplicate index's exact check (one-tag layout) must then leave the same
+Redis state as a single run. Counterparts on a crawl of their own run once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from scrapy import Request
+
+from crawlproject.dedupe.index import DedupeIndex, DedupeKind
+from crawlproject.frontier.address_client import (
+    AddressClient,
+    AddressTiming,
+    PlaceAsk,
+    PlaceRelease,
+)
+from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
+from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.connection import redis_client
+from crawlproject.frontier.embedded import EmbeddedRedis
+from crawlproject.frontier.entries import AdaptiveDelay
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from testkit.redis_cluster import cluster_port
+from testkit.redis_server import RedisServer
+from testkit.tcp_proxy import TcpProxy
+
+CANON = UrlCanonicalizer([])
+CODEC = RequestCodec(["scrapy.http.request.Request"])
+ADDRESS = "203.0.113.7"
+TIMING = AddressTiming(
+    lease_ms=60_000,
+    reserve_ms=5_000,
+    block_ms=30_000,
+    delay_ms=400,  # address mode: the address keeps its own delay and 429 penalty
+    adaptive=AdaptiveDelay(),
+    host_delay_ms=60_000,
+    host_concurrency=1,
+)
+URLS = ["http://a.test/1", "http://a.test/2", "http://b.test/1", "http://c.test/1"]
+# A number this large in the state is a time (s or ms: meta `created`, a
+# host's `next`, lease expiries): compared as "T", as the two crawls run apart.
+TIMESTAMP = 1e9
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[TcpProxy]:
+    with TcpProxy("127.0.0.1", redis_server.port) as p:
+        yield p
+
+
+@pytest.fixture
+async def direct(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+async def lost(proxy: TcpProxy, call: Callable[[], Awaitable[Any]], to: bytes = b"EVALSHA") -> None:
+    """``call`` with the reply to its request containing ``to`` lost: the
+    caller sees a connection error."""
+    before = proxy.dropped
+    proxy.drop_next_reply(to)
+    with pytest.raises(RedisConnectionError):
+        await call()
+    assert proxy.dropped == before + 1
+
+
+# -- the clients: no resend of their own ---------------------------------------------
+
+
+async def test_a_lost_reply_reaches_the_caller_and_the_command_ran_once(
+    proxy: TcpProxy, direct: Redis
+) -> None:
+    """redis-py's default Retry would send INCR, the script and the pipeline
+    again on a new connection: 2 instead of 1, and no error."""
+    client = redis_client(proxy.redis_url, client_name="lost-reply")
+    assert await client.ping()
+    await lost(proxy, lambda: client.incr("k"), b"INCR")
+    assert await direct.get("k") == b"1"
+    incr = "return redis.call('INCR', KEYS[1])"
+    await lost(proxy, lambda: client.eval(incr, 1, "s"), b"EVAL")
+    assert await direct.get("s") == b"1"
+    pipe = client.pipeline(transaction=False)
+    pipe.incr("p")
+    pipe.incr("q")
+    await lost(proxy, pipe.execute, b"INCR")
+    assert await direct.mget("p", "q") == [b"1", b"1"]
+    assert await client.incr("k") == 2  # the client connects again for the next command
+    await client.aclose()
+
+
+async def test_a_connection_that_cannot_be_opened_is_waited_out(
+    proxy: TcpProxy, direct: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing was sent over a refused connection (a Redis restarting): the
+    client waits, within its bound, and the command runs once."""
+    proxy.cut()
+    client = redis_client(proxy.redis_url, outage_seconds=30)
+    pending = asyncio.ensure_future(client.incr("k"))
+    while "retrying" not in caplog.text:  # refused once: the client waits
+        assert not pending.done()
+        await asyncio.sleep(0.01)
+    proxy.restore()
+    assert await pending == 1
+    assert await direct.get("k") == b"1"
+    await client.aclose()
+
+
+@pytest.fixture
+def one_node_cluster() -> Iterator[tuple[RedisServer, TcpProxy]]:
+    """A Redis Cluster of one master (every slot) that announces the port of
+    a proxy in front of it: the cluster client reaches it only through the
+    proxy."""
+    node = RedisServer(
+        extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+    )
+    node.port = cluster_port()
+    node.start()
+    try:
+        with TcpProxy("127.0.0.1", node.port) as p:
+            admin = SyncRedis(port=node.port)
+            admin.config_set("cluster-announce-port", p.port)
+            admin.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            while admin.cluster("info")["cluster_state"] != "ok":
+                time.sleep(0.02)
+            admin.close()
+            yield node, p
+    finally:
+        node.stop()
+
+
+async def test_the_cluster_client_resends_nothing_on_a_lost_reply(
+    one_node_cluster: tuple[RedisServer, TcpProxy],
+) -> None:
+    """redis-py's cluster client sends a command again (after reading the
+    cluster's slots again) on a connection error: its ``retry`` (formerly
+    ``cluster_error_retry_attempts``, 10 in redis-py 8.1). Off: the INCR
+    whose reply was lost ran once."""
+    node, proxy = one_node_cluster
+    client = redis_client(f"redis+cluster://127.0.0.1:{proxy.port}", outage_seconds=30)
+    assert await client.set("k", 0)
+    await lost(proxy, lambda: client.incr("k"), b"INCR")
+    direct = SyncRedis(port=node.port)
+    assert direct.get("k") == b"1"
+    direct.close()
+    assert await client.incr("k") == 2  # MOVED-free: the same node, connected again
+    await client.aclose()
+
+
+async def test_the_embedded_redis_client_resends_nothing(tmp_path: Any) -> None:
+    embedded = EmbeddedRedis(str(tmp_path))
+    client = await embedded.connect(client_name="crawlproject-worker:lost-reply")
+    try:
+        connection = client.connection_pool.make_connection()
+        assert connection.retry.get_retries() == 0
+    finally:
+        assert await embedded.leave(client, "lost-reply")
+
+
+# -- the frontier's scripts: sent again by our loops, applied once ---------------------
+
+
+def entry(url: str) -> NewEntry:
+    canonical = CANON.canonicalize(url)
+    return NewEntry(
+        pkey=host_key(canonical),
+        fingerprint=CANON.fingerprint(canonical),
+        dont_filter=False,
+        data=CODEC.encode(Request(url), None),
+    )
+
+
+def norm(value: Any) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return value
+    return "T" if number >= TIMESTAMP else value
+
+
+async def crawl_state(redis: Redis, crawl: str) -> dict[str, Any]:
+    """Every key of ``crawl``, by name without the crawl, times as "T"."""
+    state: dict[str, Any] = {}
+    async for raw in redis.scan_iter(match=f"cp:{{{crawl}*", count=1000):
+        key = raw.decode()
+        kind = (await redis.type(raw)).decode()
+        value: Any
+        if kind == "string":
+            value = norm(await redis.get(raw))
+        elif kind == "hash":
+            value = {f: norm(v) for f, v in (await redis.hgetall(raw)).items()}
+        elif kind == "list":
+            value = [norm(v) for v in await redis.lrange(raw, 0, -1)]
+        elif kind == "zset":
+            value = [(m, norm(s)) for m, s in await redis.zrange(raw, 0, -1, withscores=True)]
+        elif kind == "set":
+            value = sorted(await redis.smembers(raw))
+        else:
+            value = kind
+        state[key.replace("{" + crawl, "{C", 1)] = value
+    return state
+
+
+Pair = tuple[RedisFrontier, RedisFrontier]
+
+
+@pytest.fixture
+async def pair(proxy: TcpProxy, redis_url: str) -> AsyncIterator[Pair]:
+    """Two crawls on one Redis: ``once`` (a direct client: every call runs
+    once) and ``lost`` (a worker's client through the proxy)."""
+    clients = [Redis.from_url(redis_url), redis_client(proxy.redis_url)]
+    frontiers = []
+    for client, crawl in zip(clients, ("once", "lost"), strict=True):
+        f = RedisFrontier(client, CrawlKeys(crawl, 2), 60_000, 1, 60_000)
+        await f.prepare()
+        frontiers.append(f)
+    yield frontiers[0], frontiers[1]
+    for c in clients:
+        await c.aclose()
+
+
+async def same_state(direct: Redis) -> tuple[dict[str, Any], dict[str, Any]]:
+    return await crawl_state(direct, "once"), await crawl_state(direct, "lost")
+
+
+async def claim_every_shard(f: RedisFrontier) -> list[Lease]:
+    leases: list[Lease] = []
+    for shard in range(f.keys.shards):
+        leases += [lease for lease, _ in (await f.claim(shard, 100, "w1")).items]
+    return sorted(leases, key=lambda lease: (lease.shard, lease.id))
+
+
+async def test_add_sent_again_queues_and_counts_once(
+    pair: Pair, proxy: TcpProxy, direct: Redis
+) -> None:
+    once, twice = pair
+    entries = [entry(u) for u in URLS]
+    await once.add(entries)
+    await lost(proxy, lambda: twice.add(entries))
+    again = await twice.add(entries)  # the write loop sends what failed again
+    assert again.added == 0 and again.seen_hits == len(URLS)  # the seen set caught them
+    a, b = await same_state(direct)
+    # Known cost: the URLs of the resent call are counted as links seen before
+    # (a statistic, `seen_hits`); queues, seen set and every other counter as once.
+    for state in (a, b):
+        for key, value in state.items():
+            if key.endswith(":n"):
+                value.pop(b"seen_hits", None)
+    assert a == b
+    assert await claim_every_shard(once) == await claim_every_shard(twice)
+
+
+async def test_release_and_ack_sent_again_free_and_count_once(
+    pair: Pair, proxy: TcpProxy, direct: Redis
+) -> None:
+    once, twice = pair
+    for f in pair:
+        await f.add([entry(u) for u in URLS])
+    leases = {f: await claim_every_shard(f) for f in pair}
+    assert [len(v) for v in leases.values()] == [3, 3]  # one per host
+    assert await once.renew(leases[once]) == []
+    await lost(proxy, lambda: twice.renew(leases[twice]))
+    assert await twice.renew(leases[twice]) == []
+    a, b = await same_state(direct)
+    assert a == b
+    releases = {f: [Release(lease, 5) for lease in leases[f]] for f in pair}
+    assert await once.release(releases[once]) == 3
+    await lost(proxy, lambda: twice.release(releases[twice]))
+    assert await twice.release(releases[twice]) == 0  # LeaseBook.send_releases sends again
+    a, b = await same_state(direct)
+    assert a == b
+    assert await once.ack(leases[once]) == (3, 0)
+    await lost(proxy, lambda: twice.ack(leases[twice]))
+    assert await twice.ack(leases[twice]) == (0, 3)  # the write loop sends again: all gone
+    a, b = await same_state(direct)
+    assert a == b
+    assert (await twice.counters())["done"] == 3
+
+
+async def test_a_claim_whose_reply_was_lost_costs_a_lease_that_expires(
+    proxy: TcpProxy, direct: Redis
+) -> None:
+    """A claim is never sent again as such; the claim loop claims anew. The
+    leases of the lost reply hold their hosts until they expire; reclaimed,
+    their URLs are claimed again: nothing is lost."""
+    client = redis_client(proxy.redis_url)
+    f = RedisFrontier(client, CrawlKeys("c", 2), 0, 1, 300)
+    await f.prepare()
+    assert await claim_every_shard(f) == []  # loads the script: the lost reply is its run's
+    await f.add([entry(u) for u in URLS])
+    await lost(proxy, lambda: f.claim(0, 100, "w1"))
+    await lost(proxy, lambda: f.claim(1, 100, "w1"))
+    assert (await f.counters())["leased"] == 3  # one per host, held by nobody
+    reclaimed = 0
+    while reclaimed < 3:
+        reclaimed += sum([(await f.reclaim(s))[0] for s in range(2)])
+    claimed: list[str] = []
+    while len(claimed) < len(URLS):
+        for shard in range(2):
+            batch = await f.claim(shard, 100, "w1")
+            claimed += [CODEC.decode(data, None).url for _, data in batch.items]
+            for lease, _ in batch.items:
+                await f.release([Release(lease, 0)])
+                await f.ack([lease])
+    assert sorted(claimed) == sorted(URLS)
+    counters = await f.counters()
+    assert counters["done"] == len(URLS) and counters["reclaimed"] == 3
+    await client.aclose()
+
+
+async def test_an_address_place_taken_and_released_again_counts_once(
+    pair: Pair, proxy: TcpProxy, direct: Redis
+) -> None:
+    """address_take sent again finds its token's place held: granted again,
+    nothing counted, queued or delayed twice (it used to find the address
+    full, its own place taking it, and make its host wait). address_release
+    sent again (the gate keeps a failed batch for its next send) moves the
+    address's 429 penalty once (it used to double it again)."""
+    asks, clients = {}, {}
+    for f in pair:
+        clients[f] = AddressClient(f.redis, f.keys, TIMING)
+        for shard in range(f.keys.shards):  # loads the scripts: the lost replies are runs'
+            await clients[f].release([PlaceRelease(f"{shard}:0", "198.51.100.9", 1)])
+        asks[f] = [PlaceAsk(Lease(0, 1), "a.test", ADDRESS, 1)]
+    once, twice = pair
+    assert (await clients[once].take(asks[once]))[0] == [0]
+    await lost(proxy, lambda: clients[twice].take(asks[twice]))
+    assert (await clients[twice].take(asks[twice]))[0] == [0]
+    a, b = await same_state(direct)
+    assert a == b
+    throttled = [PlaceRelease(Lease(0, 1).token, ADDRESS, 1, fetch_ms=10, flags=1)]
+    await clients[once].release(throttled)
+    await lost(proxy, lambda: clients[twice].release(throttled))
+    await clients[twice].release(throttled)
+    a, b = await same_state(direct)
+    assert a == b
+    state = await direct.hgetall(
+        twice.keys.address_state(twice.keys.address_shard(ADDRESS), ADDRESS)
+    )
+    assert int(state[b"pen"]) == 1000
+
+
+# -- the duplicate index's exact check --------------------------------------------------
+
+
+def digest_of(text: str) -> bytes:
+    return hashlib.sha1(text.encode()).digest()
+
+
+async def test_a_lost_exact_check_is_not_sent_again_and_names_the_page_itself(
+    proxy: TcpProxy, direct: Redis
+) -> None:
+    """One-tag index, originals recorded (the default). The check whose reply
+    was lost ran once and is not sent again (the page is kept: the
+    middleware's RedisError path). Checked again (its URL fetched again), the
+    page's original is its own URL, which the middleware takes for a new
+    page (dedupe/same_url_again), never a copy of itself."""
+    client = redis_client(proxy.redis_url)
+    index = DedupeIndex(client, CrawlKeys("d", 2), k=3, parts=0)
+    url, host = "http://a.test/page", "a.test"
+    first = await index.check_and_add(digest_of("other"), None, "http://a.test/o", host)
+    assert first.kind is DedupeKind.NEW
+    proxy.drop_next_reply(b"EVALSHA")
+    with pytest.raises(RedisError):
+        await index.check_and_add(digest_of("body"), 0x1234, url, host)
+    assert proxy.dropped == 1
+    assert await direct.hgetall(index.keys.dedupe_counters) == {b"new": b"2"}  # ran once
+    again = await index.check_and_add(digest_of("body"), 0x1234, url, host)
+    assert (again.kind, again.original) == (DedupeKind.EXACT, url)
+    copy = await index.check_and_add(digest_of("body"), 0x1234, "http://a.test/copy", host)
+    assert (copy.kind, copy.original) == (DedupeKind.EXACT, url)
+    await client.aclose()
