@@ -28,7 +28,7 @@ from crawlproject.frontier.entries import FrontierMismatch
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, QUEUE_LAYOUT
 from crawlproject.frontier.persist import delete_crawl
-from crawlproject.frontier.slots import EVEN, PLAIN, SLOTS, shard_tags, tag_in_run
+from crawlproject.frontier.slots import EVEN, PLAIN, RUN_HEAD, SLOTS, shard_tags, tag_in_run
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_cluster import RedisCluster
@@ -63,14 +63,16 @@ def tag_of(prefix: str | bytes) -> str:
 
 @pytest.mark.parametrize("shards", [1, 4, 32, 64])
 def test_a_crawls_shard_tags_sit_one_per_run(shards: int) -> None:
-    """Tag s lands in the s-th of ``shards`` equal runs of the 16,384 slots (by
-    redis-py's own CRC16), with the first suffix that does: none, or ``~n``."""
+    """Tag s lands in the s-th of ``shards`` equal runs of the 16,384 slots, in
+    its first RUN_HEAD slots (by redis-py's own CRC16), with the first suffix
+    that does: none, or ``~n``."""
     for crawl in ("web", "bench", "a-very_long.crawl-name", "x"):
         keys = CrawlKeys(crawl, shards)
         assert keys.tags == EVEN
         assert len(set(keys.shard_prefixes)) == shards
         for s, prefix in enumerate(keys.shard_prefixes):
-            lo, hi = s * SLOTS // shards, (s + 1) * SLOTS // shards
+            lo = s * SLOTS // shards
+            hi = min((s + 1) * SLOTS // shards, lo + RUN_HEAD)
             assert lo <= key_slot(keys.ready(s).encode()) < hi, (crawl, s, prefix)
             match = re.fullmatch(rf"{re.escape(crawl)}/{s}(?:~(\d+))?", tag_of(prefix))
             assert match, prefix
@@ -213,7 +215,8 @@ class MastersCluster(RedisCluster):
 def test_a_new_crawls_shards_split_evenly_over_a_real_cluster(masters: int) -> None:
     """32 shards of crawl ``bench`` (the benchmarks' crawl) over the masters of
     ``redis-cli --cluster create``: 11/11/10 on 3 (plain tags: 12/13/7), 8 each
-    on 4 (plain: 9/9/7/7), counted from the keys each master holds."""
+    on 4 (plain: 9/9/7/7), counted from the keys each master holds; and for
+    other names, from their tags' slots on the same cluster."""
     cluster = MastersCluster(masters).start()
     try:
         per_master = asyncio.run(fill(cluster))
@@ -231,6 +234,11 @@ def test_a_new_crawls_shards_split_evenly_over_a_real_cluster(masters: int) -> N
     else:
         assert sorted(per_master.values()) == [8, 8, 8, 8]
         assert sorted(plain.values()) == [7, 7, 9, 9]
+    # A master holds a run's shard iff it holds the run's start: the same for any name.
+    for crawl in ("web", "tutorial", "news", "a-very_long.crawl-name"):
+        prefixes = CrawlKeys(crawl, NEW_CRAWL_SHARDS).shard_prefixes
+        counts = Counter(owners.get(key_slot(p.encode() + b"ready")) for p in prefixes)
+        assert sorted(counts.values()) == sorted(per_master.values()), crawl
 
 
 async def fill(cluster: RedisCluster) -> Counter[int]:

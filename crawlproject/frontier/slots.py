@@ -11,6 +11,15 @@ The search, shared by the frontier's shards (keys.py, ``shard_tags`` in the
 crawl's meta) and the spread duplicate index's parts (dedupe/spread.py): the
 tag is ``<base>`` if it already lands in its run, else ``<base>~<n>`` for the
 first n >= 1 that does (about G tries a tag).
+
+A shard's tag lands in the first RUN_HEAD slots of its run, not anywhere in
+it: a master whose range of slots ends inside a run then holds that run's
+shard if and only if it holds the run's start, so on the ranges
+``redis-cli --cluster create`` gives M masters each holds floor or ceil of
+S / M shards (32 shards: 11/11/10 on 3 masters, 4 at most on 9, 2 on 18; a
+tag anywhere in its run gave 10-12, 5 and 3, for five crawl names). The
+duplicate index's parts take their whole run (their tags are fixed in
+existing indexes).
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ import functools
 from binascii import crc_hqx
 
 SLOTS = 16384  # Redis Cluster's hash slots
+# A shard's tag within the first 16 slots of its run: about 1,024 tries a tag
+# (the whole run when it is shorter: 1,024 shards and more).
+RUN_HEAD = 16
 
 # The shard tag schemes, the crawl's meta field ``shard_tags`` (keys.py). A
 # crawl whose meta has ``shards`` and no ``shard_tags`` was made before it:
@@ -33,12 +45,15 @@ def slot_of(tag: str) -> int:
     return crc_hqx(tag.encode("utf-8"), 0) % SLOTS
 
 
-def tag_in_run(base: str, run: int, runs: int) -> str:
+def tag_in_run(base: str, run: int, runs: int, head: int | None = None) -> str:
     """``base``, or ``base~<n>`` for the first n >= 1, whose slot lies in the
-    ``run``-th of ``runs`` equal runs of the slot space."""
+    ``run``-th of ``runs`` equal runs of the slot space (within its first
+    ``head`` slots, if given)."""
     if not 0 <= run < runs <= SLOTS:
         raise ValueError(f"run {run} of {runs}: at most {SLOTS} runs of the slot space")
     lo, hi = run * SLOTS // runs, (run + 1) * SLOTS // runs
+    if head is not None:
+        hi = min(hi, lo + max(1, head))
     if lo <= slot_of(base) < hi:
         return base
     # CRC16 runs on from the common head: each try hashes a few digits only.
@@ -52,13 +67,14 @@ def tag_in_run(base: str, run: int, runs: int) -> str:
 @functools.lru_cache(maxsize=64)
 def shard_tags(crawl: str, shards: int, scheme: str = EVEN) -> tuple[str, ...]:
     """The hash tag of each of a crawl's shards: ``<crawl>/<s>`` (plain), or
-    that in the s-th of ``shards`` equal runs (even). Even tags cost about
-    shards^2 CRC16s of a few bytes, once a process (cached): 0.4 s at
-    1,024 shards, 8 s at 4,096 (on a loaded 2-core machine)."""
+    that in the first RUN_HEAD slots of the s-th of ``shards`` equal runs
+    (even). Even tags cost about max(1,024, shards) CRC16s of a few bytes a
+    shard, once a process (cached): 0.4 s at 1,024 shards, 8 s at 4,096 (on a
+    loaded 2-core machine)."""
     if scheme == PLAIN:
         return tuple(f"{crawl}/{s}" for s in range(shards))
     if scheme != EVEN:
         raise ValueError(f"shard tags {scheme!r}: must be one of {', '.join(SHARD_TAGS)}")
     if shards > SLOTS:
         raise ValueError(f"{shards} shards: even tags need at most {SLOTS} (one slot each)")
-    return tuple(tag_in_run(f"{crawl}/{s}", s, shards) for s in range(shards))
+    return tuple(tag_in_run(f"{crawl}/{s}", s, shards, RUN_HEAD) for s in range(shards))
