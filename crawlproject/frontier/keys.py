@@ -6,9 +6,10 @@ it; or a registered domain) lives in shard ``crc32(key) % S``; an IP address's
 counters live in shard ``crc32(address) % S``, its *home* (politeness per
 server, docs/frontier.md). All keys of shard s carry its hash tag ``{T}``, so all
 keys of one host (or address) share one Redis Cluster slot and no script crosses
-slots: ``T`` = ``C/s~n``, n >= 1 (or ``C/s``) putting tag s in the s-th of S equal
-runs of the 16,384 slots (meta ``shard_tags`` = ``even``, frontier/slots.py); in
-a crawl made before (no ``shard_tags``) ``C/s``. The scripts are given the
+slots: ``T`` = ``C/s~n``, the first n >= 1 (or ``C/s``) putting tag s in the
+first 16 slots of the s-th of S equal runs of the 16,384 slots (meta
+``shard_tags`` = ``even``, frontier/slots.py); in a crawl made before (no
+``shard_tags``) ``C/s``. The scripts are given the
 prefix (never build a tag); each declares its shard's ``ready`` and
 ``slotguard`` keys (:meth:`CrawlKeys.script_keys`), and builds the others from
 the shard prefix: ``slotguard`` is never written, so while the shard's slot
