@@ -152,6 +152,11 @@ def one_node_cluster() -> Iterator[tuple[RedisServer, TcpProxy]]:
         node.stop()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the cluster client keeps redis-py's retry (connection.py): without it a call "
+    "during a slot migration fails when redis-py closes connections under it",
+)
 async def test_the_cluster_client_resends_nothing_on_a_lost_reply(
     one_node_cluster: tuple[RedisServer, TcpProxy],
 ) -> None:

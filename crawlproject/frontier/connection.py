@@ -8,12 +8,12 @@ crawlproject/frontier/keys.py), so each script touches one slot, and the
 cluster client routes it by its first key; pipelines of several slots are
 split by node (``transaction=False`` everywhere).
 
-No client resends a command on its own: redis-py's default ``Retry`` sends a
-command (a whole pipeline) again after a connection error or timeout, and the
-cluster client does too (``retry``, formerly ``cluster_error_retry_attempts``)
-— a script that ran but whose reply was lost would run twice. Every client
-here has ``Retry(NoBackoff(), 0)``: the error reaches the caller (the
-scheduler's loops wait it out, crawlproject/frontier/loops.py). What the
+A plain client never resends a command on its own: redis-py's ``Redis(...)``
+default ``Retry`` sends a command (a whole pipeline) again after a connection
+error or timeout — a script that ran but whose reply was lost would run
+twice. Plain clients here have ``Retry(NoBackoff(), 0)``: the error reaches
+the caller (the scheduler's loops wait it out, crawlproject/frontier/loops.py).
+The cluster client still has redis-py's (see :func:`redis_client`). What the
 clients still ride through is what certainly did not run (outage.py: a
 refused connection, ``CLUSTERDOWN``, a slot moving; redis-py's own MOVED/ASK
 redirections, refused before running).
@@ -71,6 +71,14 @@ def redis_client(
         plain = RideThroughRedis.from_url(url, **options)
         client = cast(RideThroughRedis, plain)
     else:
+        # The cluster client keeps redis-py's own retry for now: without it,
+        # a call made while a slot migrates fails with "Connection closed by
+        # server" when another task's MOVED makes redis-py close the client's
+        # connections under it (tests/test_lua_declared_keys.py failed 4 of
+        # 4), and nothing tells whether that call was sent. So a cluster
+        # call whose reply was lost may still run twice (tests/test_lost_reply.py,
+        # xfail).
+        options.pop("retry")
         cluster = RideThroughCluster.from_url(node, **options)
         client = cast(RideThroughCluster, cluster)
     client.retried, client.url_for_errors, client.warns = retried, url, not retry_connections

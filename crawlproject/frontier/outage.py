@@ -17,7 +17,8 @@ errors. Each is waited out with bounded back-off, and the bound is one setting,
   ``except RedisError`` of the project sees them;
 * every client (connection.py) rides through, the same way, a connection
   that could not be opened (nothing was sent: a Redis restarting, a master
-  killed -9); redis-py's own resends are off (``Retry(NoBackoff(), 0)``);
+  killed -9, an ``ASKING`` that failed); a plain client's own resends are
+  off (``Retry(NoBackoff(), 0)``), the cluster client keeps redis-py's;
 * the scheduler's loops (:class:`crawlproject.frontier.loops.Backoff`) wait
   out the rest (connection errors, where a command may have run: never
   resent blindly) and, past the bound, :func:`give_up`: one line, exit 1 at
@@ -169,10 +170,28 @@ SEND_FRAMES = frozenset({"_send_packed_command", "send_packed_command"})
 CONNECT_FRAMES = frozenset({"connect_check_health"})
 
 
+# What redis-py's cluster client sends on its own before a command: ASKING
+# (after an ASK, on a pooled connection of the target). Its connection lost,
+# the command itself was not sent.
+BEFORE_COMMAND = frozenset({b"ASKING", "ASKING"})
+
+
 def refused_before_sending(exc: BaseException) -> bool:
     """Whether ``exc`` is a connection error raised before the command was
-    sent (its connection could not be opened)."""
-    return isinstance(exc, CONNECTION_ERRORS) and redis_py_frame(exc) in CONNECT_FRAMES
+    sent (its connection could not be opened, or ASKING failed on it)."""
+    if not isinstance(exc, CONNECTION_ERRORS):
+        return False
+    if redis_py_frame(exc) in CONNECT_FRAMES:
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "execute_command" and f"{os.sep}redis{os.sep}" in code.co_filename:
+            args = tb.tb_frame.f_locals.get("args")
+            if isinstance(args, tuple) and len(args) == 1 and args[0] in BEFORE_COMMAND:
+                return True
+        tb = tb.tb_next
+    return False
 
 
 class _RideThrough:
