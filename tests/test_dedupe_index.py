@@ -610,11 +610,13 @@ async def test_the_benchmark_model_builds_the_scripts_strings(
     assert cfg == layout.config()
     if growing:
         assert cfg["xs"] == n - 65_536 and cfg["nL"] >= 15
-    names = [
-        k for k in await r.keys(script.keys.dedupe_prefix + "*") if b"}:x:" in k or b"}:s:" in k
-    ]
+    # SCAN, not KEYS: one reply of tens of thousands of names can outlast the
+    # client's 5 s socket timeout on a loaded machine.
+    ours_names = [k async for k in r.scan_iter(script.keys.dedupe_prefix + "*", count=5000)]
+    names = [k for k in ours_names if b"}:x:" in k or b"}:s:" in k]
     tails = sorted(k.split(b"}:", 1)[1] for k in names)
-    theirs = sorted(k.split(b"}:", 1)[1] for k in await r.keys(model.dedupe_prefix + "*"))
+    model_names = [k async for k in r.scan_iter(model.dedupe_prefix + "*", count=5000)]
+    theirs = sorted(k.split(b"}:", 1)[1] for k in model_names)
     assert tails == theirs and len(tails) > (20_000 if growing else 2_000)
     for start in range(0, len(tails), 1000):
         chunk = tails[start : start + 1000]

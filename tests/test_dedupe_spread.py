@@ -491,12 +491,18 @@ async def test_the_benchmark_model_builds_the_scripts_strings(
         for family in layout.families[:-1]:  # the hosts' counters aside
             for part in range(layout.parts):
                 prefix = layout.prefix(family, part)
-                for name in await r.keys(prefix.replace("{", "[{]") + "*"):
-                    tail = name[len(prefix) :]
-                    value = await (
-                        r.hgetall(name) if await r.type(name) == b"hash" else r.get(name)
-                    )
-                    out[(family, part, tail)] = value
+                names = await r.keys(prefix.replace("{", "[{]") + "*")
+                pipe = r.pipeline(transaction=False)  # one round trip a part, not two a key
+                for name in names:
+                    pipe.type(name)
+                types = await pipe.execute()
+                for name, kind in zip(names, types, strict=True):
+                    if kind == b"hash":
+                        pipe.hgetall(name)
+                    else:
+                        pipe.get(name)
+                for name, value in zip(names, await pipe.execute(), strict=True):
+                    out[(family, part, name[len(prefix) :])] = value
         return out
 
     ours, theirs = await contents(sp), await contents(model)
