@@ -17,6 +17,7 @@ from testkit.crawlproc import (
     start_worker,
     stats_of,
     stop_worker,
+    tail,
     wait_all,
     wait_until,
 )
@@ -38,10 +39,12 @@ def socket_alive(path: Path) -> bool:
 def test_embedded_redis_is_shared_persisted_and_stopped(
     testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
-    # Long enough (30 pages a host, 0.5 s apart: 15 s at least) that worker a cannot
-    # finish the crawl alone while b starts on a loaded machine (b fetched nothing
-    # when a crawled 48 pages at 0.2 s in the time b took to start).
     web = testweb_factory(hosts=4, pages=30, latency_ms=(5, 20), links=3, cross_links=1)
+    # Until b has fetched, every answer takes 2 s, so that a cannot finish the crawl alone
+    # however long b takes to start: on a loaded machine b fetched nothing before a had
+    # crawled the 120 pages at 0.5 s (CI, after 90 s; earlier 48 pages at 0.2 s).
+    usual_latency = dict(web.latency)
+    web.latency.update(dict.fromkeys(usual_latency, 2.0))
     data = tmp_path / "data"
     settings = {**FAST, "CRAWL_HOST_DELAY": 0.5, "CRAWL_DATA_DIR": str(data)}
     sock = data / "redis" / "redis.sock"
@@ -60,7 +63,14 @@ def test_embedded_redis_is_shared_persisted_and_stopped(
     # b starts as soon as a's server is up, so both start up at once.
     wait_until(lambda: "Started the embedded Redis" in a.log_path.read_text(errors="replace"))
     b = worker("b")  # joins the server that a started
-    wait_until(lambda: fetched_by("a") >= 3 and fetched_by("b") >= 1, timeout=90)
+    try:
+        wait_until(lambda: fetched_by("a") >= 3 and fetched_by("b") >= 1, timeout=180)
+    except AssertionError:
+        raise AssertionError(
+            f"a fetched {fetched_by('a')}, b {fetched_by('b')}\n--- a\n{tail(a.log_path)}"
+            f"\n--- b\n{tail(b.log_path)}"
+        ) from None
+    web.latency.update(usual_latency)
     for p in (a, b):
         stop_worker(p)
     wait_all([a, b], timeout=60)
