@@ -13,7 +13,10 @@ a single page (bench/script_overhead.py).
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
+import secrets
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -139,3 +142,67 @@ def with_preludes(script: str, *preludes: Prelude) -> str:
     if not preludes:
         return script
     return used_parts(preludes_text(*preludes), script) + "\n" + script
+
+
+# -- a script that runs once per call id (issue 35, item 3) ---------------------------
+#
+# A reply lost after the script ran (a connection closed under it) leaves the
+# caller unable to tell whether it ran; redis-py's cluster client then sends
+# it again, and so do our own loops (the outbox's failed batch, the address
+# gate's releases). A script wrapped by :func:`once_per_call` takes one more
+# key, the last: ``<its slot's tag prefix>c:<call id>``. The first run stores
+# its reply there (cmsgpack: exact integers, nested tables, {ok=}/{err=}
+# tables; cjson rounds integers past 14 digits) for ``ttl_ms``; a run that
+# finds it returns it and does nothing else. The body sees KEYS without that
+# key, so no script changes. Kept tiny: Redis runs the whole text every call.
+_ONCE_HEAD = (
+    "local _call_key = KEYS[#KEYS]\n"
+    "local _reply = redis.call('GET', _call_key)\n"
+    "if _reply then return cmsgpack.unpack(_reply) end\n"
+    "KEYS[#KEYS] = nil\n"
+    "_reply = (function()\n"
+)
+_ONCE_TAIL = (
+    "\nend)()\nredis.call('SET', _call_key, cmsgpack.pack(_reply), 'PX', %d)\nreturn _reply\n"
+)
+# How long a reply is kept past the outage a caller rides through (the outbox
+# sends a failed batch again within CRAWL_REDIS_OUTAGE_SECONDS of its first
+# failure; redis-py's cluster client within seconds): the time a call may
+# take to fail (a socket timeout) and the back-off's last wait.
+CALL_REPLY_MARGIN_SECONDS = 30.0
+CALL_KEY = "c:"  # after a tag prefix (crawlproject/frontier/keys.py's key table)
+
+
+@cache
+def once_per_call(script: str, ttl_ms: int) -> str:
+    """``script`` run at most once per call id (the last key): see above."""
+    return _ONCE_HEAD + script + _ONCE_TAIL % ttl_ms
+
+
+def call_reply_ms(redis: object) -> int:
+    """How long ``redis``'s calls keep their replies: its outage bound (outage.py,
+    60 s on a client built without one) and CALL_REPLY_MARGIN_SECONDS."""
+    outage = float(getattr(redis, "outage_seconds", 60.0))
+    return int((outage + CALL_REPLY_MARGIN_SECONDS) * 1000)
+
+
+class CallIds:
+    """Call ids unique to this process: a random part (10 hex digits: a fleet of
+    1,000 processes has two sharing it with odds of ~5e-7) and a counter. A caller
+    keeps a call's id for its own resends of that call."""
+
+    def __init__(self) -> None:
+        self.renew()
+        # A forked child (multiprocessing, a benchmark's workers) must not
+        # reuse its parent's ids.
+        os.register_at_fork(after_in_child=self.renew)
+
+    def renew(self) -> None:
+        self._process = secrets.token_hex(5)
+        self._count = itertools.count(1)
+
+    def new(self) -> str:
+        return f"{self._process}{next(self._count):x}"
+
+
+CALL_IDS = CallIds()  # one per process: the ids of every client of the process

@@ -37,7 +37,16 @@ from crawlproject.frontier.layout import prepare_layout
 from crawlproject.frontier.parking import ParkedUrls
 from crawlproject.frontier.replies import group_by_shard, host_and_shape, reply_lines, reply_text
 from crawlproject.frontier.seen import SeenFilter
-from crawlproject.lua import SEEN_PRELUDE, SHARD_PRELUDES, Prelude, load_script
+from crawlproject.lua import (
+    CALL_IDS,
+    CALL_KEY,
+    SEEN_PRELUDE,
+    SHARD_PRELUDES,
+    Prelude,
+    call_reply_ms,
+    load_script,
+    once_per_call,
+)
 
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
@@ -61,7 +70,7 @@ __all__ = [
 
 
 # The frontier's scripts on a shard (crawlproject/frontier/lua/), each after
-# its preludes (script_preludes).
+# its preludes (script_preludes), run once per call id (lua.py once_per_call).
 FRONTIER_SCRIPTS = (
     "claim",
     "add",
@@ -137,8 +146,10 @@ class RedisFrontier(ParkedUrls, OverBudget):
         self.max_reclaims = max_reclaims
         # Shard -> its ``done`` counter as of this client's last ack there.
         self.done_seen: dict[int, int] = {}
+        reply_ms = call_reply_ms(redis)
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(load_lua(name)) for name in FRONTIER_SCRIPTS
+            name: redis.register_script(once_per_call(load_lua(name), reply_ms))
+            for name in FRONTIER_SCRIPTS
         }
         self._trim_start_urls = redis.register_script(load_lua("trim_start_urls", False))
 
@@ -151,24 +162,34 @@ class RedisFrontier(ParkedUrls, OverBudget):
     def _args(self, shard: int, *rest: Any) -> list[Any]:
         return [self.keys.shard_prefixes[shard], *rest]
 
+    def _keys(self, shard: int, call: str) -> list[str]:
+        """A script's KEYS on ``shard`` for call id ``call`` (lua.py once_per_call)."""
+        return [*self.keys.script_keys(shard), self.keys.shard_prefixes[shard] + CALL_KEY + call]
+
     async def _run(self, name: str, shard: int, *args: Any) -> Any:
+        """One call, under a call id of its own (its resend by redis-py answers once)."""
         return await self._scripts[name](
-            keys=self.keys.script_keys(shard), args=self._args(shard, *args)
+            keys=self._keys(shard, CALL_IDS.new()), args=self._args(shard, *args)
         )
 
     # -- URLs in ------------------------------------------------------------------
 
-    async def _pipelined(self, name: str, calls: list[tuple[int, list[Any]]]) -> list[Any]:
-        """One script run per (shard, args), all in one round trip.
+    async def _pipelined(
+        self, name: str, calls: list[tuple[int, list[Any]]], call: str | None = None
+    ) -> list[Any]:
+        """One script run per (shard, args), all in one round trip; the i-th
+        under call id ``<call>.<i>`` (a fresh ``call`` if None): the same
+        calls sent again under the same ``call`` answer their first replies.
 
         redis-py's pipeline sends SCRIPT EXISTS before every execute when it
         carries registered scripts; plain EVALSHA avoids that round trip, and
         a server that lost its scripts (restart, SCRIPT FLUSH) gets them again.
         """
         script = self._scripts[name]
+        call = call or CALL_IDS.new()
         runs = [
-            (script.sha, self.keys.script_keys(shard), self._args(shard, *args))
-            for shard, args in calls
+            (script.sha, self._keys(shard, f"{call}.{i:x}"), self._args(shard, *args))
+            for i, (shard, args) in enumerate(calls)
         ]
         for attempt in (1, 2):
             try:
@@ -179,7 +200,9 @@ class RedisFrontier(ParkedUrls, OverBudget):
                 await self.redis.script_load(script.script)
         raise AssertionError("unreachable")
 
-    async def add(self, entries: Iterable[NewEntry]) -> AddResult:
+    async def add(self, entries: Iterable[NewEntry], call: str | None = None) -> AddResult:
+        """Queues ``entries``. Sent again under the same ``call`` (the outbox's
+        failed batch), a shard's call that ran answers its first reply."""
         # Per shard, per host (in first-seen order): add.lua reads a host's
         # state once and pushes its URLs in one call per band.
         by_shard: dict[int, dict[str, list[bytes]]] = defaultdict(dict)
@@ -216,7 +239,7 @@ class RedisFrontier(ParkedUrls, OverBudget):
                 calls.append((shard, [*head, *args]))
         totals = [0] * 12
         lines: list[list[str]] = [[] for _ in range(12)]
-        for out in await self._pipelined("add", calls) if calls else []:
+        for out in await self._pipelined("add", calls, call) if calls else []:
             for i in (0, 1, 2, 3, 4, 7, 8, 11):
                 totals[i] += int(out[i])
             for i in (5, 6, 9, 10):
@@ -284,11 +307,14 @@ class RedisFrontier(ParkedUrls, OverBudget):
         calls = [(shard, [*head, *pairs]) for shard, pairs in by_shard.items()]
         return sum(await self._pipelined("release", calls)) if calls else 0
 
-    async def ack(self, leases: Sequence[Lease], mode: str = "done") -> tuple[int, int]:
-        """mode: done | moved | dead | return (see ack.lua). Returns (acked, missing)."""
+    async def ack(
+        self, leases: Sequence[Lease], mode: str = "done", call: str | None = None
+    ) -> tuple[int, int]:
+        """mode: done | moved | dead | return (see ack.lua). Returns (acked, missing).
+        ``call``: as add's."""
         head = [self.default_delay_ms, self.default_concurrency, mode]
         calls = [(shard, [*head, *ids]) for shard, ids in group_by_shard(leases).items()]
-        results = await self._pipelined("ack", calls) if calls else []
+        results = await self._pipelined("ack", calls, call) if calls else []
         for (shard, _), (_, _, done) in zip(calls, results, strict=True):
             self.done_seen[shard] = int(done)
         return sum(r[0] for r in results), sum(r[1] for r in results)

@@ -131,6 +131,14 @@ Per shard, prefix ``cp:{T}:``
                          refused whole before it runs (the source holds a declared
                          key that is missing: TRYAGAIN or ASK; the target, asked,
                          misses it: TRYAGAIN), never stopped midway ("non local key").
+``c:<call id>``    STRING a call's reply (cmsgpack), PX the caller's outage bound + 30 s:
+                         the last key of every frontier script that writes, of
+                         robots' get_or_lock/put_unlock and recrawl_promote
+                         (crawlproject/lua.py once_per_call), so that the call
+                         sent again (by redis-py's cluster client, or the outbox's
+                         failed batch) answers its first run's reply, never runs
+                         twice. Call id: 10 hex digits a process, a counter (hex),
+                         ``.<i>`` the i-th call of a batch.
 ``reclaims``       HASH  URL (first 8 bytes of the SHA-1 of its pkey \\t request,
                          16 hex chars) ->
                          times its lease was reclaimed (its worker died or hung);

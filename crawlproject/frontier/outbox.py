@@ -5,7 +5,9 @@
 never lags its ack), then new scope roots, new URLs and AOPIC credits, then
 the acknowledgements queued after them (a lease is acked only once the links
 its page produced are stored, so a worker that dies loses nothing). Whatever
-a failed write did not send is kept, in order, for the next attempt.
+a failed write did not send is kept, in order, for the next attempt; a batch
+whose call failed is sent again as it was, under its call id (client.py), so
+the shards whose call ran answer their first reply and apply nothing twice.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from crawlproject.frontier.client import NO_VOTE, AddResult, Lease, NewEntry, RedisFrontier
 from crawlproject.frontier.operator_scope import OperatorScope
 from crawlproject.frontier.votes import SCOPE_VOTE
+from crawlproject.lua import CALL_IDS
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
 
 if TYPE_CHECKING:
@@ -52,6 +55,10 @@ class Outbox:
         # Recrawl fetch states (middlewares/recrawl.py), written before the
         # acks queued after them: a page's next due time never lags its ack.
         self._tracks: list[StateWrite] = []
+        # Batches whose call failed, sent again first, as they were, under
+        # their call ids: (call id, entries); (call id, ack mode, leases).
+        self._resend_add: tuple[str, list[NewEntry]] | None = None
+        self._resend_acks: list[tuple[str, str, list[Lease]]] = []
         # The operator's hosts (operator_scope.py): the hosts this worker marked
         # (the scope vote goes once per host), and whether the URLs waiting over
         # budget are to be looked at again (at start, when the scope grows).
@@ -62,16 +69,24 @@ class Outbox:
 
     def __bool__(self) -> bool:
         """Whether anything waits to be written."""
-        return bool(self._entries or self._credits or self._acks or self._tracks)
+        return bool(
+            self._entries
+            or self._credits
+            or self._acks
+            or self._tracks
+            or self._resend_add
+            or self._resend_acks
+        )
 
     @property
     def pending_acks(self) -> list[tuple[str, Lease]]:
         """The acknowledgements not yet sent, in order (a copy)."""
-        return list(self._acks)
+        failed = [(mode, lease) for _, mode, leases in self._resend_acks for lease in leases]
+        return failed + self._acks
 
     @property
     def pending_entries(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + (len(self._resend_add[1]) if self._resend_add else 0)
 
     def add(self, entry: NewEntry, flush: bool = True) -> None:
         """Queues ``entry``; with ``flush``, wakes the writer once many wait.
@@ -164,7 +179,7 @@ class Outbox:
                 NewEntry(pkey, fp, False, b"", credit, credit_only=True)
                 for fp, (pkey, credit) in credits.items()
             ]
-        if not (self._entries or self._acks or self._tracks):
+        if not self:
             return
         entries, self._entries = self._entries, []
         acks, self._acks = self._acks, []
@@ -174,29 +189,55 @@ class Outbox:
                 await recrawl().write(tracks)
                 self.stats.inc_value("recrawl/states_written", len(tracks))
                 tracks = []
+            if self._resend_add:
+                await self._add(frontier, *self._resend_add, on_added)
             if entries:
-                result = await frontier.add(entries)
-                self.stats.inc_value("frontier/enqueued", result.added)
-                self.stats.inc_value("frontier/seen_hits", result.seen_hits)
-                self._count_caps(result)
-                if result.added:
-                    on_added({frontier.keys.shard_of(e.pkey) for e in entries})
-                entries = []
+                self._resend_add, entries = (CALL_IDS.new(), entries), []
+                await self._add(frontier, *self._resend_add, on_added)
+            while self._resend_acks:
+                await self._ack(frontier, *self._resend_acks[0], on_done)
             for mode in ACK_MODES:
                 leases = [lease for m, lease in acks if m == mode]
                 if not leases:
                     continue
-                acked, missing = await frontier.ack(leases, mode=mode)
                 acks = [(m, lease) for m, lease in acks if m != mode]
-                on_done(sum(frontier.done_seen.values()))
-                self.stats.inc_value("frontier/acks", acked)
-                if missing:
-                    self.stats.inc_value("frontier/late_acks", missing)
+                self._resend_acks.append((CALL_IDS.new(), mode, leases))
+                await self._ack(frontier, *self._resend_acks[0], on_done)
         finally:
             # Whatever was not written is kept, in order, for the next attempt.
             self._entries[:0] = entries
             self._acks[:0] = acks
             self._tracks[:0] = tracks
+
+    async def _add(
+        self,
+        frontier: RedisFrontier,
+        call: str,
+        entries: list[NewEntry],
+        on_added: Callable[[Collection[int]], None],
+    ) -> None:
+        result = await frontier.add(entries, call)
+        self._resend_add = None
+        self.stats.inc_value("frontier/enqueued", result.added)
+        self.stats.inc_value("frontier/seen_hits", result.seen_hits)
+        self._count_caps(result)
+        if result.added:
+            on_added({frontier.keys.shard_of(e.pkey) for e in entries})
+
+    async def _ack(
+        self,
+        frontier: RedisFrontier,
+        call: str,
+        mode: str,
+        leases: list[Lease],
+        on_done: Callable[[int], None],
+    ) -> None:
+        acked, missing = await frontier.ack(leases, mode, call)
+        self._resend_acks.pop(0)
+        on_done(sum(frontier.done_seen.values()))
+        self.stats.inc_value("frontier/acks", acked)
+        if missing:
+            self.stats.inc_value("frontier/late_acks", missing)
 
     def _count_caps(self, result: AddResult) -> None:
         for stat, count, hosts, what in (

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crawlproject.lua import SHARD_PRELUDES, load_script
+from crawlproject.lua import (
+    CALL_IDS,
+    CALL_KEY,
+    SHARD_PRELUDES,
+    call_reply_ms,
+    load_script,
+    once_per_call,
+)
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -67,8 +74,13 @@ class RecrawlStore:
     def __init__(self, redis: Redis, keys: RecrawlKeys) -> None:
         self.redis = redis
         self.keys = keys
+        # Once per call id (lua.py once_per_call): sent again by redis-py's
+        # cluster client, it answers its first run's counts.
         self._promote = redis.register_script(
-            load_script("crawlproject.recrawl", "recrawl_promote", *SHARD_PRELUDES)
+            once_per_call(
+                load_script("crawlproject.recrawl", "recrawl_promote", *SHARD_PRELUDES),
+                call_reply_ms(redis),
+            )
         )
 
     def _schedule(self, shard: int) -> str:
@@ -107,7 +119,11 @@ class RecrawlStore:
     ) -> PromoteResult:
         """Queues up to ``batch`` due URLs of ``shard`` (``everything``: due or not)."""
         reply: list[Any] = await self._promote(
-            keys=self.keys.script_keys(shard),  # + slotguard: held off while its slot moves
+            # + slotguard: held off while its slot moves; + the call's reply key
+            keys=[
+                *self.keys.script_keys(shard),
+                self.keys.shard_prefixes[shard] + CALL_KEY + CALL_IDS.new(),
+            ],
             args=[
                 self.keys.shard_prefixes[shard], now_s, batch, max_queued, default_delay_ms,
                 default_concurrency, "1" if everything else "0", callback, errback,

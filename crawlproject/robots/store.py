@@ -4,7 +4,9 @@ record and its lock, which share their shard's hash tag (one slot).
 
 A worker that has no fresh copy makes two calls per fetch: ``get_or_lock``
 (the record, and the fleet's fetch lock if it is stale) and, once fetched,
-``put_and_unlock`` (robots/lua/)."""
+``put_and_unlock`` (robots/lua/), each run once per call id (lua.py
+once_per_call: sent again by redis-py's cluster client, get_or_lock answers
+its first run's "locked by you", never "locked by another")."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.lua import load_script
+from crawlproject.lua import CALL_IDS, CALL_KEY, call_reply_ms, load_script, once_per_call
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 
 # Delete the lock only if we still hold it: an expired lock may be someone else's now.
@@ -36,8 +38,11 @@ class RobotsStore:
         self.outage_ms = outage_ms
         self._unlock = redis.register_script(_UNLOCK_LUA)
         self._renew = redis.register_script(_RENEW_LUA)
-        self._get_or_lock = redis.register_script(load_script("crawlproject.robots", "get_or_lock"))
-        self._put_unlock = redis.register_script(load_script("crawlproject.robots", "put_unlock"))
+        reply_ms = call_reply_ms(redis)
+        self._get_or_lock, self._put_unlock = (
+            redis.register_script(once_per_call(load_script("crawlproject.robots", name), reply_ms))
+            for name in ("get_or_lock", "put_unlock")
+        )
 
     async def get_or_lock(
         self, shard: int, origin: str, now_ms: int, owner: str, ttl_ms: int
@@ -64,10 +69,12 @@ class RobotsStore:
         # And the shard's slotguard (never written, keys.py): while the slot
         # migrates the script is refused before it runs, never stopped after
         # put_unlock's DEL at a key that has moved.
+        # Last, the call's key (once_per_call), on the shard's tag.
         return [
             self.keys.robots(shard, origin),
             self.keys.robots_lock(shard, origin),
             self.keys.script_keys(shard)[1],
+            self.keys.shard_prefixes[shard] + CALL_KEY + CALL_IDS.new(),
         ]
 
     def _expire_at(self, record: RobotsRecord) -> int:
