@@ -103,15 +103,20 @@ def test_start_urls_key_and_persist_false_deletes_only_when_the_fleet_is_done(
         with redis.Redis.from_url(url) as client:
             return int(client.zcard(CrawlKeys("persist", 1).workers))  # shard-independent
 
+    # Answers take 1 s until both workers are in the crawl: a alone may otherwise end the
+    # crawl (120 pages at 0.2 s a host) before b has started on a loaded machine.
+    usual_latency = dict(web.latency)
+    web.latency.update(dict.fromkeys(usual_latency, 1.0))
     a, b = worker("a"), worker("b")
     # Both are workers of the crawl and it is under way. Not "both fetched":
     # with 3 hosts the worker that took the seeds may hold every host's slot
     # (it asks again at once the shards it added to; an idle one probes them
     # in turns, claims.py), so which worker fetches is not fixed.
-    wait_until(lambda: registered() == 2 and len(web.log) >= 3, timeout=90)
+    wait_until(lambda: registered() == 2 and len(web.log) >= 3, timeout=180)
     assert len(page_counts(web.log)) < len(web.expected_urls), "the crawl ended before b stopped"
     stop_worker(b, signal.SIGTERM)  # one worker of two stops: the crawl goes on
     wait_all([b], timeout=60)
+    web.latency.update(usual_latency)
     assert a.poll() is None, "worker a ended with b"
     assert crawl_keys(url, "persist"), "a stopping worker deleted the crawl under the other"
     assert "deleted its" not in Path(tmp_path / "b.log").read_text()
