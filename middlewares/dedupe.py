@@ -59,9 +59,9 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
+from crawlproject.dedupe.batcher import DedupeBatcher
 from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
 from crawlproject.dedupe.index import (
-    DedupeBatcher,
     DedupeIndex,
     DedupeKind,
     DedupeMismatch,

@@ -22,10 +22,10 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from scrapy.settings import Settings
 
+from crawlproject.dedupe.batcher import DedupeBatcher
 from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import (
-    DedupeBatcher,
     DedupeIndex,
     DedupeKind,
     DedupeMismatch,
