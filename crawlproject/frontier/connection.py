@@ -13,10 +13,11 @@ default ``Retry`` sends a command (a whole pipeline) again after a connection
 error or timeout — a script that ran but whose reply was lost would run
 twice. Plain clients here have ``Retry(NoBackoff(), 0)``: the error reaches
 the caller (the scheduler's loops wait it out, crawlproject/frontier/loops.py).
-The cluster client still has redis-py's (see :func:`redis_client`). What the
-clients still ride through is what certainly did not run (outage.py: a
-refused connection, ``CLUSTERDOWN``, a slot moving; redis-py's own MOVED/ASK
-redirections, refused before running).
+The cluster client still has redis-py's (see :func:`redis_client`): there the
+scripts that write run once per call id (crawlproject/lua.py once_per_call),
+a plain command may run twice. What the clients still ride through is what
+certainly did not run (outage.py: a refused connection, ``CLUSTERDOWN``, a
+slot moving; redis-py's own MOVED/ASK redirections, refused before running).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def redis_client(
         # server" when another task's MOVED makes redis-py close the client's
         # connections under it (tests/test_lua_declared_keys.py failed 4 of
         # 4), and nothing tells whether that call was sent. So a cluster
-        # call whose reply was lost may still run twice (tests/test_lost_reply.py,
-        # xfail).
+        # call whose reply was lost is sent again: a script that writes
+        # answers its first run's reply (lua.py once_per_call), a plain
+        # command runs twice (tests/test_lost_reply.py).
         options.pop("retry")
         cluster = RideThroughCluster.from_url(node, **options)
         client = cast(RideThroughCluster, cluster)
