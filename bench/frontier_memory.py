@@ -15,7 +15,10 @@ Then, exactly (``MEMORY USAGE key SAMPLES 0``, summed over a SCAN):
   ZSET per host, and its ``b:*`` hashes of bodies) + ``h:*`` hashes + the
   ``ready`` zset and ``due:*`` lists (+ ``db``, their band mask) / N; the
   requests are stored as codec.py's compact form, their URL after the host key
-* and ``INFO memory used_memory`` after - before, / N (includes the keyspace table)
+* and ``INFO memory used_memory`` after - before, / N (includes the keyspace table),
+  once the replies the add calls kept for a resend (``c:`` keys, lua.py
+  once_per_call) have expired: a crawl holds those of its last seconds of calls,
+  whatever the URLs it knows (their bytes at the load's end are in the JSON)
 
 Baseline, same run after FLUSHALL: scrapy-redis 0.9.1 RFPDupeFilter (SADD of the
 40-hex SHA1) and PriorityQueue (pickled request dict in a ZSET) for the same URLs.
@@ -62,6 +65,7 @@ from crawlproject.frontier.codec import RequestCodec, stored_form, url_of
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
 from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.lua import CALL_REPLY_MARGIN_SECONDS
 
 CRAWL = "mem"
 TARGET_SEEN_BYTES = 16  # the issue's target; scrapy-redis was measured at 88
@@ -166,6 +170,17 @@ def _shard_kind(key: str) -> str:
     return key.split("}:", 1)[1].split(":", 1)[0]
 
 
+def wait_for_expiry(srv: RedisServer, match: str, timeout: float) -> float:
+    """Seconds until no key matches ``match`` (a SCAN drops the expired keys it
+    meets); fails after ``timeout``."""
+    start = time.perf_counter()
+    while any(True for _ in srv.client.scan_iter(match=match, count=5000)):
+        if time.perf_counter() - start > timeout:
+            raise SystemExit(f"keys matching {match} still there after {timeout:.0f} s")
+        time.sleep(1.0)
+    return time.perf_counter() - start
+
+
 def with_priority(e: NewEntry, depth: int, policy: str) -> NewEntry:
     """The entry's number as the scheduler sets it: depth policy, the URL's depth
     (its band); AOPIC, the credit a link brings (a page's 0.9 shared by 20 links)."""
@@ -178,6 +193,9 @@ async def load_ours(
 ) -> float:
     """Adds URLs 0..n-1 through RedisFrontier.add; returns seconds spent in add."""
     r = AsyncRedis.from_url(srv.url)
+    # The replies its calls keep for a resend (lua.py once_per_call) expire after the
+    # client's outage bound + 30 s: 0 here, so that measure_ours waits 30 s, not 90.
+    r.outage_seconds = 0.0  # type: ignore[attr-defined]
     mode = "credit" if policy == "aopic" else "score"
     f = RedisFrontier(r, CrawlKeys(CRAWL, NEW_CRAWL_SHARDS), 0, 1, 30_000, priority_mode=mode)
     await f.prepare()
@@ -219,6 +237,11 @@ def measure_ours(
     t = time.perf_counter()
     add_s = asyncio.run(load_ours(srv, urls, n, batch, tiny, policy))
     wall = time.perf_counter() - t
+    # The call replies kept for a resend are not per-URL state: a crawl holds those of
+    # its last 30-90 s of calls (calls per second, not URLs known). Counted as loaded,
+    # then left to expire before the per-URL figures.
+    calls = srv.usage_by_kind("cp:*:c:*", _shard_kind).get("c", [0, 0])
+    waited = wait_for_expiry(srv, "cp:*:c:*", CALL_REPLY_MARGIN_SECONDS + 60)
     used = srv.used_memory() - before
     kinds = srv.usage_by_kind("cp:*", _shard_kind)
     per = {k: round(v[1] / n, 2) for k, v in kinds.items()}
@@ -237,6 +260,9 @@ def measure_ours(
         "keys_by_kind": {k: v[0] for k, v in kinds.items()},
         "used_memory_delta": used,
         "used_memory_per_url": round(used / n, 2),
+        "call_reply_keys_at_load_end": calls[0],
+        "call_reply_bytes_at_load_end": calls[1],
+        "call_replies_expired_after_s": round(waited, 1),
         "load_wall_s": round(wall, 2),
         "add_s": round(add_s, 2),
         "add_urls_per_s": round(n / add_s),
@@ -372,6 +398,11 @@ def report(res: dict[str, Any]) -> None:
     print(
         "ours per key kind (bytes/URL): "
         + ", ".join(f"{k} {v}" for k, v in sorted(o["by_kind_bytes_per_url"].items()))
+    )
+    print(
+        f"call replies kept for a resend at the load's end: {o['call_reply_keys_at_load_end']:,} "
+        f"keys, {o['call_reply_bytes_at_load_end']:,} B (expired "
+        f"{o['call_replies_expired_after_s']} s later, before the figures above)"
     )
     print(
         f"load: ours {o['add_urls_per_s']:,} URLs/s in RedisFrontier.add "
