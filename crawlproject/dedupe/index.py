@@ -9,7 +9,7 @@ script run per page (lua/dedupe.lua) tests the page against every page stored
 before and stores it when it is new (of two copies, near or exact, checked at
 the same moment exactly one is new). A worker uses the crawl's layout, never
 its own: ``parts`` (DEDUPE_PARTS; 0: one tag) only chooses a new index's. The
-keys are documented in :mod:`crawlproject.frontier.keys` ("dedupe index").
+keys are documented in :mod:`crawlproject.frontier.dedupe_keys`.
 
 * Exact: the SHA-1 of the body (its first 80 bits), in packed 8-byte entries
   per bucket.
