@@ -231,6 +231,11 @@ class LeaseBook:
         except RedisError:
             self._releases[:0] = batch
             raise
+        # In Redis now: a claim sent at the slot's release (slot_freed) may
+        # have run first and found the host still held.
+        delay = self.config.host_delay_seconds
+        for at, release in batch:
+            self.clock.released(release.lease.shard, at + max(delay, release.hold_ms / 1000))
         if self.places is not None:
             await self.places.send(releases)
 
