@@ -3,7 +3,7 @@
 ``redis://`` / ``rediss://`` (TLS) / ``unix://`` URLs give a plain client;
 ``redis+cluster://host:port`` (or ``rediss+cluster://``) gives redis-py's
 cluster client, which finds the other nodes itself. Every key the crawl uses
-carries a hash tag (``cp:{crawl/shard}:``, ``cp:{crawl/dd}:``, ``cp:{crawl}:``:
+carries a hash tag (``cp:{crawl/s~n}:``, ``cp:{crawl/dd...}:``, ``cp:{crawl}:``:
 crawlproject/frontier/keys.py), so each script touches one slot, and the
 cluster client routes it by its first key; pipelines of several slots are
 split by node (``transaction=False`` everywhere).

@@ -184,7 +184,7 @@ Per shard, prefix ``cp:{T}:``
                          TTL (SET NX PX), so one worker fetches for the fleet.
 
 Per address ``A`` (an IP address, canonical text), in its home shard, prefix
-``cp:{C/s}:`` (crawlproject/frontier/lua/address_*.lua):
+``cp:{T}:`` (crawlproject/frontier/lua/address_*.lua):
 
 ``al:<A>``         ZSET  places held at A: lease token (``shard:id`` of the URL's
                          lease) -> expiry (ms), renewed with the lease; expired

@@ -3,8 +3,8 @@
 -- KEYS[1] routes the call (a key of the shard), KEYS[2] is the shard's
 -- `slotguard` (never written: Redis refuses the script while the slot
 -- migrates, _prelude.lua); ARGV[1] is the shard prefix
--- "cp:{crawl/shard}:": every key below starts with it, so a script touches one
--- hash slot. Per address A: `al:A` places held (lease token -> expiry, ms),
+-- "cp:{crawl/s~n}:" (the shard's tag: keys.py): every key below starts with
+-- it, so a script touches one hash slot. Per address A: `al:A` places held (lease token -> expiry, ms),
 -- `aq:A` hosts waiting for a place (host -> first asked, ms: first come first
 -- served), `ar:A` places reserved for woken hosts (host -> reservation expiry),
 -- `a:A` the address's own politeness in address mode (`next`, `pen`).

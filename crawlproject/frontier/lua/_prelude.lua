@@ -8,8 +8,9 @@
 -- target misses one: TRYAGAIN), and never stops it midway at a key that has
 -- moved ("non local key", after its first writes, which stay). The client
 -- resends what was refused (crawlproject/frontier/outage.py).
--- ARGV[1] is the shard prefix "cp:{crawl/shard}:"; every key used below starts
--- with it, so one script only ever touches one hash slot.
+-- ARGV[1] is the shard prefix "cp:{crawl/s~n}:" (the shard's tag: keys.py);
+-- every key used below starts with it, so one script only ever touches one
+-- hash slot.
 -- Written for Redis's CPU: a redis.call costs about as much as 50 lines of
 -- Lua, one more field in an HMGET or HSET about half a call, and a number
 -- turned into a string (a key, an argument) a third of a call: hot paths make
