@@ -4,30 +4,16 @@ on and bench/aopic_order.py prints (AOPIC against depth order)."""
 
 from __future__ import annotations
 
-from scrapy import Request
-
-from crawlproject.frontier.client import NO_PATTERN, Lease, NewEntry, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
-from crawlproject.rules.traps import url_pattern
-
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
+from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier
+from testkit.entries import CODEC
+from testkit.entries import entry as make_entry
 
 
 def entry(
     url: str, score: float = 0.0, dont_filter: bool = False, credit_only: bool = False
 ) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=dont_filter,
-        data=b"" if credit_only else CODEC.encode(Request(url, dont_filter=dont_filter), None),
-        score=score,
-        pattern=url_pattern(canonical) or NO_PATTERN,
-        credit_only=credit_only,
-    )
+    """As the scheduler makes it, with its URL shape (the per-shape cap's)."""
+    return make_entry(url, score, dont_filter=dont_filter, credit_only=credit_only, pattern=True)
 
 
 async def claim_one(f: RedisFrontier) -> tuple[Lease, str, float | None] | None:

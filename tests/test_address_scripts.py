@@ -21,28 +21,16 @@ from crawlproject.frontier.address_client import (
 )
 from crawlproject.frontier.address_gate import RESOLVE_HOLD_SECONDS, AddressGate, Place
 from crawlproject.frontier.addresses import AddressConfig, read_address_overrides
-from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.client import Lease, RedisFrontier, Release
 from crawlproject.frontier.entries import AdaptiveDelay
 from crawlproject.frontier.replies import reply_text
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.urls import host_key
 from crawlproject.status.view import collect_status, render
+from testkit.entries import CANON, CODEC, entry
 from tests.conftest import MakeFrontier
 
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 ADDRESS = "10.0.0.1"
 BLOCK_MS = 30_000
-
-
-def entry(url: str) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=False,
-        data=CODEC.encode(Request(url), None),
-    )
 
 
 def client_of(f: RedisFrontier, delay_ms: int = NO_DELAY, lease_ms: int = 10_000) -> AddressClient:

@@ -12,34 +12,18 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from scrapy import Request
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.client import NO_VOTE, SEED_VOTE, HostBudget, NewEntry, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.client import NO_VOTE, SEED_VOTE, HostBudget, RedisFrontier
 from crawlproject.frontier.operator_scope import OperatorScope
 from crawlproject.frontier.outbox import SWEEP_MIN_SECONDS, Outbox
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.frontier.votes import SCOPE_VOTE, vote_of
+from testkit.entries import CODEC, entry
 from tests.conftest import MakeFrontier
 
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 # Budgets as the defaults have them: the operator's hosts have none.
 BUDGET = HostBudget(base=10, seed_votes=0)
-
-
-def entry(url: str, vote: bytes = NO_VOTE, score: float = 0.0) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=False,
-        data=CODEC.encode(Request(url), None),
-        score=score,
-        vote=vote,
-    )
 
 
 async def drain(f: RedisFrontier) -> list[str]:

@@ -133,7 +133,7 @@ async def test_an_outbox_batch_sent_again_queues_and_counts_once(
     once, twice = pair
     outbox = Outbox(MemoryStatsCollector(get_crawler()), credit_mode=False)
     first = [entry(u) for u in URLS] + [entry(URLS[0], dont_filter=True)]
-    second = [entry("http://a.test/3"), entry("http://c.test/3"), entry(URLS[1], True)]
+    second = [entry("http://a.test/3"), entry("http://c.test/3"), entry(URLS[1], dont_filter=True)]
     assert len({once.keys.shard_of(e.pkey) for e in second}) == 2
     added: list[int] = []
 

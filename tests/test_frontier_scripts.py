@@ -6,25 +6,18 @@ import asyncio
 import time
 
 import pytest
-from scrapy import Request
 
 from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.urls import UrlCanonicalizer
+from testkit.entries import CODEC
+from testkit.entries import entry as make_entry
 from tests.conftest import MakeFrontier
 
 CANON = UrlCanonicalizer(["sid"])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 
 
 def entry(url: str, dont_filter: bool = False) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=dont_filter,
-        data=CODEC.encode(Request(url, dont_filter=dont_filter), None),
-    )
+    return make_entry(url, dont_filter=dont_filter, canon=CANON)  # with its sid rule
 
 
 async def claim_all(frontier: RedisFrontier, n: int = 100) -> list[tuple[Lease, bytes]]:

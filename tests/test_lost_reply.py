@@ -28,7 +28,6 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from scrapy import Request
 
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind
 from crawlproject.frontier.address_client import (
@@ -37,18 +36,15 @@ from crawlproject.frontier.address_client import (
     PlaceAsk,
     PlaceRelease,
 )
-from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.client import Lease, RedisFrontier, Release
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.entries import AdaptiveDelay
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from testkit.entries import CODEC, entry
 from testkit.redis_server import RedisServer
 from testkit.tcp_proxy import TcpProxy
 
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 ADDRESS = "203.0.113.7"
 TIMING = AddressTiming(
     lease_ms=60_000,
@@ -142,16 +138,6 @@ async def test_the_embedded_redis_client_resends_nothing(tmp_path: Any) -> None:
 
 
 # -- the frontier's scripts: sent again by our loops, applied once ---------------------
-
-
-def entry(url: str, dont_filter: bool = False) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=dont_filter,
-        data=CODEC.encode(Request(url, dont_filter=dont_filter), None),
-    )
 
 
 def norm(value: Any) -> Any:

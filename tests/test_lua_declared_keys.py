@@ -25,7 +25,6 @@ import pytest
 import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
-from scrapy import Request
 
 from crawlproject.frontier.address_client import (
     AddressClient,
@@ -36,41 +35,27 @@ from crawlproject.frontier.address_client import (
 )
 from crawlproject.frontier.client import (
     FRONTIER_SCRIPTS,
-    NewEntry,
     RedisFrontier,
     Release,
     load_lua,
 )
-from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.entries import AdaptiveDelay, HostBudget
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.outage import NOT_RUN
 from crawlproject.frontier.seen import SeenFilter
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.lua import load_script
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 from crawlproject.robots.store import RobotsStore
+from testkit.entries import entry
 from testkit.redis_cluster import RedisCluster, redis_cli
 from testkit.redis_server import RedisServer
 
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 ADDRESS = "10.0.0.1"
 GUARD = b"slotguard"
 ARG = re.compile(rb'"((?:\\.|[^"\\])*)"')
 ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"a": b"\a", b"b": b"\b"}
-
-
-def entry(url: str) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=False,
-        data=CODEC.encode(Request(url), None),
-    )
 
 
 def timing(lease_ms: int = 60_000) -> AddressTiming:

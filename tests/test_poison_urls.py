@@ -16,33 +16,18 @@ from pathlib import Path
 
 import pytest
 import redis
-from scrapy import Request
 
 from crawlproject import settings as project_settings
-from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.client import Lease, RedisFrontier, Release
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, tail
+from testkit.entries import CODEC, entry
 from testkit.testweb import TestWeb, page_counts, page_path
 from tests.conftest import MakeFrontier
 from tests.spiders_for_tests.poison import POISON_EXIT_CODE
 
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 LEASE_MS = 100
-
-
-def entry(url: str, credit: float = 0.0) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=False,
-        data=CODEC.encode(Request(url), None),
-        score=credit,
-    )
 
 
 async def claim_one(f: RedisFrontier) -> tuple[Lease, str]:

@@ -16,12 +16,10 @@ import pytest
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from redis.crc import key_slot
-from scrapy import Request
 from scrapy.settings import Settings
 
 from crawlproject.dedupe.spread import part_tags
 from crawlproject.frontier.client import NewEntry, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.entries import FrontierMismatch
@@ -29,24 +27,18 @@ from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, QUEUE_LAYOUT
 from crawlproject.frontier.persist import delete_crawl
 from crawlproject.frontier.slots import EVEN, PLAIN, RUN_HEAD, SLOTS, shard_tags, tag_in_run
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.urls import UrlCanonicalizer
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.entries import entry as make_entry
 from testkit.redis_cluster import RedisCluster
 from testkit.testweb import TestWeb, page_counts
 
 CANON = UrlCanonicalizer(["sid"])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 
 
-def entry(url: str) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=False,
-        data=CODEC.encode(Request(url), None),
-    )
+def entry(url: str, dont_filter: bool = False) -> NewEntry:
+    return make_entry(url, dont_filter=dont_filter, canon=CANON)  # with its sid rule
 
 
 def config(redis_url: str) -> FrontierConfig:

@@ -10,7 +10,6 @@ import string
 from dataclasses import replace
 
 import pytest
-from scrapy import Request
 
 from crawlproject.frontier.client import (
     NO_VOTE,
@@ -20,15 +19,12 @@ from crawlproject.frontier.client import (
     NewEntry,
     RedisFrontier,
 )
-from crawlproject.frontier.codec import RequestCodec
 from crawlproject.frontier.token_evidence import TokenEvidence
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
 from crawlproject.frontier.votes import LinkVotes, vote_of
 from crawlproject.rules.traps import is_token, token_shape
+from testkit.entries import CODEC
+from testkit.entries import entry as make_entry
 from tests.conftest import MakeFrontier
-
-CANON = UrlCanonicalizer([])
-CODEC = RequestCodec(["scrapy.http.request.Request"])
 
 
 def tok(i: int) -> str:
@@ -39,17 +35,8 @@ def tok(i: int) -> str:
 BUDGET = HostBudget(base=10, seed_votes=2, token_urls=20, token_repeat_permille=20)
 
 
-def entry(url: str, vote: bytes = NO_VOTE, **kw: object) -> NewEntry:
-    canonical = CANON.canonicalize(url)
-    return NewEntry(
-        pkey=host_key(canonical),
-        fingerprint=CANON.fingerprint(canonical),
-        dont_filter=False,
-        data=CODEC.encode(Request(url), None),
-        token_shape=token_shape(canonical) or bytes(8),
-        vote=vote,
-        **kw,  # type: ignore[arg-type]
-    )
+def entry(url: str, vote: bytes = NO_VOTE) -> NewEntry:
+    return make_entry(url, vote=vote, token=True)  # with its token shape
 
 
 async def queued_urls(f: RedisFrontier) -> list[str]:
