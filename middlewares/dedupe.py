@@ -236,10 +236,11 @@ class DedupeSpiderMiddleware:
             self.stats.inc_value("dedupe/redis_error")
             logger.warning("Duplicate check of %s failed (%s): page kept", response.url, exc)
             return Outcome(Links.FOLLOW)
-        if verdict.kind is not DedupeKind.NEW and verdict.original == response.url:
+        if verdict.same_url:
             # Its own earlier fetch: a worker that judged it died before the page
             # was stored (its lease brought the URL back), or a recrawl. Not a
-            # copy of another page: keep it. (Needs CRAWL_DEDUPE_RECORD_ORIGINALS.)
+            # copy of another page: kept, and the index counted nothing, its
+            # host's streak untouched. (Needs CRAWL_DEDUPE_RECORD_ORIGINALS.)
             self.stats.inc_value("dedupe/same_url_again")
             verdict = DedupeVerdict(DedupeKind.NEW, None, None, 0)
         for what, calls in batcher.index.take_store_failures().items():

@@ -320,9 +320,12 @@ async def test_the_streak_counts_duplicates_per_host_and_a_new_page_ends_it(
 ) -> None:
     index = make_index()
     a, b = "http://a.test", "http://b.test"
+    urls = itertools.count()
 
     async def check(body: str, simhash: int | None, host: str) -> int:
-        return (await index.check_and_add(sha1(body), simhash, f"{host}/{body}", host)).host_streak
+        # Each check its own URL: a copy, not its own page checked again.
+        url = f"{host}/{body}/{next(urls)}"
+        return (await index.check_and_add(sha1(body), simhash, url, host)).host_streak
 
     assert await check("p1", BASE, a) == 0
     assert await check("p1", BASE, a) == 1  # exact
@@ -336,6 +339,56 @@ async def test_the_streak_counts_duplicates_per_host_and_a_new_page_ends_it(
     assert await check("fresh", ~BASE & (1 << 64) - 1, a) == 0
     assert await index.redis.hgetall(index.keys.dedupe_streak) == {b.encode(): b"1"}
     assert await check("p1", BASE, a) == 1
+
+
+async def index_state(index: DedupeIndex) -> dict[bytes, object]:
+    """Every key of the crawl's duplicate index (either layout) and its value:
+    entries, originals, counters, streaks. Not the state of a spread part that
+    holds no page (its first check records the index's layout there)."""
+    state: dict[bytes, object] = {}
+    async for key in index.redis.scan_iter(match=f"cp:{{{index.keys.crawl}/dd*"):
+        kind = await index.redis.type(key)
+        if kind == b"hash":
+            value = await index.redis.hgetall(key)
+            if not (key.endswith(b"}:st") and value.get(b"n", b"0") == b"0"):
+                state[key] = value
+        else:
+            assert kind == b"string", (key, kind)
+            state[key] = await index.redis.get(key)
+    return state
+
+
+async def test_a_page_checked_again_under_its_own_url_is_no_duplicate(
+    make_index: MakeIndex,
+) -> None:
+    """A page checked again under its own URL (a recrawl of an unchanged page,
+    a lease that brought back a URL whose worker died after judging it) finds
+    its own entry: answered same-URL, it counts nothing, stores nothing and
+    leaves its host's streak as it was (neither raised nor ended); a real copy
+    after it gets streak 1, not 1 + the rechecks."""
+    index = make_index()
+    host = "http://a.test"
+    page = f"{host}/page"
+    assert (await index.check_and_add(sha1("body"), BASE, page, host)).kind is DedupeKind.NEW
+    pdf = f"{host}/a.pdf"  # no SimHash: exact only
+    assert (await index.check_and_add(sha1("pdf"), None, pdf, host)).kind is DedupeKind.NEW
+    before = await index_state(index)
+    rechecks = [
+        await index.check_and_add(sha1("pdf"), None, pdf, host),
+        await index.check_and_add(sha1("body"), BASE, page, host),  # unchanged
+        await index.check_and_add(sha1("body 2"), flip(BASE, 5), page, host),  # edited: near
+    ]
+    assert await index_state(index) == before  # no counter, no streak, no entry
+    same = DedupeVerdict(DedupeKind.NEW, page, None, 0, same_url=True)
+    assert rechecks == [DedupeVerdict(DedupeKind.NEW, pdf, None, 0, same_url=True), same, same]
+    alias = await index.check_and_add(sha1("body"), BASE, f"{host}/index.html", host)
+    assert (alias.kind, alias.original, alias.host_streak) == (DedupeKind.EXACT, page, 1)
+    # With a streak running, a recheck neither raises nor ends it.
+    assert await index.check_and_add(sha1("body"), BASE, page, host) == same
+    near = await index.check_and_add(sha1("body 3"), flip(BASE, 9), f"{host}/?a=1", host)
+    assert (near.kind, near.original, near.host_streak) == (DedupeKind.NEAR, page, 2)
+    figures = await index_figures(index.redis, index.keys)
+    assert [figures[kind] for kind in ("pages", "exact", "near")] == [2, 1, 1]
 
 
 async def test_of_concurrent_copies_exactly_one_is_new(make_index: MakeIndex) -> None:
@@ -690,7 +743,8 @@ async def test_the_status_shows_the_index_and_its_layout(make_index: MakeIndex) 
         (sha1(f"p{n}"), flip(BASE, n % 64) if n % 3 == 0 else rng.getrandbits(64), f"u{n}", "h")
         for n in range(300)
     ]
-    verdicts = await index.check_and_add_many([*pages, pages[5]])
+    copy = (*pages[5][:2], "copy of u5", "h")  # another URL: rechecked, u5 would count nothing
+    verdicts = await index.check_and_add_many([*pages, copy])
     kinds = [v.kind for v in verdicts]
     figures = await index_figures(index.redis, index.keys)
     cfg = await index.redis.hgetall(index.keys.dedupe_config)

@@ -44,6 +44,7 @@ from testkit.redis_cluster import RedisCluster
 from tests.test_dedupe_index import (  # noqa: F401  (run again here, on the spread layout)
     BASE,
     send_resp,
+    test_a_page_checked_again_under_its_own_url_is_no_duplicate,
     test_a_script_flush_in_between_still_works,
     test_a_worker_with_another_k_is_refused,
     test_bad_arguments_are_refused,
@@ -209,9 +210,12 @@ async def test_exact_only_pages_and_originals(make_index: MakeIndex) -> None:
 async def test_the_streak_counts_duplicates_per_host(make_index: MakeIndex) -> None:
     index = make_index()
     a, b = "http://a.test", "http://b.test"
+    urls = iter(range(100))
 
     async def check(body: str, simhash: int | None, host: str) -> int:
-        return (await index.check_and_add(sha1(body), simhash, f"{host}/{body}", host)).host_streak
+        # Each check its own URL: a copy, not its own page checked again.
+        url = f"{host}/{body}/{next(urls)}"
+        return (await index.check_and_add(sha1(body), simhash, url, host)).host_streak
 
     assert await check("p1", BASE, a) == 0
     assert await check("p1", BASE, a) == 1

@@ -308,8 +308,9 @@ async def test_a_lost_exact_check_is_not_sent_again_and_names_the_page_itself(
     """One-tag index, originals recorded (the default). The check whose reply
     was lost ran once and is not sent again (the page is kept: the
     middleware's RedisError path). Checked again (its URL fetched again), the
-    page's original is its own URL, which the middleware takes for a new
-    page (dedupe/same_url_again), never a copy of itself."""
+    page's original is its own URL: answered same-URL (a new page to the
+    middleware, dedupe/same_url_again), counted nowhere, never a copy of
+    itself."""
     client = redis_client(proxy.redis_url)
     index = DedupeIndex(client, CrawlKeys("d", 2), k=3, parts=0)
     url, host = "http://a.test/page", "a.test"
@@ -321,7 +322,8 @@ async def test_a_lost_exact_check_is_not_sent_again_and_names_the_page_itself(
     assert proxy.dropped == 1
     assert await direct.hgetall(index.keys.dedupe_counters) == {b"new": b"2"}  # ran once
     again = await index.check_and_add(digest_of("body"), 0x1234, url, host)
-    assert (again.kind, again.original) == (DedupeKind.EXACT, url)
+    assert (again.kind, again.original, again.same_url) == (DedupeKind.NEW, url, True)
+    assert await direct.hgetall(index.keys.dedupe_counters) == {b"new": b"2"}
     copy = await index.check_and_add(digest_of("body"), 0x1234, "http://a.test/copy", host)
-    assert (copy.kind, copy.original) == (DedupeKind.EXACT, url)
+    assert (copy.kind, copy.original, copy.host_streak) == (DedupeKind.EXACT, url, 1)
     await client.aclose()

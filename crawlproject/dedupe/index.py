@@ -62,7 +62,7 @@ from crawlproject.dedupe.layout import (
     near_tables,
 )
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
-from crawlproject.dedupe.spread_index import Page, SpreadIndex
+from crawlproject.dedupe.spread_index import SAME_URL, Page, SpreadIndex
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.outage import OUTAGE_ERRORS, as_redis_error, redis_py_frame
@@ -81,6 +81,7 @@ class DedupeKind(enum.StrEnum):
 
 
 _KINDS = (DedupeKind.NEW, DedupeKind.EXACT, DedupeKind.NEAR)  # the script's codes 0, 1, 2
+# Code 3 (SAME_URL): a match whose original is the page's own URL (DedupeVerdict.same_url).
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,14 @@ class DedupeVerdict:
     original: str | None  # URL of the earlier page it duplicates (when recorded), else None
     distance: int | None  # Hamming distance to it (0 for exact), None for NEW
     host_streak: int  # duplicates (exact or near) in a row from this host, this one included
+    # NEW because its match was its own URL's earlier fetch (a recrawl, or a
+    # worker that died after judging it): counted nowhere, its host's streak
+    # left as it was, nothing stored. Known only with originals recorded.
+    same_url: bool = False
+
+
+def _same_url(url: str) -> DedupeVerdict:
+    return DedupeVerdict(DedupeKind.NEW, url, None, 0, same_url=True)
 
 
 logger = logging.getLogger(__name__)
@@ -330,16 +339,21 @@ def _check_page(digest: bytes, simhash: int | None) -> None:
 
 
 def _spread_verdict(page: Page) -> DedupeVerdict:
+    if page.kind == SAME_URL:
+        return _same_url(page.url)
     kind = _KINDS[page.kind]
     distance = None if kind is DedupeKind.NEW else (0 if kind is DedupeKind.EXACT else page.near)
     return DedupeVerdict(kind, page.original, distance, page.streak)
 
 
 def _verdict(reply: list[Any]) -> DedupeVerdict:
-    kind = _KINDS[int(reply[0])]
     original = reply[3] if len(reply) > 3 else None
     if isinstance(original, bytes):
         original = original.decode("utf-8", "replace")
+    if int(reply[0]) == SAME_URL:
+        assert original is not None, "a same-URL verdict names its URL"
+        return _same_url(original)
+    kind = _KINDS[int(reply[0])]
     return DedupeVerdict(
         kind=kind,
         original=original,

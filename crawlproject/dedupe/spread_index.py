@@ -1,8 +1,9 @@
 """The spread duplicate index: a batch of pages judged by single-slot calls.
 
 Where each page's entries sit: crawlproject/dedupe/spread.py. A batch of
-pages takes three round trips, each a pipeline (redis-py's cluster pipeline
-sends each node its calls at once; one server gets one pipeline):
+pages takes three round trips (four with originals recorded), each a
+pipeline (redis-py's cluster pipeline sends each node its calls at once; one
+server gets one pipeline):
 
 1. the near lookups: per near-table part, one call (lua/spread_lookup.lua) for
    the batch's SimHashes that fall in it, read-only;
@@ -11,11 +12,12 @@ sends each node its calls at once; one server gets one pipeline):
    an exact copy; else a page with a near copy (step 1, or an earlier page of
    the batch) is near and not stored; else the page is new and its digest
    stored. Of two copies of one body exactly one is new;
-3. for the new pages, their SimHash into every table's part
-   (lua/spread_add.lua, which adds a SimHash once however often it is sent)
-   and their original URL (HSETNX); for every page, its host's streak and
-   the counters (lua/spread_tally.lua); for the duplicates, their original's
-   URL (HGET).
+3. with originals recorded, the new pages' URLs (HSETNX) and the
+   duplicates' originals (HGET); then at once, for the new pages, their
+   SimHash into every table's part (lua/spread_add.lua, which adds a SimHash
+   once however often it is sent) and, for every page, its host's streak and
+   the counters (lua/spread_tally.lua): a duplicate whose original is its
+   own URL (a recheck) is tallied as kind 3, which counts nothing.
 
 A page is judged near only if a stored page is within k bits, and stored
 only if new: two near copies judged at the same moment may both be kept,
@@ -37,6 +39,7 @@ that call again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +59,7 @@ from crawlproject.dedupe.spread import (
 
 logger = logging.getLogger(__name__)
 
+SAME_URL = 3  # a page's kind when its original is its own URL (spread_tally.lua)
 STALE_LEVEL_ROUNDS = 4  # a part grows one level per doubling: one resend at most, in practice
 SPLITS_PER_BATCH = 64  # splits left over wait for the part's next insert
 
@@ -70,7 +74,7 @@ class Page:
     near: int = -1  # distance to the nearest stored page (-1: none within k)
     near_fp: bytes = b""  # that page's SimHash
     near_url: str | None = None  # its URL, when it is an earlier page of this batch
-    kind: int = -1  # 0 new, 1 exact, 2 near
+    kind: int = -1  # 0 new, 1 exact, 2 near, 3 (SAME_URL) its own URL again
     streak: int = 0
     original: str | None = None
     ids: list[bytes] = field(default_factory=list)  # original URL looked up by these
@@ -273,58 +277,85 @@ class SpreadIndex:
     async def _store_and_tally(self, pages: list[Page]) -> None:
         sp = self.spread
         adds = self._near_items([page for page in pages if page.kind == 0])
-        plain: list[Call] = []
-        lookups: list[tuple[Page, int]] = []  # (page, index of its first HGET)
+        plain, lookups = self._originals(pages)
+        if plain:
+            # First (a duplicate of a page of this batch finds its URL; a near
+            # copy found once the inserts below land finds it too), and before
+            # the tally: a duplicate whose original is its own URL (a recheck:
+            # a recrawl, or a worker that died after judging it) is no copy,
+            # tallied as kind 3 (nothing counted, its host's streak left).
+            self._take_originals(await self._send(plain, raise_errors=False), lookups)
         for page in pages:
-            if not self.record_originals:
-                continue
-            if page.kind == 0:
-                okey, fid = sp.originals_of(page.sim8 or page.digest[:8])
-                plain.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
-        if self.record_originals:
-            for page in pages:
-                if page.kind == 1:  # same body: recorded under its SimHash or its digest
-                    page.ids = [page.sim8, page.digest[:8]] if page.sim8 else [page.digest[:8]]
-                elif page.kind == 2 and page.near_url is None:
-                    page.ids = [page.near_fp]
-                elif page.kind == 2:
-                    page.original = page.near_url
-                if page.ids:
-                    lookups.append((page, len(plain)))
-                    for page_id in page.ids:
-                        okey, fid = sp.originals_of(page_id)
-                        plain.append(Call(None, [okey], [fid], "HGET", resend=True))
+            if page.kind in (1, 2) and page.original == page.url:
+                page.kind = SAME_URL
         tallies: dict[int, list[Page]] = defaultdict(list)
         for page in pages:
             tallies[sp.host_part(page.host)].append(page)
+        calls = []
         for part, items in tallies.items():
             keys = [sp.streak_key(part), sp.counters_key(part)]
             args = [value for page in items for value in (page.host, page.kind)]
-            plain.append(Call(self._scripts["tally"], keys, args))
-        # Writes first: a duplicate of a page of this batch finds its URL.
+            calls.append(Call(self._scripts["tally"], keys, args))
         # A tally that may have run is not sent again (its counters would
-        # count twice): failed, it is counted in ``failed``.
-        replies = await self._send(plain, raise_errors=False)
-        tally_at = len(plain) - len(tallies)
-        for what, sent in (("originals", replies[:tally_at]), ("tally", replies[tally_at:])):
-            if errors := [r for r in sent if isinstance(r, RedisError)]:
-                self._failed(what, len(errors), errors[0])
+        # count twice): failed, it is counted in ``failed``. The new pages'
+        # SimHashes go in meanwhile.
+        replies, _ = await asyncio.gather(
+            self._send(calls, raise_errors=False), self._add_counting(adds)
+        )
+        if errors := [r for r in replies if isinstance(r, RedisError)]:
+            self._failed("tally", len(errors), errors[0])
+        for (_, items), reply in zip(tallies.items(), replies, strict=True):
+            if isinstance(reply, RedisError):
+                continue  # streaks unknown: 0
+            for page, streak in zip(items, reply, strict=True):
+                page.streak = int(streak)
+
+    async def _add_counting(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
+        if adds:
+            try:
+                await self._add(adds)
+            except RedisError as exc:
+                self._failed("near insert", len(adds), exc)
+
+    def _originals(self, pages: list[Page]) -> tuple[list[Call], list[tuple[Page, int]]]:
+        """The calls that record the new pages' URLs (HSETNX) and read the
+        duplicates' originals (HGET), writes first (a duplicate of a page of
+        this batch finds its URL); and per duplicate looked up, (page, index
+        of its first HGET). None without originals recorded."""
+        sp = self.spread
+        plain: list[Call] = []
+        lookups: list[tuple[Page, int]] = []
+        if not self.record_originals:
+            return plain, lookups
+        for page in pages:
+            if page.kind == 0:
+                okey, fid = sp.originals_of(page.sim8 or page.digest[:8])
+                plain.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
+        for page in pages:
+            if page.kind == 1:  # same body: recorded under its SimHash or its digest
+                page.ids = [page.sim8, page.digest[:8]] if page.sim8 else [page.digest[:8]]
+            elif page.kind == 2 and page.near_url is None:
+                page.ids = [page.near_fp]
+            elif page.kind == 2:
+                page.original = page.near_url
+            if page.ids:
+                lookups.append((page, len(plain)))
+                for page_id in page.ids:
+                    okey, fid = sp.originals_of(page_id)
+                    plain.append(Call(None, [okey], [fid], "HGET", resend=True))
+        return plain, lookups
+
+    def _take_originals(self, replies: list[Any], lookups: list[tuple[Page, int]]) -> None:
+        """Each looked-up duplicate's original URL, from the replies of
+        ``_originals``' calls; their failures counted."""
+        if errors := [r for r in replies if isinstance(r, RedisError)]:
+            self._failed("originals", len(errors), errors[0])
         for page, at in lookups:
             got = replies[at : at + len(page.ids)]
             found = [r for r in got if r is not None and not isinstance(r, RedisError)]
             if found:
                 url = found[0]
                 page.original = url.decode("utf-8", "replace") if isinstance(url, bytes) else url
-        for (_, items), reply in zip(tallies.items(), replies[tally_at:], strict=True):
-            if isinstance(reply, RedisError):
-                continue  # streaks unknown: 0
-            for page, streak in zip(items, reply, strict=True):
-                page.streak = int(streak)
-        if adds:
-            try:
-                await self._add(adds)
-            except RedisError as exc:
-                self._failed("near insert", len(adds), exc)
 
     async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
         sp = self.spread

@@ -22,7 +22,8 @@
 --            least significant block lowest; at most its low 48 bits), decimal
 -- One page per call: the lookups and the insert are atomic, so of two copies
 -- checked at once exactly one is new.
--- Returns {kind, distance, streak[, original URL]}: kind 0 new, 1 exact, 2 near.
+-- Returns {kind, distance, streak[, original URL]}: kind 0 new, 1 exact, 2 near,
+-- 3 the page's own URL again (see duplicate below).
 --
 -- Both indexes grow by linear hashing (Litwin 1980) over strings of packed
 -- 8-byte entries, so a lookup reads one bucket of about `load` entries per
@@ -105,16 +106,24 @@ local function origin_slot(id)
   return P .. 'o:' .. fmt('%02x%02x', i1, i2), sub(id, 3, 8)
 end
 
+-- A match whose original is the page's own URL (a recrawl of an unchanged
+-- page, or a page whose worker died after judging it) is no copy: answered
+-- 3 (same URL again), nothing counted, its host's streak neither raised nor
+-- ended (a recheck says nothing about the host), nothing stored. Only known
+-- when originals are recorded.
 local function duplicate(kind, distance, ids)
-  local streak = redis.call('HINCRBY', P .. 'streak', host, 1)
-  redis.call('HINCRBY', P .. 'n', kind == 1 and 'exact' or 'near', 1)
+  local url
   if record then
     for _, id in ipairs(ids) do
       local ok, field = origin_slot(id)
-      local url = redis.call('HGET', ok, field)
-      if url then return {kind, distance, streak, url} end
+      url = redis.call('HGET', ok, field)
+      if url then break end
     end
+    if url == ARGV[5] then return {3, distance, 0, url} end
   end
+  local streak = redis.call('HINCRBY', P .. 'streak', host, 1)
+  redis.call('HINCRBY', P .. 'n', kind == 1 and 'exact' or 'near', 1)
+  if url then return {kind, distance, streak, url} end
   return {kind, distance, streak}
 end
 
