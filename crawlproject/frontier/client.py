@@ -39,7 +39,6 @@ from crawlproject.frontier.replies import group_by_shard, host_and_shape, reply_
 from crawlproject.frontier.seen import SeenFilter
 from crawlproject.lua import (
     CALL_IDS,
-    CALL_KEY,
     SEEN_PRELUDE,
     SHARD_PRELUDES,
     Prelude,
@@ -164,7 +163,7 @@ class RedisFrontier(ParkedUrls, OverBudget):
 
     def _keys(self, shard: int, call: str) -> list[str]:
         """A script's KEYS on ``shard`` for call id ``call`` (lua.py once_per_call)."""
-        return [*self.keys.script_keys(shard), self.keys.shard_prefixes[shard] + CALL_KEY + call]
+        return [*self.keys.script_keys(shard), self.keys.call_reply(shard, call)]
 
     async def _run(self, name: str, shard: int, *args: Any) -> Any:
         """One call, under a call id of its own (its resend by redis-py answers once)."""

@@ -246,6 +246,7 @@ import zlib
 from crawlproject.frontier.address_keys import AddressKeys
 from crawlproject.frontier.dedupe_keys import DedupeKeys
 from crawlproject.frontier.slots import EVEN, shard_tags
+from crawlproject.lua import CALL_KEY
 
 CRAWL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 BANDS = 32  # priority bands of a host queue (``q:<pkey>:<band>``, ``due:<band>``)
@@ -296,6 +297,10 @@ class CrawlKeys(AddressKeys, DedupeKeys):
         the call) and ``slotguard`` (never written: see above)."""
         prefix = self.shard_prefixes[shard]
         return [prefix + "ready", prefix + "slotguard"]
+
+    def call_reply(self, shard: int, call: str) -> str:
+        """The reply key of call id ``call`` on ``shard`` (``c:``, lua.py once_per_call)."""
+        return self.shard_prefixes[shard] + CALL_KEY + call
 
     def counters(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "n"

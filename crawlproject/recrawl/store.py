@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from crawlproject.lua import (
     CALL_IDS,
-    CALL_KEY,
     SHARD_PRELUDES,
     call_reply_ms,
     load_script,
@@ -41,6 +40,7 @@ class RecrawlKeys(Protocol):
     def shard_of(self, pkey: str) -> int: ...
     def ready(self, shard: int) -> str: ...
     def script_keys(self, shard: int) -> list[str]: ...
+    def call_reply(self, shard: int, call: str) -> str: ...
     def recrawl_due(self, shard: int) -> str: ...
     def fetch_states(self, shard: int, pkey: str) -> str: ...
 
@@ -122,7 +122,7 @@ class RecrawlStore:
             # + slotguard: held off while its slot moves; + the call's reply key
             keys=[
                 *self.keys.script_keys(shard),
-                self.keys.shard_prefixes[shard] + CALL_KEY + CALL_IDS.new(),
+                self.keys.call_reply(shard, CALL_IDS.new()),
             ],
             args=[
                 self.keys.shard_prefixes[shard], now_s, batch, max_queued, default_delay_ms,

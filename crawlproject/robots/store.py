@@ -15,7 +15,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.lua import CALL_IDS, CALL_KEY, call_reply_ms, load_script, once_per_call
+from crawlproject.lua import CALL_IDS, call_reply_ms, load_script, once_per_call
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 
 # Delete the lock only if we still hold it: an expired lock may be someone else's now.
@@ -74,7 +74,7 @@ class RobotsStore:
             self.keys.robots(shard, origin),
             self.keys.robots_lock(shard, origin),
             self.keys.script_keys(shard)[1],
-            self.keys.shard_prefixes[shard] + CALL_KEY + CALL_IDS.new(),
+            self.keys.call_reply(shard, CALL_IDS.new()),
         ]
 
     def _expire_at(self, record: RobotsRecord) -> int:
