@@ -118,6 +118,18 @@ class Pages:
     def digest(self, i: int) -> bytes:
         return self.digests[i].tobytes() + bytes(10)  # the script reads bytes 1-10
 
+    @staticmethod
+    def url_rows(rows: np.ndarray) -> np.ndarray:
+        """``url(i)`` for each i in rows, as (len(rows), URL_BYTES) uint8."""
+        url0 = Pages.url(0).encode()
+        host_at, page_at = url0.index(b"h00000") + 1, url0.index(b"000000000000")
+        idx = rows.astype(np.uint64)
+        out = np.empty((len(rows), len(url0)), dtype=np.uint8)
+        out[:] = np.frombuffer(url0, dtype=np.uint8)
+        out[:, host_at : host_at + 5] = _digits(idx % np.uint64(100_000), 5)
+        out[:, page_at : page_at + 12] = _digits(idx, 12)
+        return out
+
 
 def _digits(values: np.ndarray, width: int) -> np.ndarray:
     powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.uint64)
@@ -421,19 +433,19 @@ class Nodes:
                 n.stop()
 
 
-def fill_spread(nodes: Nodes, keys: CrawlKeys, pages: Pages, size: int, parts: int) -> float:
+def fill_spread(
+    nodes: Nodes, keys: CrawlKeys, pages: Pages, size: int, parts: int, originals: bool
+) -> float:
+    """Fills the spread layout with pages 0..size-1, each part's RESP sent to
+    its node as it is made (the whole index's RESP at 100 M pages would not
+    fit in memory beside the server's)."""
     t0 = time.perf_counter()
     spread = Spread(keys.crawl, K, 5, parts, DEDUPE_LOAD, NEAR_MIN_LEVEL)
-    urls = np.frombuffer(
-        b"".join(Pages.url(i).encode() for i in range(size)), dtype=np.uint8
-    ).reshape(size, URL_BYTES)
-    by_node: dict[int, list[bytes]] = {}
+    urls = Pages.url_rows if originals else None
     for prefix, resp in part_resp(
         spread, spread.signature(FEATURES_VERSION), pages.digests[:size], pages.sims[:size], urls
     ):
-        by_node.setdefault(nodes.node_of(prefix + "st"), []).append(resp)
-    for index, chunks in by_node.items():
-        nodes.send(index, b"".join(chunks))
+        nodes.send(nodes.node_of(prefix + "st"), resp)
     cfg = {"k": K, "fv": FEATURES_VERSION, "b": 5, "load": DEDUPE_LOAD, "nmin": NEAR_MIN_LEVEL,
            "parts": parts}  # fmt: skip
     nodes.client_for(keys.dedupe_config).hset(keys.dedupe_config, mapping=cfg)
@@ -442,8 +454,9 @@ def fill_spread(nodes: Nodes, keys: CrawlKeys, pages: Pages, size: int, parts: i
 
 
 async def measure_spread(
-    nodes: Nodes, keys: CrawlKeys, pages: Pages, hi: int, calls: int, batch: int
-) -> dict[str, Any]:
+    nodes: Nodes, keys: CrawlKeys, pages: Pages, hi: int, calls: int, batch: int,
+    originals: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     """``calls`` pages (half new, half 1-3-bit near copies) in batches of
     ``batch``, each awaited; Redis CPU per page per node. Its own seed: on the
     one-tag rows it follows measure_latency, whose new pages replayed here were
@@ -456,7 +469,7 @@ async def measure_spread(
         plan.append(("near", rng.randbytes(20), flip_bits(int(pages.sims[i]), rng, flips), flips))
     rng.shuffle(plan)
     client = nodes.async_client()
-    index = DedupeIndex(client, keys, k=K)
+    index = DedupeIndex(client, keys, k=K, record_originals=originals)
     url = "https://www.h12345.example.com/news/000000000000/index.shtml"
     wrong, times = 0, []
     try:
@@ -499,31 +512,37 @@ async def measure_spread(
 
 def spread_runs(
     nodes: Nodes, keys: CrawlKeys, pages: Pages, sizes: list[int], calls: int, batch: int,
-    parts: int,
+    parts: int, originals: bool = True,
 ) -> list[dict[str, Any]]:  # fmt: skip
     rows = []
     for size in sizes:
-        print(f"  spread ({parts} parts), {size:,} pages on {len(nodes.clients)} node(s) ...")
+        print(
+            f"  spread ({parts} parts), {size:,} pages on {len(nodes.clients)} node(s), "
+            f"originals {'on' if originals else 'off'} ...",
+            flush=True,
+        )
         nodes.flushall()
         base = nodes.used_memory()
-        load_s = fill_spread(nodes, keys, pages, size, parts)
+        load_s = fill_spread(nodes, keys, pages, size, parts, originals)
         mem = nodes.used_memory() - base
         row: dict[str, Any] = {
             "layout": "spread",
             "parts": parts,
             "nodes": len(nodes.clients),
             "pages": size,
-            "record_originals": True,
+            "record_originals": originals,
             "load_s": round(load_s, 1),
             "used_memory_delta": mem,
             "used_memory_per_page": round(mem / size, 2),
         }
         if nodes.srv is not None:
             row["layout_checks"] = asyncio.run(
-                verify_layout(nodes.srv.url, keys, pages, size, True)
+                verify_layout(nodes.srv.url, keys, pages, size, originals)
             )
             row["by_kind"] = memory_by_kind(nodes.srv, keys, size)
-        row["latency"] = asyncio.run(measure_spread(nodes, keys, pages, size, calls, batch))
+        row["latency"] = asyncio.run(
+            measure_spread(nodes, keys, pages, size, calls, batch, originals)
+        )
         print(f"  -> {json.dumps(row['latency'])}", flush=True)
         rows.append(row)
     return rows
@@ -532,29 +551,44 @@ def spread_runs(
 def spread_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per size: the spread layout's Redis CPU per page (all nodes), per node,
     the busiest node's share, and over the one-tag layout's in the same batches
-    (one server); and the spread's largest size over its smallest."""
+    (one server); and the spread's largest size over its smallest. Rows without
+    originals are keyed ``<pages> without originals``, their ratio
+    ``largest_over_smallest_without_originals``."""
     out: dict[str, Any] = {}
-    spread = sorted((r for r in runs if r["layout"] == "spread"), key=lambda r: int(r["pages"]))
-    for r in spread:
-        lat = r["latency"]
-        row = {
-            "nodes": r["nodes"],
-            "cpu_usec_per_page": lat["server_cpu_usec_per_call"],
-            "cpu_usec_per_page_per_node": lat["server_cpu_usec_per_page_per_node"],
-            "busiest_node_share": lat["busiest_node_share"],
-            "busiest_node_over_mean": lat["busiest_node_over_mean"],
-            "used_memory_per_page": r["used_memory_per_page"],
-        }
-        near_size = [o for o in runs if abs(o["pages"] - r["pages"]) < 0.01 * r["pages"]]
-        one_tag = [o for o in near_size if o["layout"] == "growing" and "batched" in o]
-        if one_tag:
-            old = one_tag[0]["batched"]["server_cpu_usec_per_call"]
-            row["one_tag_cpu_usec_per_page"] = old
-            row["spread_over_one_tag"] = round(lat["server_cpu_usec_per_call"] / old, 3)
-        out[str(r["pages"])] = row
-    if len(spread) > 1:
-        cpu = [r["latency"]["server_cpu_usec_per_call"] for r in (spread[0], spread[-1])]
-        out["largest_over_smallest"] = round(cpu[1] / cpu[0], 3) if cpu[0] else 0.0
+    for originals in (True, False):
+        spread = sorted(
+            (r for r in runs if r["layout"] == "spread" and r["record_originals"] == originals),
+            key=lambda r: int(r["pages"]),
+        )
+        tail = "" if originals else " without originals"
+        for r in spread:
+            lat = r["latency"]
+            row = {
+                "nodes": r["nodes"],
+                "cpu_usec_per_page": lat["server_cpu_usec_per_call"],
+                "cpu_usec_per_page_per_node": lat["server_cpu_usec_per_page_per_node"],
+                "busiest_node_share": lat["busiest_node_share"],
+                "busiest_node_over_mean": lat["busiest_node_over_mean"],
+                "used_memory_per_page": r["used_memory_per_page"],
+            }
+            near_size = [o for o in runs if abs(o["pages"] - r["pages"]) < 0.01 * r["pages"]]
+            one_tag = [
+                o
+                for o in near_size
+                if o["layout"] == "growing"
+                and "batched" in o
+                and o["record_originals"] == originals
+            ]
+            if one_tag:
+                old = one_tag[0]["batched"]["server_cpu_usec_per_call"]
+                row["one_tag_cpu_usec_per_page"] = old
+                row["spread_over_one_tag"] = round(lat["server_cpu_usec_per_call"] / old, 3)
+            out[f"{r['pages']}{tail}"] = row
+        if len(spread) > 1:
+            cpu = [r["latency"]["server_cpu_usec_per_call"] for r in (spread[0], spread[-1])]
+            out[f"largest_over_smallest{tail.replace(' ', '_')}"] = (
+                round(cpu[1] / cpu[0], 3) if cpu[0] else 0.0
+            )
     return out
 
 
@@ -628,11 +662,18 @@ def main() -> None:
             nodes = Nodes(None, a.masters)
             try:
                 runs += spread_runs(nodes, keys, pages, sizes, a.calls, a.batch, a.parts)
+                runs += spread_runs(
+                    nodes, keys, pages, sizes_off, a.calls, a.batch, a.parts, originals=False
+                )
             finally:
                 nodes.stop()
         for name in layouts if a.redis == "single" else []:
             if name == "spread":
-                runs += spread_runs(Nodes(srv, 1), keys, pages, sizes, a.calls, a.batch, a.parts)
+                one = Nodes(srv, 1)
+                runs += spread_runs(one, keys, pages, sizes, a.calls, a.batch, a.parts)
+                runs += spread_runs(
+                    one, keys, pages, sizes_off, a.calls, a.batch, a.parts, originals=False
+                )
                 continue
             growing = name == "growing"
             runs += fill_and_measure(srv, keys, pages, sizes, a.calls, True, growing, batch)

@@ -9,7 +9,7 @@ same strings.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -30,21 +30,29 @@ def part_resp(
     signature: str,
     digests: np.ndarray,
     sims: np.ndarray,
-    urls: np.ndarray | None,
+    urls: np.ndarray | Callable[[np.ndarray], np.ndarray] | None,
 ) -> Iterator[tuple[str, bytes]]:
     """(a key of the part, its RESP) for every part the pages fill: digests
-    (n, 10) uint8 (SHA-1 bytes 1-10), sims (n,) uint64, urls (n, w) uint8, of
-    one length (None: no originals). All pages are new, stored in one go."""
+    (n, 10) uint8 (SHA-1 bytes 1-10), sims (n,) uint64, urls (n, w) uint8 of
+    one length, or a function from row numbers to those rows' urls (None: no
+    originals). All pages are new, stored in one go. Yielded part by part, so
+    a caller that sends each at once holds one part's RESP, not the index's
+    (100 million pages: ~15 GB of RESP)."""
     n = len(sims)
     pb = spread.part_bits
     sim_bytes = sims.astype(">u8").view(np.uint8).reshape(n, 8)
     # Exact: part = byte 1's top bits; x = bytes 1-2 below them + bytes 3-6 LE.
+    # One digest column at a time: all ten as uint64 would be 80 B a page.
     low = spread.exact_min()
-    d = digests.astype(np.uint64)
-    head = ((d[:, 0] << np.uint64(8)) | d[:, 1]) % np.uint64(1 << low)
-    le = d[:, 2] | d[:, 3] << np.uint64(8) | d[:, 4] << np.uint64(16) | d[:, 5] << np.uint64(24)
+
+    def d(j: int) -> np.ndarray:
+        return digests[:, j].astype(np.uint64)
+
+    head = ((d(0) << np.uint64(8)) | d(1)) % np.uint64(1 << low)
+    le = d(2) | d(3) << np.uint64(8) | d(4) << np.uint64(16) | d(5) << np.uint64(24)
     x = head | (le << np.uint64(low))
-    xpart = (d[:, 0] >> np.uint64(8 - pb)) if pb else np.zeros(n, dtype=np.uint64)
+    del head, le
+    xpart = (d(0) >> np.uint64(8 - pb)) if pb else np.zeros(n, dtype=np.uint64)
     for p in range(spread.parts):
         rows = np.nonzero(xpart == np.uint64(p))[0]
         prefix = spread.prefix(EXACT, p)
@@ -80,6 +88,7 @@ def part_resp(
         for p in range(spread.parts):
             prefix = spread.prefix(ORIGINALS, p)
             rows = np.nonzero(opart == p)[0]
+            part_urls = urls[rows] if isinstance(urls, np.ndarray) else urls(rows)
             okey = f"{prefix}o:".encode()
             yield (
                 prefix,
@@ -90,8 +99,8 @@ def part_resp(
                         hex_digits(sims[rows] >> np.uint64(48), 4),
                         b"\r\n$6\r\n",
                         sim_bytes[rows, 2:8],
-                        b"\r\n$%d\r\n" % urls.shape[1],
-                        urls[rows],
+                        b"\r\n$%d\r\n" % part_urls.shape[1],
+                        part_urls,
                         b"\r\n",
                     ],
                 ),
