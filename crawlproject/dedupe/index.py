@@ -62,7 +62,8 @@ from crawlproject.dedupe.layout import (
     near_tables,
 )
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
-from crawlproject.dedupe.spread_index import SAME_URL, Page, SpreadIndex
+from crawlproject.dedupe.spread_index import SpreadIndex
+from crawlproject.dedupe.spread_pages import SAME_URL, Page
 from crawlproject.frontier.connection import evalsha_many
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.frontier.outage import OUTAGE_ERRORS, as_redis_error, redis_py_frame

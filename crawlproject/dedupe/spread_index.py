@@ -43,7 +43,6 @@ import asyncio
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
@@ -56,28 +55,18 @@ from crawlproject.dedupe.spread import (
     bucket_key,
     state_key,
 )
+from crawlproject.dedupe.spread_pages import (
+    SAME_URL,
+    Page,
+    near_in_batch,
+    originals_calls,
+    take_originals,
+)
 
 logger = logging.getLogger(__name__)
 
-SAME_URL = 3  # a page's kind when its original is its own URL (spread_tally.lua)
 STALE_LEVEL_ROUNDS = 4  # a part grows one level per doubling: one resend at most, in practice
 SPLITS_PER_BATCH = 64  # splits left over wait for the part's next insert
-
-
-@dataclass
-class Page:
-    digest: bytes
-    simhash: int | None
-    url: str
-    host: str
-    sim8: bytes = b""
-    near: int = -1  # distance to the nearest stored page (-1: none within k)
-    near_fp: bytes = b""  # that page's SimHash
-    near_url: str | None = None  # its URL, when it is an earlier page of this batch
-    kind: int = -1  # 0 new, 1 exact, 2 near, 3 (SAME_URL) its own URL again
-    streak: int = 0
-    original: str | None = None
-    ids: list[bytes] = field(default_factory=list)  # original URL looked up by these
 
 
 class SpreadIndex:
@@ -162,7 +151,7 @@ class SpreadIndex:
             if page.simhash is not None:
                 page.sim8 = page.simhash.to_bytes(8, "big")
         await self._lookup(pages)
-        self._near_in_batch(pages)
+        near_in_batch(pages, self.spread.k)
         await self._exact(pages)
         # The verdicts are known now: what fails after this is counted and
         # logged, not raised (the pages are judged right; only their later
@@ -225,22 +214,6 @@ class SpreadIndex:
                 if distance >= 0 and (page.near < 0 or distance < page.near):
                     page.near, page.near_fp = distance, fp
 
-    def _near_in_batch(self, pages: list[Page]) -> None:
-        """A page with no near copy stored may have one earlier in the batch
-        (not stored yet): judged one after the other, as the one-tag index
-        judges a batch, it is near that page."""
-        k = self.spread.k
-        earlier: list[tuple[int, Page]] = []  # (SimHash, page): candidates to be new
-        for page in pages:
-            if page.simhash is None:
-                continue
-            for simhash, other in earlier:
-                distance = (simhash ^ page.simhash).bit_count()
-                if distance <= k and (page.near < 0 or distance < page.near):
-                    page.near, page.near_fp, page.near_url = distance, other.sim8, other.url
-            if page.near < 0:
-                earlier.append((page.simhash, page))
-
     async def _exact(self, pages: list[Page]) -> None:
         sp = self.spread
         by_part: dict[tuple[str, int], list[tuple[Page, int, bytes]]] = defaultdict(list)
@@ -277,14 +250,16 @@ class SpreadIndex:
     async def _store_and_tally(self, pages: list[Page]) -> None:
         sp = self.spread
         adds = self._near_items([page for page in pages if page.kind == 0])
-        plain, lookups = self._originals(pages)
+        plain, lookups = originals_calls(sp, pages) if self.record_originals else ([], [])
         if plain:
             # First (a duplicate of a page of this batch finds its URL; a near
             # copy found once the inserts below land finds it too), and before
             # the tally: a duplicate whose original is its own URL (a recheck:
             # a recrawl, or a worker that died after judging it) is no copy,
             # tallied as kind 3 (nothing counted, its host's streak left).
-            self._take_originals(await self._send(plain, raise_errors=False), lookups)
+            replies = await self._send(plain, raise_errors=False)
+            if errors := take_originals(replies, lookups):
+                self._failed("originals", len(errors), errors[0])
         for page in pages:
             if page.kind in (1, 2) and page.original == page.url:
                 page.kind = SAME_URL
@@ -316,46 +291,6 @@ class SpreadIndex:
                 await self._add(adds)
             except RedisError as exc:
                 self._failed("near insert", len(adds), exc)
-
-    def _originals(self, pages: list[Page]) -> tuple[list[Call], list[tuple[Page, int]]]:
-        """The calls that record the new pages' URLs (HSETNX) and read the
-        duplicates' originals (HGET), writes first (a duplicate of a page of
-        this batch finds its URL); and per duplicate looked up, (page, index
-        of its first HGET). None without originals recorded."""
-        sp = self.spread
-        plain: list[Call] = []
-        lookups: list[tuple[Page, int]] = []
-        if not self.record_originals:
-            return plain, lookups
-        for page in pages:
-            if page.kind == 0:
-                okey, fid = sp.originals_of(page.sim8 or page.digest[:8])
-                plain.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
-        for page in pages:
-            if page.kind == 1:  # same body: recorded under its SimHash or its digest
-                page.ids = [page.sim8, page.digest[:8]] if page.sim8 else [page.digest[:8]]
-            elif page.kind == 2 and page.near_url is None:
-                page.ids = [page.near_fp]
-            elif page.kind == 2:
-                page.original = page.near_url
-            if page.ids:
-                lookups.append((page, len(plain)))
-                for page_id in page.ids:
-                    okey, fid = sp.originals_of(page_id)
-                    plain.append(Call(None, [okey], [fid], "HGET", resend=True))
-        return plain, lookups
-
-    def _take_originals(self, replies: list[Any], lookups: list[tuple[Page, int]]) -> None:
-        """Each looked-up duplicate's original URL, from the replies of
-        ``_originals``' calls; their failures counted."""
-        if errors := [r for r in replies if isinstance(r, RedisError)]:
-            self._failed("originals", len(errors), errors[0])
-        for page, at in lookups:
-            got = replies[at : at + len(page.ids)]
-            found = [r for r in got if r is not None and not isinstance(r, RedisError)]
-            if found:
-                url = found[0]
-                page.original = url.decode("utf-8", "replace") if isinstance(url, bytes) else url
 
     async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
         sp = self.spread
