@@ -141,3 +141,24 @@ def test_a_slow_start_and_a_slow_open_do_not_end_the_crawl_early(
     assert set(fetched(web)) == web.expected_urls
     assert all(n == 1 for n in fetched(web).values())
     assert "Spider closed (finished)" in proc.log_path.read_text()
+
+
+def test_a_finished_crawl_run_again_fetches_its_start_urls_no_more(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """Scrapy sends start requests dont_filter; the frontier seen-tests a GET
+    start request anyway (admission.py): a start URL is fetched once per
+    crawl, as the crawl's other seeds, not once per worker or per run."""
+    web = testweb_factory(hosts=2, pages=3, links=1, cross_links=0)
+    start = ",".join(web.base_url(i) for i in (1, 2))
+    for run in range(2):
+        proc = start_worker(
+            REPO_ROOT, redis_url, None, [], FAST, tmp_path / f"w{run}.log",
+            extra_args=["-a", "start=" + start], spider="tutorial",
+        )  # fmt: skip
+        wait_all([proc], timeout=120)
+        if run == 0:
+            first = fetched(web)
+            assert first[web.base_url(1)] == 1 and first[web.base_url(2)] == 1, first
+    assert fetched(web) == first  # the second run fetched nothing, and ended by itself
+    assert "finish_reason': 'finished'" in proc.log_path.read_text()

@@ -233,7 +233,13 @@ class Admission:
                 self._remember(request.url, pkey, canonical, fingerprint, shape)
             return SeenLocally(pkey, fingerprint, value, votes)
         bypass_seen = request.dont_filter
-        if parent is not None:
+        if parent is None and bypass_seen and _fleet_start(request):
+            # Every worker runs the spider's start(), and Scrapy marks start
+            # requests dont_filter: honoured, each start URL would be fetched
+            # once per worker (and again on each resume). A start URL is
+            # seen-tested like the crawl's other seeds: once per crawl.
+            bypass_seen = False
+        elif parent is not None:
             if canonical == self.canonical_or_none(parent.url):
                 # A retry: the URL is in the seen set already. Scrapy marks
                 # retries dont_filter; the stored request keeps the original
@@ -295,6 +301,13 @@ def _origin_part(url: str) -> str:
         if i >= 0:
             end = i
     return f"{head.lower()}://{rest[:end]}"
+
+
+def _fleet_start(request: Request) -> bool:
+    """A start request (Scrapy's ``is_start_request``) that any worker could
+    have sent: a GET without body. A POST or a request with a body (a login
+    form) stays per worker: each worker may need its own."""
+    return bool(request.meta.get(START_META_KEY)) and request.method == "GET" and not request.body
 
 
 def _plain_link(request: Request) -> bool:

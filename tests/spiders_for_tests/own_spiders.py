@@ -5,6 +5,7 @@ crawl them as it does the ``web`` spider."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -87,5 +88,23 @@ class SlowStartSpider(Spider):
             yield Request(url)
 
     def parse(self, response: Response) -> Iterator[Any]:
+        yield {"url": response.url}
+        yield from response.follow_all(css="a")
+
+
+class HeavySpider(Spider):
+    """Follows every link of its sites, and each page's callback costs
+    ``-a cost=`` seconds of the worker's own time (a blocking wait, as a
+    CPU-heavy parse holds the worker): a worker that cannot keep up."""
+
+    name = "heavy"
+
+    def __init__(self, start: str = "", cost: str = "0.2", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [u for u in start.split(",") if u]
+        self.cost = float(cost)
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        time.sleep(self.cost)
         yield {"url": response.url}
         yield from response.follow_all(css="a")
