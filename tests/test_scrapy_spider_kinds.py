@@ -13,7 +13,7 @@ from pathlib import Path
 from w3lib.url import canonicalize_url
 
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
-from testkit.testweb import TestWeb
+from testkit.testweb import TestWeb, host_ip
 
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0.05,
@@ -28,7 +28,11 @@ def pages_fetched(web: TestWeb) -> Counter[str]:
     return Counter(canonicalize_url(r.url) for r in web.log if not r.path.startswith("/robots.txt"))
 
 
-def crawl(redis_url: str, spider: str, argument: str, tmp_path: Path) -> list[dict[str, object]]:
+def crawl(
+    redis_url: str, spider: str, argument: str, tmp_path: Path, *more: str
+) -> list[dict[str, object]]:
+    """Two workers of ``spider`` with ``-a argument`` (and ``-a more``), to
+    their end; their items."""
     outs = [tmp_path / f"items{n}.jsonl" for n in range(2)]
     procs = [
         start_worker(
@@ -38,7 +42,7 @@ def crawl(redis_url: str, spider: str, argument: str, tmp_path: Path) -> list[di
             [],
             SETTINGS,
             tmp_path / f"w{n}.log",
-            extra_args=["-a", argument, "-O", str(outs[n])],
+            extra_args=["-a", argument, *(a for m in more for a in ("-a", m)), "-O", str(outs[n])],
             spider=spider,
         )
         for n in range(2)
@@ -95,3 +99,22 @@ def test_a_sitemap_spider(
     assert set(pages) == want | set(maps), sorted(pages)
     assert set(pages.values()) == {1}, pages.most_common(3)
     assert sorted(i["url"] for i in items) == sorted(want)
+
+
+def test_allowed_domains_keep_the_crawl_on_its_sites(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """Scrapy's OffsiteMiddleware drops what a spider's ``allowed_domains``
+    leave out: the other sites are never fetched, the crawl still ends."""
+    web = testweb_factory(hosts=3, pages=8, links=3, cross_links=2)
+    items = crawl(
+        redis_url, "scoped", "start=" + web.base_url(1), tmp_path, "domains=" + host_ip(1)
+    )
+    pages = pages_fetched(web)
+    assert set(pages.values()) == {1}, pages.most_common(3)
+    assert pages and all(u.startswith(web.base_url(1)) for u in pages), sorted(pages)
+    assert len(items) > 1
+    offsite = sum(
+        int(stats_of(tmp_path / f"w{n}.log").get("offsite/filtered", 0)) for n in range(2)
+    )
+    assert offsite > 0  # the other sites' links were there, and dropped

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from scrapy import Spider
 from scrapy.http import Response
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
@@ -40,3 +41,19 @@ class MapSpider(SitemapSpider):
 
     def parse_page(self, response: Response) -> Iterator[dict[str, Any]]:
         yield {"url": response.url}
+
+
+class ScopedSpider(Spider):
+    """``-a start=URL`` and ``-a domains=a,b``: Scrapy's ``allowed_domains``
+    (its OffsiteMiddleware drops requests to other hosts); follows every link."""
+
+    name = "scoped"
+
+    def __init__(self, start: str = "", domains: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [u for u in start.split(",") if u]
+        self.allowed_domains = [d for d in domains.split(",") if d]
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        yield {"url": response.url}
+        yield from response.follow_all(css="a")
