@@ -27,9 +27,15 @@ def test_two_workers_of_a_heavy_spider_share_a_few_sites(
     start = ",".join(web.base_url(i) for i in (1, 2, 3))
     procs = [
         start_worker(
-            REPO_ROOT, redis_url, None, [], SETTINGS, tmp_path / f"w{n}.log",
-            extra_args=["-a", "start=" + start, "-a", "cost=0.2"], spider="heavy",
-        )  # fmt: skip
+            REPO_ROOT,
+            redis_url,
+            None,
+            [],
+            SETTINGS,
+            tmp_path / f"w{n}.log",
+            extra_args=["-a", "start=" + start, "-a", "cost=0.2"],
+            spider="heavy",
+        )
         for n in range(2)
     ]
     wait_all(procs, timeout=240)
