@@ -512,7 +512,7 @@ async def measure_spread(
 
 def spread_runs(
     nodes: Nodes, keys: CrawlKeys, pages: Pages, sizes: list[int], calls: int, batch: int,
-    parts: int, originals: bool = True,
+    parts: int, originals: bool = True, key_sizes: bool = True,
 ) -> list[dict[str, Any]]:  # fmt: skip
     rows = []
     for size in sizes:
@@ -539,7 +539,8 @@ def spread_runs(
             row["layout_checks"] = asyncio.run(
                 verify_layout(nodes.srv.url, keys, pages, size, originals)
             )
-            row["by_kind"] = memory_by_kind(nodes.srv, keys, size)
+            if key_sizes:  # MEMORY USAGE of every key: ~15 min at 100 M pages
+                row["by_kind"] = memory_by_kind(nodes.srv, keys, size)
         row["latency"] = asyncio.run(
             measure_spread(nodes, keys, pages, size, calls, batch, originals)
         )
@@ -641,6 +642,10 @@ def main() -> None:
     p.add_argument("--masters", type=int, default=3, help="masters of the --redis cluster")
     p.add_argument("--batch", type=int, default=32, help="pages a round trip (spread rows)")
     p.add_argument("--parts", type=int, default=DEDUPE_PARTS, help="the spread layout's parts")
+    p.add_argument(
+        "--no-key-sizes", action="store_true",
+        help="spread rows on one server: no MEMORY USAGE of every key (used_memory only)",
+    )  # fmt: skip
     p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
     a = p.parse_args()
     sizes = sorted(int(s) for s in a.sizes.split(","))
@@ -670,9 +675,12 @@ def main() -> None:
         for name in layouts if a.redis == "single" else []:
             if name == "spread":
                 one = Nodes(srv, 1)
-                runs += spread_runs(one, keys, pages, sizes, a.calls, a.batch, a.parts)
+                sizes_of = not a.no_key_sizes
                 runs += spread_runs(
-                    one, keys, pages, sizes_off, a.calls, a.batch, a.parts, originals=False
+                    one, keys, pages, sizes, a.calls, a.batch, a.parts, key_sizes=sizes_of
+                )
+                runs += spread_runs(
+                    one, keys, pages, sizes_off, a.calls, a.batch, a.parts, False, sizes_of
                 )
                 continue
             growing = name == "growing"
