@@ -648,7 +648,7 @@ def main() -> None:
     )  # fmt: skip
     p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
     a = p.parse_args()
-    sizes = sorted(int(s) for s in a.sizes.split(","))
+    sizes = sorted(int(s) for s in a.sizes.split(",") if s)
     sizes_off = sorted(int(s) for s in a.sizes_without_originals.split(",") if s)
     keys = CrawlKeys(CRAWL, 1)
     t0 = time.perf_counter()
