@@ -1,7 +1,7 @@
-"""Scrapy's CrawlSpider and SitemapSpider, written as Scrapy's documentation
-writes them, crawl through the frontier as with Scrapy's own scheduler: every
-page their rules reach, once, by two workers sharing the crawl; each ends by
-itself."""
+"""Spiders as Scrapy's documentation writes them (a CrawlSpider, a
+SitemapSpider, ``allowed_domains``, a spider whose pages cost CPU) crawl
+through the frontier as with Scrapy's own scheduler: every page they reach,
+once, by two workers sharing the crawl; each worker ends by itself."""
 
 from __future__ import annotations
 
@@ -14,13 +14,7 @@ from w3lib.url import canonicalize_url
 
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb, host_ip
-
-SETTINGS = {
-    "CRAWL_HOST_DELAY": 0.05,
-    "CRAWL_IDLE_CLOSE_SECONDS": 1.5,
-    "CRAWL_IDLE_POLL_SECONDS": 0.2,
-    "SPIDER_MODULES": "spiders,tests.spiders_for_tests",
-}
+from tests.test_own_spider_crawl import FAST as SETTINGS
 
 
 def pages_fetched(web: TestWeb) -> Counter[str]:
@@ -118,3 +112,24 @@ def test_allowed_domains_keep_the_crawl_on_its_sites(
         int(stats_of(tmp_path / f"w{n}.log").get("offsite/filtered", 0)) for n in range(2)
     )
     assert offsite > 0  # the other sites' links were there, and dropped
+
+
+def test_two_workers_of_a_heavy_spider_share_a_few_sites(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """A spider whose pages cost CPU (0.2 s of blocking work each), on 3
+    sites: one worker alone is slower than the sites allow, so the crawl is
+    shared, not kept by the worker that claimed the hosts first (its own
+    claims come late while its loop is busy). Both workers run start(): the
+    start URLs are still fetched once (admission.py)."""
+    web = testweb_factory(hosts=3, pages=30, links=4, cross_links=0)
+    crawl(redis_url, "heavy", "start=" + ",".join(web.seeds), tmp_path, "cost=0.2")
+    pages = pages_fetched(web)
+    # Each site: its root and 30 pages, each fetched once.
+    assert len(pages) == 3 * 31 and set(pages.values()) == {1}, pages.most_common(3)
+    counts = [
+        int(stats_of(tmp_path / f"w{n}.log").get("response_received_count", 0)) for n in range(2)
+    ]
+    robots = 3 * 2  # each worker reads each site's robots.txt once at most
+    assert sum(counts) <= 3 * 31 + robots
+    assert min(counts) >= 3 * 31 // 4, counts
