@@ -98,9 +98,10 @@ def test_same_body_twice_is_one_file_and_one_upload(tmp_path: Path) -> None:
     first = writer.write_page("http://a.test/", 200, "text/html", body, FETCHED_AT)
     second = writer.write_page("http://b.test/", 200, "text/html", body, FETCHED_AT)
     assert first.key == second.key and first.written and not second.written
-    assert [p.name for p in spool.iterdir() if p.name.endswith(".gz")] == [
-        object_name(first.digest)
-    ]
+    # One file spooled, unless the uploader's thread has taken it already;
+    # the store below holds that one object either way.
+    spooled = [p.name for p in spool.iterdir() if p.name.endswith(".gz")]
+    assert spooled in ([], [object_name(first.digest)])
     writer.close()
     assert uploader.close(UPLOAD_TIMEOUT_SECONDS) == 0
     assert uploader.uploaded_files == 2  # one object, one index file
