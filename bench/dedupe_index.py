@@ -122,6 +122,7 @@ class Pages:
     def url_rows(rows: np.ndarray) -> np.ndarray:
         """``url(i)`` for each i in rows, as (len(rows), URL_BYTES) uint8."""
         url0 = Pages.url(0).encode()
+        assert len(url0) == URL_BYTES  # the originals' RESP declares this length
         host_at, page_at = url0.index(b"h00000") + 1, url0.index(b"000000000000")
         idx = rows.astype(np.uint64)
         out = np.empty((len(rows), len(url0)), dtype=np.uint8)
@@ -142,10 +143,6 @@ def resp_for_originals(keys: CrawlKeys, pages: Pages, lo: int, hi: int) -> bytes
     sims = pages.sims[lo:hi]
     sim_bytes = sims.astype(">u8").view(np.uint8).reshape(n, 8)
     okey = keys.dedupe_prefix.encode() + b"o:"
-    idx = np.arange(lo, hi, dtype=np.uint64)
-    url0 = Pages.url(0).encode()
-    assert len(url0) == URL_BYTES
-    host_at, page_at = url0.index(b"h00000") + 1, url0.index(b"000000000000")
     return records(
         n,
         [
@@ -153,11 +150,9 @@ def resp_for_originals(keys: CrawlKeys, pages: Pages, lo: int, hi: int) -> bytes
             hex_digits(sims >> np.uint64(48), 4),
             b"\r\n$6\r\n",
             sim_bytes[:, 2:8],
-            f"\r\n${URL_BYTES}\r\n".encode() + url0[:host_at],
-            _digits(idx % np.uint64(100_000), 5),
-            url0[host_at + 5 : page_at],
-            _digits(idx, 12),
-            url0[page_at + 12 :] + b"\r\n",
+            f"\r\n${URL_BYTES}\r\n".encode(),
+            Pages.url_rows(np.arange(lo, hi, dtype=np.uint64)),
+            b"\r\n",
         ],
     )
 
