@@ -505,9 +505,23 @@ async def measure_spread(
     }
 
 
+def fill_ballast(nodes: Nodes, count: int, value_bytes: int) -> int:
+    """``count`` keys ``bl:<12 digits>`` of ``value_bytes`` each, never read again: a
+    server as large as a bigger index, its dict as long, while the index measured
+    stays small (is a bigger index's cost per page its own, or the server's size?).
+    Returns used_memory after."""
+    value = b"v" * value_bytes
+    for lo in range(0, count, 250_000):
+        idx = np.arange(lo, min(count, lo + 250_000), dtype=np.uint64)
+        head = command_head("SET", 2) + b"$15\r\nbl:"
+        tail = f"\r\n${value_bytes}\r\n".encode() + value + b"\r\n"
+        nodes.send(0, records(len(idx), [head, _digits(idx, 12), tail]))
+    return nodes.used_memory()
+
+
 def spread_runs(
     nodes: Nodes, keys: CrawlKeys, pages: Pages, sizes: list[int], calls: int, batch: int,
-    parts: int, originals: bool = True, key_sizes: bool = True,
+    parts: int, originals: bool = True, key_sizes: bool = True, ballast: tuple[int, int] = (0, 0),
 ) -> list[dict[str, Any]]:  # fmt: skip
     rows = []
     for size in sizes:
@@ -517,6 +531,9 @@ def spread_runs(
             flush=True,
         )
         nodes.flushall()
+        if ballast[0]:
+            print(f"  ballast: {ballast[0]:,} keys of {ballast[1]} B ...", flush=True)
+            ballast_memory = fill_ballast(nodes, *ballast)
         base = nodes.used_memory()
         load_s = fill_spread(nodes, keys, pages, size, parts, originals)
         mem = nodes.used_memory() - base
@@ -530,6 +547,9 @@ def spread_runs(
             "used_memory_delta": mem,
             "used_memory_per_page": round(mem / size, 2),
         }
+        if ballast[0]:
+            row["ballast"] = {"keys": ballast[0], "value_bytes": ballast[1],
+                              "used_memory": ballast_memory}  # fmt: skip
         if nodes.srv is not None:
             row["layout_checks"] = asyncio.run(
                 verify_layout(nodes.srv.url, keys, pages, size, originals)
@@ -641,10 +661,18 @@ def main() -> None:
         "--no-key-sizes", action="store_true",
         help="spread rows on one server: no MEMORY USAGE of every key (used_memory only)",
     )  # fmt: skip
+    p.add_argument(
+        "--ballast", default="0:0", metavar="KEYS:BYTES",
+        help="spread rows on one server: first KEYS keys of BYTES each, never read (the "
+        "server's size without the index's)",
+    )  # fmt: skip
     p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
     a = p.parse_args()
     sizes = sorted(int(s) for s in a.sizes.split(",") if s)
     sizes_off = sorted(int(s) for s in a.sizes_without_originals.split(",") if s)
+    ballast_keys, ballast_bytes = (int(v) for v in a.ballast.split(":"))
+    if ballast_keys and (a.redis != "single" or a.layouts != "spread"):
+        p.error("--ballast is for --layouts spread on one server")
     keys = CrawlKeys(CRAWL, 1)
     t0 = time.perf_counter()
     pages = Pages(max(sizes + sizes_off))
@@ -671,12 +699,11 @@ def main() -> None:
             if name == "spread":
                 one = Nodes(srv, 1)
                 sizes_of = not a.no_key_sizes
-                runs += spread_runs(
-                    one, keys, pages, sizes, a.calls, a.batch, a.parts, key_sizes=sizes_of
-                )
-                runs += spread_runs(
-                    one, keys, pages, sizes_off, a.calls, a.batch, a.parts, False, sizes_of
-                )
+                ballast = (ballast_keys, ballast_bytes)
+                runs += spread_runs(one, keys, pages, sizes, a.calls, a.batch, a.parts,
+                                    key_sizes=sizes_of, ballast=ballast)  # fmt: skip
+                runs += spread_runs(one, keys, pages, sizes_off, a.calls, a.batch, a.parts,
+                                    False, sizes_of, ballast)  # fmt: skip
                 continue
             growing = name == "growing"
             runs += fill_and_measure(srv, keys, pages, sizes, a.calls, True, growing, batch)
@@ -697,6 +724,7 @@ def main() -> None:
             "sizes_without_originals": sizes_off,
             "url_bytes": URL_BYTES,
             "layouts": layouts,
+            "ballast": {"keys": ballast_keys, "value_bytes": ballast_bytes},
         },
         "target_p99_ms": TARGET_P99_MS,
         "runs": runs,
