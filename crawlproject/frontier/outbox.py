@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawlproject.frontier.client import NO_VOTE, AddResult, Lease, NewEntry, RedisFrontier
 from crawlproject.frontier.operator_scope import OperatorScope
+from crawlproject.frontier.replay import REPLAY_MARGIN_SECONDS, RecentAdds
 from crawlproject.frontier.votes import SCOPE_VOTE
 from crawlproject.lua import CALL_IDS
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
@@ -39,7 +40,9 @@ ACK_MODES = ("done", "moved", "dead", "return")
 
 
 class Outbox:
-    def __init__(self, stats: StatsCollector, credit_mode: bool) -> None:
+    def __init__(
+        self, stats: StatsCollector, credit_mode: bool, outage_seconds: float = 60.0
+    ) -> None:
         self.stats = stats
         self.credit_mode = credit_mode
         self.event = asyncio.Event()  # wakes the writer loop
@@ -66,6 +69,9 @@ class Outbox:
         self._scope_marked: set[str] = set()
         self._sweep_due = True
         self._swept_at = 0.0
+        # URLs added lately, added again if their shard's master changed (a failover
+        # may have lost them): kept while a promotion can still be waited out.
+        self.recent = RecentAdds(outage_seconds + REPLAY_MARGIN_SECONDS)
 
     def __bool__(self) -> bool:
         """Whether anything waits to be written."""
@@ -179,6 +185,9 @@ class Outbox:
                 NewEntry(pkey, fp, False, b"", credit, credit_only=True)
                 for fp, (pkey, credit) in credits.items()
             ]
+        if again := self.recent.changed(frontier):
+            self.stats.inc_value("frontier/replayed_urls", len(again))
+            self._entries[:0] = again
         if not self:
             return
         entries, self._entries = self._entries, []
@@ -218,6 +227,7 @@ class Outbox:
     ) -> None:
         result = await frontier.add(entries, call)
         self._resend_add = None
+        self.recent.note(frontier, entries)
         self.stats.inc_value("frontier/enqueued", result.added)
         self.stats.inc_value("frontier/seen_hits", result.seen_hits)
         self._count_caps(result)
