@@ -29,6 +29,7 @@ from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.outage import outage_seconds
 from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
 from crawlproject.frontier.redis_settings import refuse_scrapy_redis
+from crawlproject.frontier.scrapy_scheduling import refuse_scrapy_scheduling
 from crawlproject.rules.url_rules import UrlRules
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import BodyStoreConfig
@@ -46,6 +47,7 @@ def refusal(settings: BaseSettings) -> str | None:
         outage_seconds(settings)
         if is_frontier(load_object(settings["SCHEDULER"])):
             FrontierConfig.from_settings(settings)
+            refuse_scrapy_scheduling(settings)  # DEPTH_PRIORITY, SCHEDULER_*_QUEUE
         # Read later inside the engine or the reactor, where a refusal is a traceback.
         UrlRules.from_settings(settings)
         DnsConfig.from_settings(settings)

@@ -61,6 +61,7 @@ from crawlproject.frontier.persist import end_crawl
 from crawlproject.frontier.priority import CREDIT_MODE, PriorityPolicy, build_policy
 from crawlproject.frontier.redis_settings import sources_line
 from crawlproject.frontier.request_ends import watch_request_ends
+from crawlproject.frontier.scrapy_scheduling import checked_scheduling
 from crawlproject.frontier.seeds import SeedReader
 from crawlproject.frontier.seen import SeenWatch
 from crawlproject.frontier.shutdown import hand_back, stop_loops
@@ -104,9 +105,8 @@ class FrontierScheduler(BaseScheduler):
         self.leases = LeaseBook(config, stats, self.outbox, self.clock)
         self.claims = ClaimBuffer(config, stats, codec, self.clock, self.leases, self.outbox)
         self.seeds = SeedReader(stats)
-        # Links finished by known_link since the last write: counted into
-        # frontier/seen_hits_local then (six a page on a site's navigation: one
-        # stats call per write, not per link).
+        # Links known_link finished since the last write, counted into frontier/
+        # seen_hits_local then: one stats call per write, not per link.
         self._known_hits = 0
         self.seen = SeenWatch(stats)  # the seen set's fill: stats, Bloom capacity warning
         self.end = CrawlEnd(config.idle_close_seconds)
@@ -121,7 +121,7 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         assert crawler.stats is not None
-        config = FrontierConfig.from_settings(crawler.settings)
+        config = FrontierConfig.from_settings(checked_scheduling(crawler.settings))
         return cls(
             crawler=crawler,
             config=config,
