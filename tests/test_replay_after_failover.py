@@ -17,6 +17,8 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster as RedisClusterClient
 from redis.crc import key_slot
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
@@ -103,23 +105,25 @@ async def test_a_link_lost_with_its_master_is_queued_again(cluster: RedisCluster
         await client.aclose()
 
 
-def test_only_urls_tested_against_the_seen_set_are_kept_and_the_window_ends() -> None:
+async def test_only_urls_tested_against_the_seen_set_are_kept_and_the_window_ends() -> None:
     """Credits and votes would count twice, a dont_filter URL would be queued twice:
     only plain URLs are kept, and only for the window, at most max_entries of them."""
     now = [0.0]
     recent = RecentAdds(window=90, max_entries=3, clock=lambda: now[0])
 
-    class Plain:
-        keys = CrawlKeys("r", 2)
-        redis = object()
-
-    frontier = Plain()
-    recent.note(frontier, [entry("http://a.test/1")])  # type: ignore[arg-type]
-    recent.note(frontier, [entry("http://a.test/2", dont_filter=True)])  # type: ignore[arg-type]
-    recent.note(frontier, [entry("http://a.test/3", credit_only=True)])  # type: ignore[arg-type]
+    frontier = RedisFrontier(
+        RedisClusterClient(host="127.0.0.1", port=1), CrawlKeys("r", 2), 0, 1, 60_000
+    )  # never connected: the nodes it knows are none, so nothing ever "changed"
+    recent.note(frontier, [entry("http://a.test/1")])
+    recent.note(frontier, [entry("http://a.test/2", dont_filter=True)])
+    recent.note(frontier, [entry("http://a.test/3", credit_only=True)])
     assert len(recent) == 1
-    recent.note(frontier, [entry(f"http://b.test/{i}") for i in range(3)])  # type: ignore[arg-type]
+    recent.note(frontier, [entry(f"http://b.test/{i}") for i in range(3)])
     assert len(recent) == 3  # the oldest add dropped past max_entries
     now[0] = 91
-    assert recent.changed(frontier) == []  # type: ignore[arg-type]
+    assert recent.changed(frontier) == []
+    assert len(recent) == 0
+    # On one Redis nothing is kept: its node never changes.
+    single = RedisFrontier(Redis(port=1), CrawlKeys("r", 2), 0, 1, 60_000)
+    recent.note(single, [entry("http://a.test/1")])
     assert len(recent) == 0

@@ -50,7 +50,7 @@ def shard_nodes(frontier: RedisFrontier, shards: Iterable[int]) -> dict[int, str
         try:
             node = manager.get_node_from_slot(key_slot(frontier.keys.ready(shard).encode()))
             out[shard] = node.name
-        except SlotNotCoveredError:  # no node right now: unknown, not changed
+        except (KeyError, SlotNotCoveredError):  # no node known now: unknown, not changed
             out[shard] = ""
     return out
 
@@ -76,7 +76,10 @@ class RecentAdds:
         return self._count
 
     def note(self, frontier: RedisFrontier, entries: Iterable[NewEntry]) -> None:
-        """Keeps the URL entries of an add that was answered just now."""
+        """Keeps the URL entries of an add that was answered just now (none on
+        one Redis: its node never changes, nothing would be sent again)."""
+        if not isinstance(frontier.redis, RedisCluster):
+            return
         by_shard: dict[int, list[NewEntry]] = {}
         for e in entries:
             if e.credit_only or e.vote_only or e.dont_filter or not e.data:
