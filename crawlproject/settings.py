@@ -33,6 +33,10 @@ DOWNLOAD_DELAY = 0
 AUTOTHROTTLE_ENABLED = False
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 32
+# A spider's own DOWNLOAD_DELAY, CONCURRENT_REQUESTS_PER_DOMAIN, AUTOTHROTTLE_*
+# and DOWNLOAD_SLOTS (custom_settings, -s, download_delay attribute) are taken
+# as the fleet's CRAWL_HOST_* settings instead (docs/settings.md).
+ADDONS = {"crawlproject.frontier.scrapy_politeness.ScrapyPoliteness": 0}
 # Limits on one fetch (outcomes and their stats: crawlproject/limits.py).
 # Scrapy's 180 s timeout lets one dead-slow host hold its politeness slot for
 # minutes; 30 s is plenty for a page, and RetryMiddleware still tries it again.

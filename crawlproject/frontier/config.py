@@ -8,6 +8,7 @@ from typing import Annotated
 from redis.asyncio import Redis
 from scrapy.settings import BaseSettings
 
+from crawlproject.frontier import scrapy_politeness
 from crawlproject.frontier.addresses import AddressConfig
 from crawlproject.frontier.client import AdaptiveDelay, HostBudget
 from crawlproject.frontier.host_overrides import HostOverride, read_host_overrides
@@ -231,16 +232,32 @@ def read_shards(settings: BaseSettings) -> int | None:
 
 def refuse_scrapy_politeness(settings: BaseSettings, host_concurrency: int) -> None:
     """Refuses Scrapy's own per-process politeness settings where they would
-    throttle hosts a second time, on top of the frontier's fleet-wide one."""
+    throttle hosts a second time, on top of the frontier's fleet-wide one:
+    those the add-on (scrapy_politeness.py) does not take as the fleet's, i.e.
+    set in the project's settings rather than by the user's spider or ``-s``,
+    or all of them when the add-on is not in ADDONS."""
+    taken = scrapy_politeness.as_taken(settings)
+    if taken is not settings:
+        settings, host_concurrency = taken, crawl_setting(taken, "CRAWL_HOST_CONCURRENCY")
     # Scrapy's own per-process delay would stack on top of the fleet-wide one.
     if settings.getfloat("DOWNLOAD_DELAY") > 0:
         raise ConfigError(
-            "DOWNLOAD_DELAY must be 0 with the shared frontier: set CRAWL_HOST_DELAY "
-            "(fleet-wide) instead"
+            "DOWNLOAD_DELAY must be 0 in the project's settings with the shared frontier: "
+            "set CRAWL_HOST_DELAY (fleet-wide) instead, or DOWNLOAD_DELAY in the spider's "
+            "custom_settings or with -s, which is taken as CRAWL_HOST_DELAY"
         )
     if settings.getbool("AUTOTHROTTLE_ENABLED"):
         raise ConfigError(
-            "AUTOTHROTTLE_ENABLED conflicts with the frontier's fleet-wide politeness"
+            "AUTOTHROTTLE_ENABLED in the project's settings conflicts with the frontier's "
+            "fleet-wide politeness (its adaptive delay: CRAWL_ADAPTIVE_DELAY_FACTOR); in the "
+            "spider's custom_settings or with -s it is taken as that"
+        )
+    if any(
+        float(spec.get("delay") or 0) > 0 for spec in settings.getdict("DOWNLOAD_SLOTS").values()
+    ):
+        raise ConfigError(
+            "DOWNLOAD_SLOTS delays in the project's settings would stack on the fleet-wide "
+            "one: set CRAWL_HOST_OVERRIDES instead"
         )
     per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
     if per_domain < host_concurrency:
