@@ -115,6 +115,26 @@ def test_closespider_ends_one_worker_and_the_crawl_resumes_without_loss(
     assert kept and again and min(again) == max(kept) + 1
 
 
+def test_a_worker_closed_by_its_pagecount_leaves_the_crawl_to_the_fleet(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """Two workers, one with CLOSESPIDER_PAGECOUNT: it closes alone (exit 0),
+    the other finishes the crawl, taking what the first handed back."""
+    web = testweb_factory(hosts=3, pages=15, links=2, cross_links=0, query_variants=0)
+    short = follow(
+        redis_url, web, {"CLOSESPIDER_PAGECOUNT": 5}, tmp_path / "a.log", tmp_path / "a.jl"
+    )
+    full = follow(redis_url, web, {}, tmp_path / "b.log", tmp_path / "b.jl")
+    wait_all([short, full], timeout=120)
+    assert "'finish_reason': 'closespider_pagecount'" in short.log_path.read_text()
+    assert "'finish_reason': 'finished'" in full.log_path.read_text()
+    returned = stats_of(short.log_path).get("frontier/returned", 0)
+    fetched = page_counts(web.log)
+    assert set(fetched) == web.expected_urls
+    assert sum(n - 1 for n in fetched.values()) <= returned
+    assert stats_of(full.log_path)["frontier/claims"] > stats_of(short.log_path)["frontier/claims"]
+
+
 def test_depth_limit_with_two_workers_fetches_what_is_within_reach_once(
     redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
