@@ -158,7 +158,8 @@ def test_request_priority_orders_a_hosts_queue(
     """One host, one request at a time: of the links its start page asks for,
     the higher ``Request.priority`` is fetched first (Scrapy's order)."""
     web = testweb_factory(hosts=1, pages=8, links=1, cross_links=0, query_variants=0)
-    settings = {**FAST, "CRAWL_HOST_DELAY": 0.5, "CRAWL_HOST_CONCURRENCY": 1}
+    # The host waits 1 s between fetches: the start page's links are all queued by then.
+    settings = {**FAST, "CRAWL_HOST_DELAY": 1.0, "CRAWL_HOST_CONCURRENCY": 1}
     proc = start_worker(
         REPO_ROOT, redis_url, None, [], settings, tmp_path / "w.log",
         extra_args=["-a", "start=" + web.seeds[0], "-a", "priorities=-3,-2,-1,0,1,5"],
