@@ -250,3 +250,20 @@ def test_an_instance_attribute_set_in_init_is_taken_too() -> None:
         crawler._apply_settings()
     assert crawler.settings.getfloat("CRAWL_HOST_DELAY") == 0.7
     assert crawler.settings.getfloat("DOWNLOAD_DELAY") == 0
+
+
+def test_a_conflict_with_a_class_attribute_stops_the_start_in_one_line(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The start check runs before the add-on: it reads the spider class too."""
+    proc = start_worker(
+        REPO_ROOT, redis_url, None, [], {**QUICK, "CRAWL_HOST_DELAY": 0.1}, tmp_path / "w.log",
+        extra_args=["-a", "start=http://127.0.3.1:9/"], spider="polite_attribute",
+    )  # fmt: skip
+    assert wait_all([proc], timeout=60, check=False) == [1]
+    log = proc.log_path.read_text()
+    assert (
+        "Not started: spider attribute download_delay (0.3) is taken as CRAWL_HOST_DELAY, "
+        "which is set to 0.1: set only one" in log
+    )
+    assert "Traceback" not in log

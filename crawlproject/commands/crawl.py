@@ -29,6 +29,7 @@ from crawlproject.frontier.config import ConfigError, FrontierConfig
 from crawlproject.frontier.outage import outage_seconds
 from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
 from crawlproject.frontier.redis_settings import refuse_scrapy_redis
+from crawlproject.frontier.scrapy_politeness import as_taken
 from crawlproject.frontier.scrapy_scheduling import refuse_scrapy_scheduling
 from crawlproject.rules.url_rules import UrlRules
 from crawlproject.setting_values import crawl_setting
@@ -40,9 +41,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def refusal(settings: BaseSettings) -> str | None:
+def refusal(settings: BaseSettings, spidercls: type | None = None) -> str | None:
     """Why the worker refuses to start with ``settings`` (one line), or None."""
     try:
+        # As the crawl will hold them once the add-on (run later, in the crawl)
+        # took the spider's own politeness, its class attributes too, as the fleet's.
+        settings = as_taken(settings, spidercls)
         refuse_scrapy_redis(settings)
         outage_seconds(settings)
         if is_frontier(load_object(settings["SCHEDULER"])):
@@ -64,7 +68,7 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)  # Scrapy's usage errors
             return
         crawler = self._create_crawler(args[0])
-        refused = refusal(crawler.settings)
+        refused = refusal(crawler.settings, crawler.spidercls)
         if refused is not None:
             logger.error("Not started: %s", refused)
             self.exitcode = 1
