@@ -138,18 +138,22 @@ def test_a_worker_closed_by_its_pagecount_leaves_the_crawl_to_the_fleet(
 def test_depth_limit_with_two_workers_fetches_what_is_within_reach_once(
     redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
-    web = testweb_factory(hosts=3, pages=30, links=2, cross_links=0, query_variants=0)
+    web = testweb_factory(hosts=4, pages=40, links=3, cross_links=0, query_variants=0)
     want = within(web, 2)
     assert len(want) < len(web.expected_urls)  # the limit cuts something
+    # Each worker holds two hosts at most, so that both usually take part (a
+    # page's depth then comes from the other worker's fetch as often as not).
+    # Not asserted: in about 1 run of 6 one worker made no claim at all (the
+    # one whose start URLs were found seen), with 16 requests each or 2.
+    settings = {"DEPTH_LIMIT": 2, "CONCURRENT_REQUESTS": 2, "CRAWL_CLAIM_PREFETCH": 0}
     procs = [
-        follow(redis_url, web, {"DEPTH_LIMIT": 2}, tmp_path / f"w{n}.log", tmp_path / f"{n}.jl")
+        follow(redis_url, web, settings, tmp_path / f"w{n}.log", tmp_path / f"{n}.jl")
         for n in range(2)
     ]
     wait_all(procs, timeout=120)
     assert page_counts(web.log) == dict.fromkeys(want, 1)
     items = [i for n in range(2) for i in items_of(tmp_path / f"{n}.jl")]
     assert max(i["depth"] for i in items) == 2
-    assert sum(stats_of(p.log_path).get("frontier/claims", 0) > 0 for p in procs) == 2
 
 
 def test_request_priority_orders_a_hosts_queue(
