@@ -85,7 +85,10 @@ def test_two_scrapyd_machines_crawl_one_frontier(
     scrapyd_factory: Callable[[], ScrapydServer],
     tmp_path: Path,
 ) -> None:
-    web = testweb_factory(hosts=6, pages=10, latency_ms=(5, 20), links=3, cross_links=1)
+    # Each worker the limit (one request at a time, none claimed ahead, pages
+    # answering in 60-100 ms), not the sites' politeness: with 32 slots one worker
+    # held all 6 hosts of a smaller web and the other claimed nothing (CI at 504c66d).
+    web = testweb_factory(hosts=8, pages=10, latency_ms=(60, 100), links=3, cross_links=1)
     machines = [scrapyd_factory(), scrapyd_factory()]
     for machine in machines:
         done = run_deploy(REPO_ROOT, "--url", machine.url, "--version", "1")
@@ -102,6 +105,8 @@ def test_two_scrapyd_machines_crawl_one_frontier(
             "CRAWL_DATA_DIR": tmp_path / f"data-{i}",  # nothing written in the checkout
             "CRAWL_GUARD_ALLOW": LOOPBACK_ALLOW,  # the test web is on loopback
             "LOG_LEVEL": "INFO",
+            "CONCURRENT_REQUESTS": 1,
+            "CRAWL_CLAIM_PREFETCH": 0,
         }
         fields = [("project", PROJECT), ("spider", "web"), ("_version", "1"),
                   ("crawl", "scrapyd"), ("seeds", ",".join(web.seeds))]  # fmt: skip
