@@ -100,7 +100,7 @@ class FrontierScheduler(BaseScheduler):
         self.admission = Admission(
             config, rules, policy, UrlCanonicalizer(config.session_params), codec
         )
-        self.outbox = Outbox(stats, credit_mode=policy.mode == CREDIT_MODE)
+        self.outbox = Outbox(stats, policy.mode == CREDIT_MODE, self.outage_seconds)
         self.clock = ClaimClock()
         self.leases = LeaseBook(config, stats, self.outbox, self.clock)
         self.claims = ClaimBuffer(config, stats, codec, self.clock, self.leases, self.outbox)
