@@ -187,6 +187,10 @@ class Outbox:
             ]
         if again := self.recent.changed(frontier):
             self.stats.inc_value("frontier/replayed_urls", len(again))
+            if self.credit_mode:
+                # AOPIC: a URL that survived would get its credit a second time (a seen
+                # URL's credit raises it); one that was lost comes back at the least.
+                again = [replace(e, score=0.0) for e in again]
             self._entries[:0] = again
         if not self:
             return
