@@ -99,23 +99,30 @@ def moto() -> Iterator[MotoServer]:
 
 # The longest test files (minutes each, measured by --durations on 2 cores),
 # longest first: ./run tests hands files to its worker processes in collection
-# order (pytest-xdist --dist loadfile), so these start first and the short
-# ones fill in around them, rather than one of them starting last.
+# order (pytest-xdist --dist loadfile --no-loadscope-reorder: xdist's own order,
+# by number of tests, started the few-test long files last: CI at fa26933 ran
+# them alone for its last ~6 minutes), so these start first and the short ones
+# fill in around them.
 LONGEST_FILES = (
-    "test_seen_set.py",
     "test_your_spider_your_sites.py",
-    "test_store_faults.py",
+    "test_seen_set.py",
     "test_crawl_traps.py",
-    "test_redis_failover.py",
-    "test_dedupe_index.py",
-    "test_address_politeness.py",
-    "test_recrawl.py",
-    "test_dedupe_fleet.py",
     "test_trap_families.py",
+    "test_store_faults.py",
+    "test_redis_failover.py",
     "test_stable_ids.py",
-    "test_embedded_and_seeding.py",
-    "test_redis_cluster.py",
+    "test_dedupe_index.py",
     "test_crawl_options.py",
+    "test_scrapy_own_settings.py",
+    "test_address_politeness.py",
+    "test_dead_list.py",
+    "test_unanswering_hosts.py",
+    "test_crawl_fleet.py",
+    "test_recrawl.py",
+    "test_redis_cluster.py",
+    "test_embedded_and_seeding.py",
+    "test_dedupe_fleet.py",
+    "test_budget_crawl.py",
 )
 
 
