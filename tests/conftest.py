@@ -98,11 +98,11 @@ def moto() -> Iterator[MotoServer]:
 
 
 # The longest test files (minutes each, measured by --durations on 2 cores),
-# longest first: ./run tests hands files to its worker processes in collection
-# order (pytest-xdist --dist loadfile --no-loadscope-reorder: xdist's own order,
-# by number of tests, started the few-test long files last: CI at fa26933 ran
-# them alone for its last ~6 minutes), so these start first and the short ones
-# fill in around them.
+# longest first. pytest-xdist (--dist loadfile) hands files out by their number
+# of tests first and in collection order among equals, so this order only ranks
+# files of equal count: with --no-loadscope-reorder it ruled, and the longest
+# files then all ran at once at the start, a crawl-trap test past its bound
+# (CI at 1291e18, 4 processes).
 LONGEST_FILES = (
     "test_your_spider_your_sites.py",
     "test_seen_set.py",
