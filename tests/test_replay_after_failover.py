@@ -120,8 +120,12 @@ async def test_only_urls_tested_against_the_seen_set_are_kept_and_the_window_end
     assert len(recent) == 1
     recent.note(frontier, [entry(f"http://b.test/{i}") for i in range(3)])
     assert len(recent) == 3  # the oldest add dropped past max_entries
-    now[0] = 91
+    # A node the client does not know (never connected: '') is no change:
+    # nothing is sent again and nothing leaves the window early.
     assert recent.changed(frontier) == []
+    assert len(recent) == 3
+    now[0] = 91
+    recent.changed(frontier)  # past the window: every add expires, moved or not
     assert len(recent) == 0
     # On one Redis nothing is kept: its node never changes.
     single = RedisFrontier(Redis(port=1), CrawlKeys("r", 2), 0, 1, 60_000)
