@@ -19,10 +19,10 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.priority import (
     CREDIT_META_KEY,
@@ -48,7 +48,8 @@ class AopicCreditMiddleware:
     def from_crawler(cls, crawler: Crawler) -> AopicCreditMiddleware:
         name = crawl_setting(crawler.settings, "CRAWL_PRIORITY_POLICY")
         if getattr(policy_class(name), "mode", None) != CREDIT_MODE:
-            raise NotConfigured(f"CRAWL_PRIORITY_POLICY={name!r} does not use credit")
+            why = f"CRAWL_PRIORITY_POLICY={name!r} does not use credit"
+            raise switched_off(cls, crawler.settings, why, "CRAWL_PRIORITY_POLICY")
         require_frontier(crawler)
         assert crawler.stats is not None
         return cls(crawler=crawler, stats=crawler.stats)

@@ -84,7 +84,7 @@ class AddressGuardMiddleware:
         policy = GuardPolicy.from_settings(crawler.settings)
         if not policy.enabled:
             logger.warning("Guard: off (CRAWL_GUARD_ENABLED): private addresses are fetched")
-            raise NotConfigured("CRAWL_GUARD_ENABLED is off")
+            raise NotConfigured()  # AddressGuardMiddleware's WARNING says it once
         logger.info(
             "Guard: private, loopback, link-local and reserved addresses refused; allowed: %s",
             policy.describe_allow(),
@@ -144,7 +144,7 @@ class BlockedLookupMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BlockedLookupMiddleware:
         if not GuardPolicy.from_settings(crawler.settings).enabled:
-            raise NotConfigured("CRAWL_GUARD_ENABLED is off")
+            raise NotConfigured()  # AddressGuardMiddleware's WARNING says it
         return cls()
 
     def process_exception(self, request: Request, exception: Exception) -> None:
@@ -163,7 +163,7 @@ class ProxiedHostGuardMiddleware:
     def from_crawler(cls, crawler: Crawler) -> ProxiedHostGuardMiddleware:
         policy = GuardPolicy.from_settings(crawler.settings)
         if not policy.enabled:
-            raise NotConfigured("CRAWL_GUARD_ENABLED is off")
+            raise NotConfigured()  # AddressGuardMiddleware's WARNING says it
         return cls(policy)
 
     async def process_request(self, request: Request) -> None:

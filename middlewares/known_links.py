@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.priority import CREDIT_MODE, policy_class
 from crawlproject.setting_values import crawl_setting
@@ -52,10 +52,12 @@ class KnownLinksMiddleware:
     def from_crawler(cls, crawler: Crawler) -> KnownLinksMiddleware:
         require_frontier(crawler)
         if not crawl_setting(crawler.settings, "CRAWL_KNOWN_LINKS_SIZE"):
-            raise NotConfigured("CRAWL_KNOWN_LINKS_SIZE is 0: no links are remembered")
+            why = "CRAWL_KNOWN_LINKS_SIZE is 0: no links are remembered"
+            raise switched_off(cls, crawler.settings, why, "CRAWL_KNOWN_LINKS_SIZE")
         name = crawl_setting(crawler.settings, "CRAWL_PRIORITY_POLICY")
         if getattr(policy_class(name), "mode", None) == CREDIT_MODE:
-            raise NotConfigured(f"CRAWL_PRIORITY_POLICY={name!r} shares credit among all links")
+            why = f"CRAWL_PRIORITY_POLICY={name!r} shares credit among all links"
+            raise switched_off(cls, crawler.settings, why, "CRAWL_PRIORITY_POLICY")
         return cls(crawler, votes=bool(crawl_setting(crawler.settings, "CRAWL_HOST_BUDGET")))
 
     async def process_spider_output(

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.votes import LINK_FROM_META_KEY
 from crawlproject.setting_values import crawl_setting
 
@@ -31,7 +31,8 @@ class LinkSourceMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkSourceMiddleware:
         if not crawl_setting(crawler.settings, "CRAWL_HOST_BUDGET"):
-            raise NotConfigured("CRAWL_HOST_BUDGET is 0: no votes to count")
+            why = "CRAWL_HOST_BUDGET is 0: no votes to count"
+            raise switched_off(cls, crawler.settings, why, "CRAWL_HOST_BUDGET")
         return cls()
 
     async def process_spider_output(

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.once import OncePerKey
 from crawlproject.setting_values import ConfigError, Setting, read_config
@@ -95,7 +95,9 @@ class PathAscendingSpiderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> PathAscendingSpiderMiddleware:
         config = PathAscendingConfig.from_settings(crawler.settings)
         if not config.enabled:
-            raise NotConfigured("CRAWL_PATH_ASCENDING is off")
+            raise switched_off(
+                cls, crawler.settings, "CRAWL_PATH_ASCENDING is off", "CRAWL_PATH_ASCENDING"
+            )
         assert crawler.stats is not None
         return cls(crawler, config, crawler.stats)
 

@@ -29,10 +29,11 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.recrawl.config import (
     CHANGEFREQ_META_KEY,
@@ -90,7 +91,8 @@ class _Tracker:
     def from_crawler(cls, crawler: Crawler) -> Any:
         config = RecrawlConfig.from_settings(crawler.settings)
         if not tracking_enabled(crawler, config):
-            raise NotConfigured("CRAWL_RECRAWL_TRACK is off and the crawl is not continuous")
+            why = "CRAWL_RECRAWL_TRACK is off and the crawl is not continuous"
+            raise switched_off(cls, crawler.settings, why, "CRAWL_RECRAWL_TRACK")
         require_frontier(crawler)
         assert crawler.stats is not None
         return cls(crawler, config, crawler.stats)

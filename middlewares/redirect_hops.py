@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from scrapy.exceptions import NotConfigured
 from w3lib.url import safe_url_string
 
+from crawlproject.component_off import switched_off
 from crawlproject.limits import REDIRECT_STATUSES
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import STORE_FORMAT_OBJECT
@@ -50,13 +50,15 @@ class RedirectHopsMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RedirectHopsMiddleware:
         settings = crawler.settings
         if not crawl_setting(settings, "CRAWL_STORE_ENABLED"):
-            raise NotConfigured("CRAWL_STORE_ENABLED is off")
+            raise switched_off(cls, settings, "CRAWL_STORE_ENABLED is off", "CRAWL_STORE_ENABLED")
         if str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower() == (
             STORE_FORMAT_OBJECT
         ):
-            raise NotConfigured("the object format stores no redirects")
+            raise switched_off(
+                cls, settings, "the object format stores no redirects", "CRAWL_STORE_FORMAT"
+            )
         if not settings.getbool("REDIRECT_ENABLED"):
-            raise NotConfigured("REDIRECT_ENABLED is off")
+            raise switched_off(cls, settings, "REDIRECT_ENABLED is off", "REDIRECT_ENABLED")
         return cls(crawler)
 
     async def process_response(

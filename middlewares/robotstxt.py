@@ -49,9 +49,9 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 from scrapy import Request, Spider
-from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.frontier.meta import SCOPE_META_KEY
 from crawlproject.frontier.outcomes import Requeue
@@ -94,7 +94,8 @@ class RobotsTxtMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
         config = RobotsConfig.from_settings(crawler.settings)
         if not config.obey:
-            raise NotConfigured("CRAWL_ROBOTS_OBEY is off")
+            why = "CRAWL_ROBOTS_OBEY is off"
+            raise switched_off(cls, crawler.settings, why, "CRAWL_ROBOTS_OBEY")
         require_frontier(crawler)
         assert crawler.stats is not None
         return cls(crawler, config, crawler.stats)

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scrapy.exceptions import NotConfigured
-
+from crawlproject.component_off import switched_off
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import WIRE_ENCODING_META_KEY
 
@@ -30,7 +29,9 @@ class WireEncodingMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WireEncodingMiddleware:
         if not crawl_setting(crawler.settings, "CRAWL_STORE_ENABLED"):
-            raise NotConfigured("CRAWL_STORE_ENABLED is off")
+            raise switched_off(
+                cls, crawler.settings, "CRAWL_STORE_ENABLED is off", "CRAWL_STORE_ENABLED"
+            )
         return cls()
 
     def process_response(

@@ -60,11 +60,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.utils.misc import load_object
 
 from crawlproject.body_digest import body_sha1, payload_digest_of
+from crawlproject.component_off import switched_off
 from crawlproject.content import content_type_of
 from crawlproject.frontier.access import crawl_redis_of, is_frontier
 from crawlproject.frontier.crawl_name import crawl_name
@@ -118,7 +118,9 @@ class BodyStorePipeline:
     def from_crawler(cls, crawler: Crawler) -> BodyStorePipeline:
         config = BodyStoreConfig.from_settings(crawler.settings)
         if not config.enabled:
-            raise NotConfigured("CRAWL_STORE_ENABLED is off")
+            raise switched_off(
+                cls, crawler.settings, "CRAWL_STORE_ENABLED is off", "CRAWL_STORE_ENABLED"
+            )
         assert crawler.stats is not None
         return cls(
             crawler=crawler,

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from redis.exceptions import RedisError
 from scrapy import signals
-from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
+from crawlproject.component_off import switched_off
 from crawlproject.frontier.access import crawl_redis_of, frontier_closing, frontier_of, is_frontier
 from crawlproject.frontier.budgets import waiting_over_budget
 from crawlproject.frontier.crawl_name import crawl_name
@@ -155,7 +155,8 @@ class StatusReporter:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StatusReporter:
         if not is_frontier(load_object(crawler.settings["SCHEDULER"])):
-            raise NotConfigured("the fleet status needs the frontier scheduler")
+            why = "the fleet status needs the frontier scheduler"
+            raise switched_off(cls, crawler.settings, why, "SCHEDULER")
         assert crawler.stats is not None
         reporter = cls(crawler, StatusReporterConfig.from_settings(crawler.settings), crawler.stats)
         crawler.signals.connect(reporter._opened, signal=signals.spider_opened)
