@@ -8,10 +8,12 @@ crawlproject/frontier/outcomes.py) and Scrapy would exit 0: Scrapyd, systemd
 or a shell loop would take a broken worker for a finished crawl. Here those
 reasons exit 1.
 
-Settings the worker cannot mean (a scrapy-redis scheduler setting, a
-``CRAWL_HOST_OVERRIDES`` key that names no host, ...: ``ConfigError``) end
-the start before the crawl with one log line and exit status 1, not a
-traceback from inside the engine.
+Settings the worker cannot mean (a value that cannot be read as its
+setting's type, a scrapy-redis scheduler setting, a ``CRAWL_HOST_OVERRIDES``
+key that names no host, ...: ``ConfigError``) end the start before the crawl
+with one log line and exit status 1, not a traceback from inside the engine.
+A name that is no setting but looks meant as one (``CRAWL_HOST_DELAI``) is
+one WARNING each, with the closest known name (crawlproject/setting_check.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from crawlproject.frontier.redis_settings import refuse_scrapy_redis
 from crawlproject.frontier.scrapy_politeness import as_taken
 from crawlproject.frontier.scrapy_scheduling import refuse_scrapy_scheduling
 from crawlproject.rules.url_rules import UrlRules
+from crawlproject.setting_check import misspelt_settings, refuse_unreadable
 from crawlproject.setting_values import crawl_setting
 from crawlproject.store.config import BodyStoreConfig
 
@@ -44,6 +47,9 @@ logger = logging.getLogger(__name__)
 def refusal(settings: BaseSettings, spidercls: type | None = None) -> str | None:
     """Why the worker refuses to start with ``settings`` (one line), or None."""
     try:
+        # First: every component below reads its settings with Scrapy's getters,
+        # which raise ValueError (a traceback) on a value they cannot read.
+        refuse_unreadable(settings)
         # As the crawl will hold them once the add-on (run later, in the crawl)
         # took the spider's own politeness, its class attributes too, as the fleet's.
         settings = as_taken(settings, spidercls)
@@ -68,6 +74,9 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)  # Scrapy's usage errors
             return
         crawler = self._create_crawler(args[0])
+        # With the spider's custom_settings: a misspelt name there is said too.
+        for line in misspelt_settings(crawler.settings):
+            logger.warning("%s", line)
         refused = refusal(crawler.settings, crawler.spidercls)
         if refused is not None:
             logger.error("Not started: %s", refused)

@@ -43,7 +43,7 @@ CRAWL_STORE_CONTENT_TYPES: list[str] | None = None
 # they are followed). Codes, ranges and classes, as a comma-separated string
 # or a list: "200-299,404", ["2xx", 404], "all" (crawlproject/store/statuses.py).
 # A value that names no status clearly refuses the start.
-CRAWL_STORE_STATUSES: str | list[str | int] | None = None
+CRAWL_STORE_STATUSES: str | int | list[str | int] | None = None
 CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
 CRAWL_STORE_ROTATE_SECONDS = 3600.0
 # A stopping worker waits this long for its files to reach the store; what is
