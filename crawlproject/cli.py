@@ -77,6 +77,7 @@ from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.security.redaction import redact
+from crawlproject.setting_check import refuse_unreadable
 from crawlproject.status.view import collect_status, render
 from crawlproject.store.body_cli import print_body
 from crawlproject.store.config import StoreConfig
@@ -290,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url, priority="cmdline")
     try:
+        refuse_unreadable(settings)  # a -s value no getter reads: one line, no traceback
         config = FrontierConfig.from_settings(settings)
     except ConfigError as exc:  # one line, as a worker's start says it
         print(f"crawlproject: {exc}", file=sys.stderr)
