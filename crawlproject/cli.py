@@ -65,10 +65,11 @@ from redis.exceptions import RedisError
 from scrapy.utils.project import get_project_settings
 
 from crawlproject.budget_cli import add_budget_parser, budget_command, hosts_need_release
+from crawlproject.closed_pipe import quiet_on_closed_pipe
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.crawl_name import crawl_name
+from crawlproject.frontier.crawl_name import crawl_name, crawl_name_of
 from crawlproject.frontier.dead import dead_command
 from crawlproject.frontier.embedded import EmbeddedRedis
 from crawlproject.frontier.keys import CrawlKeys
@@ -78,7 +79,7 @@ from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.security.redaction import redact
 from crawlproject.setting_check import refuse_unreadable
-from crawlproject.status.view import collect_status, render
+from crawlproject.status.command import status_command
 from crawlproject.store.body_cli import print_body
 from crawlproject.store.config import StoreConfig
 
@@ -111,55 +112,13 @@ async def _recrawl(
     print(json.dumps(dataclasses.asdict(total), sort_keys=True))
 
 
-async def _status(
-    config: FrontierConfig,
-    redis: Redis,
-    keys: CrawlKeys,
-    as_json: bool,
-    watch: float | None,
-    serve: tuple[str, int] | None = None,
-) -> None:
-    if serve is not None:
-        from crawlproject.status.page import REFRESH_SECONDS, serve_page
-
-        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-
-        async def read() -> dict[str, Any]:
-            # The crawl's shard count read with each status, not once at
-            # start: the page serves (503s) while Redis is away.
-            crawl_keys = await config.open_keys(redis, keys.crawl, adopt=True)
-            return await collect_status(redis, crawl_keys, config.lease_ms)
-
-        await serve_page(read, *serve, watch or REFRESH_SECONDS)
-        return
-    if as_json:
-        while True:
-            status = await collect_status(redis, keys, config.lease_ms)
-            print(json.dumps(status, sort_keys=True), flush=True)
-            if watch is None:
-                return
-            await asyncio.sleep(watch)
-    from rich.console import Console
-    from rich.live import Live
-
-    console = Console()
-    status = await collect_status(redis, keys, config.lease_ms)
-    if watch is None:
-        console.print(render(status))
-        return
-    with Live(render(status), console=console, refresh_per_second=4) as live:
-        while True:
-            await asyncio.sleep(watch)
-            live.update(render(await collect_status(redis, keys, config.lease_ms)))
-
-
 async def _with_redis(
     config: FrontierConfig,
     crawl: str,
     action: str,
     urls: list[str],
     recrawl: RecrawlConfig | None = None,
-    status_args: tuple[bool, float | None, tuple[str, int] | None] | None = None,
+    status_args: tuple[bool, float | None, tuple[str, int] | None, bool] | None = None,
     run: Callable[[Redis, CrawlKeys], Awaitable[None]] | None = None,
 ) -> int:
     embedded = None
@@ -176,7 +135,7 @@ async def _with_redis(
         if run is not None:
             await run(redis, keys)
         elif status_args is not None:
-            await _status(config, redis, keys, *status_args)
+            await status_command(config, redis, keys, *status_args)
         elif recrawl is not None:
             await _recrawl(config, recrawl, redis, keys, action)
         elif action == "seed":
@@ -218,6 +177,10 @@ async def _with_redis(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return quiet_on_closed_pipe(partial(_main, argv))  # closed_pipe.py: `| head` ends quietly
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crawlproject", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--crawl", help="crawl name (default: CRAWL_NAME, else web); a spider's own: its name"
@@ -318,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 parser.error(str(exc))
         try:
-            status_args = (args.json, args.watch, serve)
+            defaulted = args.crawl is None and crawl_name_of(None, settings).source == "default"
+            status_args = (args.json, args.watch, serve, defaulted)
             return _run_with_redis(
                 config, _with_redis(config, crawl, "status", [], status_args=status_args)
             )
