@@ -31,6 +31,9 @@
                                           failing hosts (binds 127.0.0.1 by default)
     crawlproject budget [--release [HOST ...]]  URLs waiting over their host's budget
                                           (JSON), or released into their queues
+    crawlproject reset --crawl NAME [--yes]  delete every key of crawl NAME so it
+                                          starts over; asks first, refused while
+                                          its workers are alive
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
@@ -77,6 +80,7 @@ from crawlproject.frontier.outage import command_client
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.reset_cli import add_reset_parser, one_line_refusal, reset_command, reset_target
 from crawlproject.security.redaction import redact
 from crawlproject.setting_check import refuse_unreadable
 from crawlproject.status.command import status_command
@@ -243,6 +247,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="print status and headers instead (the object format keeps only Content-Type)",
     )  # fmt: skip
     add_budget_parser(sub)
+    add_reset_parser(sub)
     args = parser.parse_args(argv)
 
     settings = get_project_settings()
@@ -265,6 +270,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
             return 2
         run = partial(budget_command, config, args)
         return _run_with_redis(config, _with_redis(config, crawl, "budget", [], run=run))
+    if args.command == "reset":
+        crawl = reset_target(args, parser)  # --crawl NAME, never a default
+        run = partial(reset_command, config, args)
+        reset = _with_redis(config, crawl, "reset", [], run=run)
+        return one_line_refusal(partial(_run_with_redis, config, reset))
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
     if args.command == "status":

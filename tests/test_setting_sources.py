@@ -154,7 +154,6 @@ def test_start_urls_key_and_persist() -> None:
         ({"SCHEDULER_DUPEFILTER_CLASS": "x.Y"}, "seen-URL test"),
         ({"SCHEDULER_SERIALIZER": "json"}, "CRAWL_REQUEST_CLASSES"),
         ({"SCHEDULER_IDLE_BEFORE_CLOSE": 10}, "CRAWL_IDLE_CLOSE_SECONDS"),
-        ({"SCHEDULER_FLUSH_ON_START": True}, "SCHEDULER_PERSIST=False"),
         ({"REDIS_START_URLS_AS_SET": "True"}, "LIST"),
         ({"REDIS_START_URLS_AS_ZSET": True}, "LIST"),
     ],

@@ -8,6 +8,7 @@ from crawlproject.frontier.client import FrontierMismatch
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_redis import CrawlRedis, redacted
 from crawlproject.frontier.embedded import EmbeddedRedisError
+from crawlproject.frontier.fresh_start import StartRefused
 from crawlproject.frontier.outage import OUTAGE_ERRORS
 
 logger = logging.getLogger("crawlproject.frontier.scheduler")  # where operators grep for them
@@ -23,6 +24,9 @@ OPEN_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def log_open_failure(config: FrontierConfig, exc: BaseException) -> None:
+    if isinstance(exc, StartRefused):  # the frontier is there; this start must not be
+        logger.error("Not started: %s", exc)
+        return
     url = config.redis_url
     logger.error(
         "Cannot open the frontier (%s at %s): %s",

@@ -22,7 +22,11 @@ the settings module's priority, below any other setting).
 scrapy-redis settings that have an equivalent are honoured:
 ``REDIS_START_URLS_KEY`` names the seed list (``%(name)s``: the crawl's name),
 ``SCHEDULER_PERSIST = False`` deletes the crawl's keys once the fleet's crawl
-has ended (crawlproject/frontier/persist.py). Those that cannot apply to a
+has ended (crawlproject/frontier/persist.py), ``SCHEDULER_FLUSH_ON_START = True``
+deletes them when a worker starts, unless other workers of the crawl are alive
+(crawlproject/frontier/fresh_start.py), ``MAX_IDLE_TIME_BEFORE_CLOSE`` above 0
+is the seconds of a fleet-wide empty frontier before the crawl ends
+(crawlproject/frontier/redis_spiders.py). Those that cannot apply to a
 shared, polite frontier are refused at start (:func:`refuse_scrapy_redis`)
 with one line saying what to use instead.
 """
@@ -84,11 +88,6 @@ _REFUSED: dict[str, str] = {
         "use CRAWL_IDLE_CLOSE_SECONDS (seconds the whole fleet's frontier stays empty "
         "before every worker finishes)"
     ),
-    "MAX_IDLE_TIME_BEFORE_CLOSE": "use CRAWL_IDLE_CLOSE_SECONDS",
-    "SCHEDULER_FLUSH_ON_START": (
-        "start a new crawl under another name instead (CRAWL_NAME or -a crawl=NAME); "
-        "SCHEDULER_PERSIST=False deletes a crawl's keys when it ends"
-    ),
     "REDIS_START_URLS_AS_SET": (
         "the seed list is a Redis LIST (LPUSH <crawl>:start_urls URL); a JSON entry "
         '{"url": ..., "meta": {...}} carries meta'
@@ -101,8 +100,8 @@ _REFUSED: dict[str, str] = {
 }
 _FALSE_IS_HARMLESS = frozenset(
     {
-        "SCHEDULER_FLUSH_ON_START", "REDIS_START_URLS_AS_SET", "REDIS_START_URLS_AS_ZSET",
-        "REDIS_DECODE_RESPONSES", "SCHEDULER_IDLE_BEFORE_CLOSE", "MAX_IDLE_TIME_BEFORE_CLOSE",
+        "REDIS_START_URLS_AS_SET", "REDIS_START_URLS_AS_ZSET", "REDIS_DECODE_RESPONSES",
+        "SCHEDULER_IDLE_BEFORE_CLOSE",
     }
 )  # fmt: skip
 

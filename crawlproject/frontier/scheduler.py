@@ -49,6 +49,7 @@ from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_end import CrawlEnd
 from crawlproject.frontier.crawl_name import crawl_name_of
 from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier
+from crawlproject.frontier.fresh_start import flush_on_start
 from crawlproject.frontier.gc_tuning import tune_gc
 from crawlproject.frontier.leases import LeaseBook
 from crawlproject.frontier.loops import Backoff, close_or_exit, each_turn, wait_event, wait_or_leave
@@ -109,7 +110,7 @@ class FrontierScheduler(BaseScheduler):
         # seen_hits_local then: one stats call per write, not per link.
         self._known_hits = 0
         self.seen = SeenWatch(stats)  # the seen set's fill: stats, Bloom capacity warning
-        self.end = CrawlEnd(config.idle_close_seconds)
+        self.end = CrawlEnd(config.idle_close_seconds, crawler)
         self.crawl_redis: CrawlRedis | None = None  # the crawl's Redis, once open
         self.frontier: RedisFrontier | None = None
         self._spider: Spider | None = None
@@ -166,17 +167,15 @@ class FrontierScheduler(BaseScheduler):
         c = self.config
         named = crawl_name_of(spider, self.crawler.settings)  # crawl_name.py: the one rule
         crawl = named.name
-        self.end.max_pages = getattr(spider, "crawl_max_pages", None)
-        # A continuous crawl (-a mode=continuous) waits for recrawls instead of
-        # finishing when the frontier is empty.
-        self.end.continuous = bool(getattr(spider, "continuous", False))
         logger.info(
             "%s",
             sources_line(self.crawler.settings, c.redis_url, c.redis_source, named, c.data_dir),
         )
         shared = await CrawlRedis.connect(c, crawl, self.worker_id, self.outage_seconds)
         self.crawl_redis = shared
+        await flush_on_start(shared, self.crawler.settings, c.lease_ms, self.worker_id)
         self.frontier = frontier = await open_frontier(shared, c, self.policy.mode)
+        self.end.watch(self.crawler, spider, frontier.keys)  # max_pages, continuous, scrapy-redis
         await warn_cluster_gaps(shared.redis)  # one line for each thing it lacks
         await frontier.heartbeat(self.worker_id)
         self.outbox.watch_scope(spider)  # the operator's hosts have no budget
