@@ -54,6 +54,7 @@ from twisted.python.failure import Failure
 from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.seed_check import SeedCheck, seed_problem
 from crawlproject.limits import SITEMAP_META_KEY
 from crawlproject.once import OncePerKey
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY
@@ -146,10 +147,13 @@ class WebSpider(Spider):
         )
 
     async def start(self) -> AsyncIterator[Any]:
+        # A seed that cannot be fetched as written is said, counted
+        # (seeds/refused) and skipped; the others are crawled (seed_check.py).
+        check = SeedCheck.from_crawler(self.crawler)
         for url in self.seed_urls:
-            if urlsplit(url).scheme not in ("http", "https"):
-                self.crawler.stats.inc_value("web/bad_seed")
-                logger.warning("Skipped seed %r: not an http(s) URL", url)
+            why = seed_problem(url)
+            if why is not None:
+                check.refuse(url, why)
                 continue
             yield self.make_seed_request(url)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import redis
 
 from testkit.crawlproc import (
+    LOOPBACK_ALLOW,
     REPO_ROOT,
     WorkerProcess,
     start_worker,
@@ -107,20 +108,21 @@ def test_seeds_added_while_running(
     )  # fmt: skip
     wait_until(lambda: len(web.log) >= 2)
     cli = [sys.executable, "-m", "crawlproject", "--redis-url", url, "--crawl", "grow"]
+    cli += ["-s", f"CRAWL_GUARD_ALLOW={LOOPBACK_ALLOW}"]  # as the workers: the web is on loopback
     subprocess.run([*cli, "seed", web.seeds[1]], cwd=REPO_ROOT, check=True)
     # The scrapy-redis way: LPUSH on <crawl>:start_urls, here as a JSON entry.
     entry = json.dumps({"url": web.seeds[2], "meta": {"note": "pushed"}})
     with redis.Redis.from_url(url) as client:
         client.lpush("grow:start_urls", entry, "not a url", '{"broken json')
     bad = subprocess.run([*cli, "seed", "ftp://nope/"], cwd=REPO_ROOT, capture_output=True)
-    assert bad.returncode == 2 and b"not http(s) URLs" in bad.stderr
+    assert bad.returncode == 1 and b"refused       ftp://nope/: unsupported scheme" in bad.stdout
     wait_all([proc], timeout=120)
     fetched = page_counts(web.log)
     assert set(fetched) == web.expected_urls
     assert all(n == 1 for n in fetched.values())
     stats = stats_of(proc.log_path)
     assert stats["frontier/start_urls"] == 4
-    assert stats["frontier/bad_start_url"] == 2  # not a URL; broken JSON
+    assert stats["seeds/refused"] == 2  # not a URL; broken JSON
     counts = subprocess.run([*cli, "counts"], cwd=REPO_ROOT, check=True, capture_output=True)
     parsed = json.loads(counts.stdout)
     assert parsed["queued"] == 0 and parsed["leased"] == 0

@@ -1,8 +1,9 @@
 """URL admission: whether a request the engine hands over goes to the frontier,
 and as what.
 
-canonicalize -> URL rules -> depth -> recently seen here -> trap signals
-(votes, token shape) -> encoding. :meth:`Admission.admit` returns the
+a seed's check (seed_check.py) -> canonicalize -> URL rules -> depth ->
+recently seen here -> trap signals (votes, token shape) -> encoding.
+:meth:`Admission.admit` returns the
 :class:`~crawlproject.frontier.client.NewEntry` to store, a
 :class:`SeenLocally` (sent before: only its credit and votes go out), or a
 :class:`Refusal` with the stat it counts under.
@@ -33,6 +34,7 @@ from crawlproject.frontier.codec import RequestCodec, RequestEncodeError
 from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.meta import SEED_META_KEY
 from crawlproject.frontier.priority import CREDIT_META_KEY, SHARE_META_KEY, PriorityPolicy
+from crawlproject.frontier.seed_check import SEEDS_REFUSED, SeedCheck
 from crawlproject.frontier.seeds import START_META_KEY, mark_seed
 from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
 from crawlproject.frontier.votes import LINK_FROM_META_KEY, LinkVotes
@@ -87,8 +89,10 @@ class Admission:
         policy: PriorityPolicy,
         canonicalizer: UrlCanonicalizer,
         codec: RequestCodec,
+        seed_check: SeedCheck | None = None,
     ) -> None:
         self.config = config
+        self.seed_check = seed_check
         self.rules = rules
         self.policy = policy
         self.canonicalizer = canonicalizer
@@ -176,6 +180,13 @@ class Admission:
         meta = request.meta
         if parent is None and meta.get(START_META_KEY) and SEED_META_KEY not in meta:
             mark_seed(request)  # a start request: the operator's vote, whatever the spider
+        if parent is None and self.seed_check is not None and meta.get(SEED_META_KEY):
+            # Before the seen set: a seed refused now (the guard's, say) is
+            # not marked seen, and is fetched once a setting allows it.
+            why = self.seed_check.problem(request.url)
+            if why is not None:
+                self.seed_check.warn(request.url, why)
+                return Refusal(SEEDS_REFUSED)
         link = parent is None and _plain_link(request)
         if link:
             depth = request.meta.get("depth", 0)

@@ -98,14 +98,13 @@ class FrontierScheduler(BaseScheduler):
         self.worker_id = new_worker_id()
         self.outage_seconds = outage_seconds(crawler.settings)  # outage.py: one bound for all
         codec = RequestCodec(config.request_classes)
-        self.admission = Admission(
-            config, rules, policy, UrlCanonicalizer(config.session_params), codec
-        )
+        self.seeds = SeedReader.from_crawler(crawler)  # its check refuses bad seeds in admission
+        canonicalizer = UrlCanonicalizer(config.session_params)
+        self.admission = Admission(config, rules, policy, canonicalizer, codec, self.seeds.check)
         self.outbox = Outbox(stats, policy.mode == CREDIT_MODE, self.outage_seconds)
         self.clock = ClaimClock()
         self.leases = LeaseBook(config, stats, self.outbox, self.clock)
         self.claims = ClaimBuffer(config, stats, codec, self.clock, self.leases, self.outbox)
-        self.seeds = SeedReader(stats)
         # Links known_link finished since the last write, counted into frontier/
         # seen_hits_local then: one stats call per write, not per link.
         self._known_hits = 0

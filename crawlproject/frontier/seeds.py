@@ -15,25 +15,33 @@
   URLs are stored.
 
 A spider that does not want a start request to count as a seed sets meta
-``crawl_seed`` to False on it."""
+``crawl_seed`` to False on it.
+
+A seed the crawler cannot fetch as written, or that the guard refuses
+without fetching, is named in one WARNING, counted (``seeds/refused``) and
+skipped, wherever it comes from: seed_check.py. A spider's ``start_urls`` are
+checked when the spider opens, before Scrapy reads its ``start()``: one bad
+URL there would otherwise raise out of Scrapy's default ``start()`` and end
+it, cancelling the start URLs after it."""
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 
 from crawlproject.frontier.client import RedisFrontier
 from crawlproject.frontier.codec import host_root
 from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.seed_check import SeedCheck
+from crawlproject.guard.policy import GuardPolicy
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-logger = logging.getLogger(__name__)
 
 START_URLS_BATCH = 100
 START_META_KEY = "is_start_request"  # Scrapy's StartSpiderMiddleware sets it
@@ -64,9 +72,30 @@ def argument_seeds(spider: Spider | None) -> list[str]:
 
 
 class SeedReader:
-    def __init__(self, stats: StatsCollector) -> None:
+    def __init__(self, stats: StatsCollector, check: SeedCheck | None = None) -> None:
         self.stats = stats
+        self.check = check if check is not None else SeedCheck(stats, GuardPolicy())
         self._arguments_taken = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SeedReader:
+        assert crawler.stats is not None
+        reader = cls(crawler.stats, SeedCheck.from_crawler(crawler))
+        # spider_opened comes after the scheduler opened and before the engine
+        # reads the spider's start(): the start URLs are checked in time.
+        crawler.signals.connect(reader.check_start_urls, signals.spider_opened)
+        return reader
+
+    def check_start_urls(self, spider: Spider) -> None:
+        """Takes out of ``spider.start_urls`` the URLs that cannot be seeds
+        (each said and counted): Scrapy's default ``start()`` makes a Request
+        of each, and one that raises there ends ``start()``."""
+        urls = getattr(spider, "start_urls", None)
+        if not isinstance(urls, (list, tuple)):
+            return
+        kept = [u for u in urls if not isinstance(u, str) or self.check.accepts(u)]
+        if len(kept) != len(urls):
+            spider.start_urls = kept
 
     async def take(
         self,
@@ -110,8 +139,7 @@ class SeedReader:
                 url = obj["url"]
                 meta = dict(obj.get("meta") or {})
             except (ValueError, KeyError, TypeError):
-                self.stats.inc_value("frontier/bad_start_url")
-                logger.warning("Skipped a malformed start_urls entry: %.200r", text)
+                self.check.refuse(text, 'not a URL nor a JSON object {"url": ...}')
                 return None
         return self._request(url, text, meta, spider)
 
@@ -119,13 +147,15 @@ class SeedReader:
         self, url: object, text: str, meta: dict[str, Any], spider: Spider | None
     ) -> Request | None:
         make = getattr(spider, "make_seed_request", None)
+        if not isinstance(url, str):
+            self.check.refuse(text, f"its URL is a {type(url).__name__}, not a string")
+            return None
+        if not self.check.accepts(url):
+            return None
         try:
-            if not isinstance(url, str):
-                raise TypeError(f"URL must be a string, not {type(url).__name__}")
             request = make(url) if callable(make) else Request(url)
-        except (ValueError, TypeError) as exc:
-            self.stats.inc_value("frontier/bad_start_url")
-            logger.warning("Skipped seed %.200r: %s", text, exc)
+        except (ValueError, TypeError) as exc:  # the spider's make_seed_request refused it
+            self.check.refuse(text, str(exc))
             return None
         request.meta.update(meta)
         return mark_seed(request)
