@@ -30,6 +30,7 @@ from crawlproject.commands.crawl import refusal
 from crawlproject.setting_check import DECLARED, KNOWN, SCRAPY_REDIS_SETTINGS, misspelt_settings
 from testkit.crawlproc import REPO_ROOT, start_worker, wait_all
 from testkit.redis_server import RedisServer
+from testkit.scrapyd_server import ScrapydServer, clean_env
 from testkit.testweb import TestWeb, page_counts
 from tests.spiders_for_tests.setting_mistakes import MisspeltSpider, UnreadableSpider
 
@@ -312,6 +313,33 @@ def test_scrapyds_runner_refuses_in_one_line(tmp_path: Path) -> None:
         "WARNING: CRAWL_HOST_DELAI is not a setting of crawlproject: did you mean "
         "CRAWL_HOST_DELAY?" in done.stderr
     )
+
+
+def test_a_scrapyd_job_refuses_in_one_line(redis_server: RedisServer, tmp_path: Path) -> None:
+    """The same through a real Scrapyd running the deployed egg (setting= fields)."""
+    with ScrapydServer(tmp_path / "scrapyd") as machine:
+        deploy = subprocess.run(
+            [sys.executable, "-m", "crawlproject.deploy", "--url", machine.url, "--version", "1"],
+            cwd=REPO_ROOT, env=clean_env(), capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
+        assert deploy.returncode == 0, deploy.stderr
+        fields = [("project", "crawlproject"), ("spider", "web"), ("_version", "1"),
+                  ("crawl", "scrapyd-mistakes"), ("seeds", "http://127.0.3.1:9/")]  # fmt: skip
+        settings = {
+            "REDIS_URL": redis_server.url, "CRAWL_DATA_DIR": str(tmp_path / "data"),
+            "CRAWL_HOST_DELAI": "2", "CRAWL_IDLE_CLOSE_SECONDS": "soon",
+        }  # fmt: skip
+        fields += [("setting", f"{name}={value}") for name, value in settings.items()]
+        answer = machine.post("schedule.json", fields)
+        assert answer["status"] == "ok", answer
+        machine.wait_finished("crawlproject", [answer["jobid"]], timeout=60)
+        log = machine.job_log("crawlproject", "web", answer["jobid"]).read_text()
+    assert only_error(log) == (
+        "Not started: CRAWL_IDLE_CLOSE_SECONDS='soon': expected a number (seconds)"
+    )
+    assert "did you mean CRAWL_HOST_DELAY?" in log
+    assert not crawl_keys(redis_server.url, "scrapyd-mistakes")
 
 
 def test_the_crawlproject_command_refuses_an_unreadable_value_in_one_line(tmp_path: Path) -> None:
