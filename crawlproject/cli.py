@@ -1,6 +1,7 @@
 """``crawlproject``: operate a crawl from the shell.
 
-    crawlproject seed URL [URL ...]      add seeds to a running or stopped crawl
+    crawlproject seed URL [URL ...]      add seeds to a running or stopped crawl; one
+                                          line per URL: queued, already seen, refused
     crawlproject seed --file seeds.txt
     crawlproject counts                   frontier counters as JSON
     crawlproject parked [--requeue]       URLs set aside (traps, hosts that cannot
@@ -82,6 +83,7 @@ from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.reset_cli import add_reset_parser, one_line_refusal, reset_command, reset_target
 from crawlproject.security.redaction import redact
+from crawlproject.seed_cli import SeedRun, seed_urls
 from crawlproject.setting_check import refuse_unreadable
 from crawlproject.status.command import status_command
 from crawlproject.store.body_cli import print_body
@@ -142,10 +144,6 @@ async def _with_redis(
             await status_command(config, redis, keys, *status_args)
         elif recrawl is not None:
             await _recrawl(config, recrawl, redis, keys, action)
-        elif action == "seed":
-            # The workers take seeds from this list (see crawlproject.frontier.keys).
-            await redis.lpush(keys.start_urls, *urls)
-            print(f"queued {len(urls)} seed(s) on {keys.start_urls}")
         else:
             frontier = RedisFrontier(
                 redis, keys, config.host_delay_ms, config.host_concurrency, config.lease_ms,
@@ -306,17 +304,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
         mode = "status" if args.status else "all" if args.all else "once" if args.once else "run"
         recrawl_config = RecrawlConfig.from_settings(settings)
         return _run_with_redis(config, _with_redis(config, crawl, mode, [], recrawl_config))
+    if args.command == "seed":  # one line per URL: queued, already seen, refused (seed_cli.py)
+        seeding = SeedRun(config, settings, seed_urls(args, parser))
+        return _run_with_redis(config, _with_redis(config, crawl, "seed", [], run=seeding)) or (
+            seeding.status
+        )
     urls: list[str] = []
-    if args.command == "seed":
-        urls = list(args.urls)
-        if args.file:
-            lines = args.file.read_text(encoding="utf-8").splitlines()
-            urls += [u.strip() for u in lines if u.strip() and not u.startswith("#")]
-        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
-        if bad:
-            parser.error(f"not http(s) URLs: {', '.join(bad[:5])}")
-        if not urls:
-            parser.error("no URLs given")
     action = args.command
     if getattr(args, "requeue", False):
         action = "requeue" if args.command == "parked" else "requeue-poisoned"
