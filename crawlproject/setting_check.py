@@ -11,7 +11,8 @@ traceback from deep inside a component:
   ``getfloat`` raises ValueError inside the engine. :func:`refuse_unreadable`
   raises :class:`ConfigError` (one line: the setting, the value, what it
   expects) for the first declared setting whose value cannot be read as its
-  type.
+  type; Scrapy's own true/false and numeric settings too
+  (``CONCURRENT_REQUESTS=abc`` ends in a traceback inside Scrapy).
 
 A declared setting's type is its annotation in crawlproject/default_settings/
 (``CRAWL_GUARD_ALLOW: list[str] = []``), else its default's type, as
@@ -91,6 +92,15 @@ def declared_types() -> dict[str, Any]:
 DECLARED = declared_types()
 KNOWN = frozenset(DECLARED) | READ_NOT_DECLARED | SCRAPY_REDIS_SETTINGS
 _SCRAPY_OWN = frozenset(n for n in dir(scrapy_defaults) if n.isupper())
+# Scrapy's own settings with a true/false or numeric default: a value its
+# getters cannot read ends in a traceback inside Scrapy (CONCURRENT_REQUESTS=abc).
+# A number is any number: Scrapy reads some int defaults with getfloat
+# (DOWNLOAD_DELAY = 0, DOWNLOAD_TIMEOUT = 180).
+SCRAPY_TYPED: dict[str, Any] = {
+    name: bool if isinstance(value, bool) else float
+    for name in sorted(_SCRAPY_OWN)
+    if isinstance(value := getattr(scrapy_defaults, name), bool | int | float)
+}
 _CRAWL_TAILS = sorted(n.removeprefix("CRAWL_") for n in KNOWN if n.startswith("CRAWL_"))
 
 
@@ -148,8 +158,9 @@ def _environment_line(name: str) -> str | None:
 
 def refuse_unreadable(settings: BaseSettings) -> None:
     """ConfigError (one line) for the first declared setting whose value
-    cannot be read as its declared type."""
-    for name, kind in sorted(DECLARED.items()):
+    cannot be read as its declared type, then for Scrapy's own true/false and
+    numeric settings."""
+    for name, kind in [*sorted(DECLARED.items()), *SCRAPY_TYPED.items()]:
         if kind is None:
             continue
         value = settings.get(name)
@@ -233,7 +244,7 @@ def _expected(name: str, kind: Any) -> str:
 
 
 def _unit(name: str) -> str:
-    if name.endswith("_SECONDS") or name == "CRAWL_HOST_DELAY":
+    if name.endswith(("_SECONDS", "_DELAY", "_TIMEOUT")):
         return " (seconds)"
     if name.endswith("_BYTES"):
         return " (bytes)"

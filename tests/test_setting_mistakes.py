@@ -27,7 +27,14 @@ from scrapy.settings import Settings
 from scrapy.settings import default_settings as scrapy_defaults
 
 from crawlproject.commands.crawl import refusal
-from crawlproject.setting_check import DECLARED, KNOWN, SCRAPY_REDIS_SETTINGS, misspelt_settings
+from crawlproject.setting_check import (
+    DECLARED,
+    KNOWN,
+    SCRAPY_REDIS_SETTINGS,
+    SCRAPY_TYPED,
+    misspelt_settings,
+    refuse_unreadable,
+)
 from testkit.crawlproc import REPO_ROOT, start_worker, wait_all
 from testkit.redis_server import RedisServer
 from testkit.scrapyd_server import ScrapydServer, clean_env
@@ -91,6 +98,25 @@ def test_every_declared_setting_refuses_a_value_of_the_wrong_type_in_one_line(na
     line = refusal(project(**{name: value}))
     assert line is not None and line.startswith(f"{name}={value!r}: expected "), line
     assert "\n" not in line
+
+
+@pytest.mark.parametrize("name", sorted(SCRAPY_TYPED))
+def test_scrapys_own_true_false_and_numeric_settings_are_refused_in_one_line_too(
+    name: str,
+) -> None:
+    """CONCURRENT_REQUESTS=abc would end in a traceback inside Scrapy."""
+    value = "maybe" if SCRAPY_TYPED[name] is bool else "abc"
+    line = refusal(project(**{name: value}))
+    assert line is not None and line.startswith(f"{name}={value!r}: expected "), line
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("DOWNLOAD_DELAY", "0.5"), ("DOWNLOAD_TIMEOUT", 7.5), ("CONCURRENT_REQUESTS", "8"),
+     ("ROBOTSTXT_OBEY", "false"), ("LOG_ENABLED", 1), ("FEED_EXPORT_INDENT", None)],
+)  # fmt: skip
+def test_scrapys_own_settings_read_as_scrapy_reads_them(setting: str, value: object) -> None:
+    refuse_unreadable(project(**{setting: value}))  # no ConfigError
 
 
 @pytest.mark.parametrize(
