@@ -58,11 +58,10 @@ async def delete_crawl(redis: Redis, keys: CrawlKeys) -> int:
 
 
 async def _unlink(redis: Redis, batch: list[bytes | str]) -> int:
-    # One command per key: keys of several hash slots cannot share one in a cluster.
-    pipe = redis.pipeline(transaction=False)
-    for key in batch:
-        pipe.unlink(key)
-    return sum(int(n) for n in await pipe.execute())
+    # One UNLINK of the batch: redis-py's cluster client splits it by hash slot
+    # (and sums the replies). Not a pipeline of UNLINKs: a cluster pipeline's
+    # unlink is a coroutine that is never queued, and nothing was deleted.
+    return int(await redis.unlink(*batch))
 
 
 async def end_crawl_if_last(redis: Redis, keys: CrawlKeys, lease_ms: int) -> int | None:
