@@ -41,8 +41,10 @@ def frontier_of(crawler: Crawler) -> FrontierScheduler:
 
 def crawl_redis_of(crawler: Crawler) -> CrawlRedis | None:
     """The crawl's Redis (connection, keys, worker id) for components that
-    keep state there; None until the frontier is open."""
-    return frontier_of(crawler).crawl_redis
+    keep state there; None until the frontier is open (or if it could not
+    open: its Redis may be away, and the failure is said once, by the scheduler)."""
+    scheduler = frontier_of(crawler)
+    return None if scheduler.frontier is None else scheduler.crawl_redis
 
 
 def require_frontier(crawler: Crawler) -> None:

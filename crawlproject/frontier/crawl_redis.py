@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -25,11 +25,12 @@ from crawlproject.frontier.connection import is_setup_error, redis_client
 from crawlproject.frontier.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis
 from crawlproject.frontier.host_keys import adopt_host_keys
 from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.outage import outage_started, say_start_wait, start_bound_of
 from crawlproject.recrawl.store import RecrawlStore
 
 logger = logging.getLogger(__name__)
 
-CONNECT_ATTEMPTS = 3  # at start: 1 s, then 2 s between attempts
+FIRST_RETRY_SECONDS = 0.5  # at start, doubled after each failed attempt
 
 
 def new_worker_id() -> str:
@@ -77,8 +78,14 @@ class CrawlRedis:
 async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: str) -> RedisFrontier:
     """The crawl's frontier on ``shared``, over the crawl's own shards
     (``shared.keys`` made again with its count), its scripts loaded and its
-    layout checked (a Redis still starting is retried), the host overrides set."""
-    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+    layout checked, the host overrides set. A Redis not reachable yet is
+    waited for once, up to the client's start bound (outage.py START_SECONDS,
+    at most CRAWL_REDIS_OUTAGE_SECONDS), and said in one line: a refused
+    connection is waited out by the client itself, a connection dropped
+    mid-call (a Redis still starting) here."""
+    started: float | None = None
+    delay = FIRST_RETRY_SECONDS
+    while True:
         try:
             shared.keys = await c.open_keys(shared.redis, shared.keys.crawl)
             frontier = RedisFrontier(
@@ -102,20 +109,18 @@ async def open_frontier(shared: CrawlRedis, c: FrontierConfig, priority_mode: st
         except RedisConnectionError as exc:
             # A TLS or certificate-file error is the URL's, not a Redis
             # still starting: say so once, at once.
-            if attempt == CONNECT_ATTEMPTS or is_setup_error(exc, c.redis_url or ""):
+            if is_setup_error(exc, c.redis_url or ""):
                 raise
-            logger.warning("Frontier Redis not reachable yet (%s); retrying", exc)
-            await asyncio.sleep(0.5 * 2**attempt)
+            now = time.monotonic()
+            started = outage_started(exc, now) if started is None else started
+            exc.outage_started = started  # type: ignore[attr-defined]  # the line says how long
+            bound = start_bound_of(shared.redis)
+            if now - started >= bound:
+                raise
+            say_start_wait(shared.redis, exc)
+            await asyncio.sleep(min(delay, started + bound - now))
+            delay *= 2
     for host, o in c.host_overrides.items():
         delay_ms = None if o.delay_seconds is None else round(o.delay_seconds * 1000)
         await frontier.set_host_config(host, delay_ms, o.concurrency)
     return frontier
-
-
-def redacted(url: str) -> str:
-    """A Redis URL without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))

@@ -109,6 +109,24 @@ def outage_started(exc: BaseException, now: float) -> float:
     return started if isinstance(started, float) else now
 
 
+def cause_of(exc: BaseException) -> str:
+    """Why a connection failed, in a few words ("connection refused", "name
+    or service not known"): the system error redis-py wraps, else its message."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, TimeoutError | RedisTimeoutError):
+            return "timed out"
+        if isinstance(cause, OSError) and (cause.strerror or cause.errno):
+            # asyncio's refused connect carries errno 111 and "Connect call failed"
+            errno = cause.errno
+            text = os.strerror(errno) if errno is not None and errno > 0 else str(cause.strerror)
+            return text[0].lower() + text[1:]
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
+
+
 def give_up(what: str, exc: BaseException, seconds: float) -> None:
     """Past the outage bound: one line, and the process exits 1 at once.
 
@@ -204,6 +222,7 @@ class _RideThrough:
     url_for_errors: str = ""
     warns = True  # a worker's log says it waits; a command's one line is its error
     _warned_at: float = 0.0
+    _start_said = False  # the start's wait said (say_start_wait)
     _answered = False  # until Redis first answers, a wrong URL fails fast
 
     def register_script(self, script: Any) -> Any:
@@ -252,16 +271,19 @@ class _RideThrough:
                     if error is exc:
                         raise
                     raise error from exc
-                if self.warns and now - self._warned_at >= WARN_EVERY_SECONDS:
+                if not self._answered:
+                    self.say_start_wait(exc)
+                elif self.warns and now - self._warned_at >= WARN_EVERY_SECONDS:
                     self._warned_at = now
                     logger.warning(
                         "Redis answered %s (%s) to %s; retrying for up to %.0f s",
                         type(exc).__name__,
                         exc,
                         args[0] if args else "?",
-                        self.outage_seconds,
+                        self._bound() - (now - started),
                     )
-                await asyncio.sleep(delay)
+                # Never past the bound: the wait said is the wait done.
+                await asyncio.sleep(min(delay, started + self._bound() - now))
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
 
     def _bound(self) -> float:
@@ -269,6 +291,25 @@ class _RideThrough:
         START_SECONDS (as a worker's start: a wrong URL, a Redis not started,
         is said at once)."""
         return self.outage_seconds if self._answered else min(self.outage_seconds, START_SECONDS)
+
+    def start_bound(self) -> float:
+        """How long a worker's start waits for Redis' first answer."""
+        return min(self.outage_seconds, START_SECONDS)
+
+    def say_start_wait(self, exc: BaseException) -> None:
+        """Before Redis first answered: one line, once, saying how long the
+        start waits for it (the wait that then happens: ``start_bound``)."""
+        if self._answered or self._start_said or not self.warns:
+            return
+        self._start_said = True
+        from crawlproject.security.redaction import redact
+
+        logger.warning(
+            "Redis at %s not reachable yet (%s); waiting up to %g s for it",
+            redact(self.url_for_errors, []),
+            cause_of(exc),
+            self.start_bound(),
+        )
 
     def _retries(self, exc: BaseException) -> bool:
         from crawlproject.frontier.connection import is_setup_error
@@ -278,6 +319,17 @@ class _RideThrough:
         if isinstance(exc, self.retried) or refused_before_sending(exc):
             return True
         return isinstance(exc, ResponseError) and str(exc).startswith(REFUSED_BEFORE_RUNNING)
+
+
+def start_bound_of(redis: object) -> float:
+    """How long a worker's start waits for ``redis``' first answer."""
+    return redis.start_bound() if isinstance(redis, _RideThrough) else START_SECONDS
+
+
+def say_start_wait(redis: object, exc: BaseException) -> None:
+    """The start's one line about waiting for ``redis`` (once per client)."""
+    if isinstance(redis, _RideThrough):
+        redis.say_start_wait(exc)
 
 
 class RideThroughPipeline(ClusterPipeline):

@@ -146,7 +146,7 @@ class FrontierScheduler(BaseScheduler):
             # Every lease ends when the engine is done with its last request.
             watch_request_ends(self.crawler.engine, self.leases.request_ended)
         except OPEN_ERRORS as exc:
-            log_open_failure(self.config, exc)
+            log_open_failure(self.config, exc, self.crawler)  # the log's last line
             # Raising CloseSpider here would leave Scrapy's scraper unopened
             # (and its close failing noisily): let the engine finish opening,
             # then close the spider with a reason that says why.
