@@ -17,7 +17,7 @@ What neither sees (an exception raised in a downloader middleware's
 ``process_response`` or ``process_exception``, an errback that raises: Scrapy
 sends those past both, and only logs them when the request has no errback)
 ends when the engine is done with the request
-(crawlproject/frontier/request_ends.py), whatever the spider.
+(crawlproject/frontier/engine_hooks.py), whatever the spider.
 
 An item a pipeline could not save for a reason not its own (it raised
 :class:`~crawlproject.frontier.outcomes.ItemNotSaved`: a failing disk, a

@@ -68,8 +68,8 @@ from crawlproject.component_off import switched_off
 from crawlproject.content import content_type_of
 from crawlproject.frontier.access import crawl_redis_of, is_frontier
 from crawlproject.frontier.crawl_name import crawl_name
+from crawlproject.frontier.engine_hooks import wake_engine
 from crawlproject.frontier.outcomes import ItemNotSaved
-from crawlproject.frontier.wake import wake_engine
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
 from crawlproject.store.factory import open_store

@@ -28,7 +28,7 @@ links; page URLs keep their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats:
 Limits and hostile pages (crawlproject/limits.py): a download over a limit
 (size, decompressed size, timeout, redirects, a redirect loop) reaches
 ``on_error``, which counts it (``limits/*``) and records the fetch (its lease
-ends with the request, as every lease: crawlproject/frontier/request_ends.py);
+ends with the request, as every lease: crawlproject/frontier/engine_hooks.py);
 an empty or binary body served as text is counted
 (``content/empty_body``, ``content/binary_as_text``) and not processed; charset
 trouble is counted (``content/bad_charset``, ``content/no_charset``); a page's

@@ -1,5 +1,5 @@
 """Every lease ends on every path, whatever the spider: the engine's own end of
-a request (crawlproject/frontier/request_ends.py) ends a lease nothing else
+a request (crawlproject/frontier/engine_hooks.py) ends a lease nothing else
 ended (LeaseBook.request_ended), once its last carrying request is done.
 
 The real crawls, a spider with no errback failing in every way, are in

@@ -12,7 +12,7 @@ Whatever the spider, every lease ends: one the ack middlewares did not end
 (a failure without errback, raised in a downloader middleware's
 ``process_response`` or ``process_exception``, or an errback raising) is ended
 when the engine is finished with the last request that carries it
-(``request_ended``, wired by request_ends.py), counted in
+(``request_ended``, wired by engine_hooks.py), counted in
 ``frontier/lease_ended/<state>``.
 """
 
@@ -326,7 +326,7 @@ class LeaseBook:
 
     def request_ended(self, request: Request, in_engine: Collection[Request]) -> None:
         """The engine is finished with ``request``: its callback or errback, their
-        output and items are through (request_ends.py). A lease it carries that
+        output and items are through (engine_hooks.py). A lease it carries that
         nothing ended by now is ended here (done: Scrapy dropped the request),
         unless another request the engine still holds (``in_engine``) carries
         it: the last carrier ends it. A redirect or retry is no carrier: it was

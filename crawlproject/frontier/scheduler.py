@@ -49,6 +49,7 @@ from crawlproject.frontier.config import FrontierConfig
 from crawlproject.frontier.crawl_end import CrawlEnd
 from crawlproject.frontier.crawl_name import crawl_name_of
 from crawlproject.frontier.crawl_redis import CrawlRedis, new_worker_id, open_frontier
+from crawlproject.frontier.engine_hooks import check_engine, wake_engine, watch_request_ends
 from crawlproject.frontier.fresh_start import flush_on_start
 from crawlproject.frontier.gc_tuning import tune_gc
 from crawlproject.frontier.leases import LeaseBook
@@ -61,13 +62,11 @@ from crawlproject.frontier.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
 from crawlproject.frontier.persist import end_crawl
 from crawlproject.frontier.priority import CREDIT_MODE, PriorityPolicy, build_policy
 from crawlproject.frontier.redis_settings import sources_line
-from crawlproject.frontier.request_ends import watch_request_ends
 from crawlproject.frontier.scrapy_scheduling import checked_scheduling
 from crawlproject.frontier.seeds import SeedReader
 from crawlproject.frontier.seen import SeenWatch
 from crawlproject.frontier.shutdown import hand_back, stop_loops
 from crawlproject.frontier.urls import UrlCanonicalizer
-from crawlproject.frontier.wake import wake_engine
 from crawlproject.recrawl.store import StateWrite
 from crawlproject.rules.url_rules import UrlRules
 
@@ -142,9 +141,10 @@ class FrontierScheduler(BaseScheduler):
 
     async def _open(self, spider: Spider) -> None:
         try:
+            check_engine(self.crawler)  # before any connection: refuses a Scrapy without the hooks
             await self._connect(spider)
             # Every lease ends when the engine is done with its last request.
-            watch_request_ends(self.crawler.engine, self.leases.request_ended)
+            watch_request_ends(self.crawler, self.leases.request_ended)
         except OPEN_ERRORS as exc:
             log_open_failure(self.config, exc, self.crawler)  # the log's last line
             # Raising CloseSpider here would leave Scrapy's scraper unopened
