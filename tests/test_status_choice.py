@@ -14,12 +14,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from redis.crc import key_slot
+
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_cluster import RedisCluster
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb
 
 FAST = {"CRAWL_HOST_DELAY": 0.1, "CRAWL_IDLE_CLOSE_SECONDS": 1, "CRAWL_IDLE_POLL_SECONDS": 0.1}
 HINT = "crawlproject status --crawl NAME"
+CLUSTER_CRAWLS = ("quotes", "books", "blog")
 
 
 def command(redis_url: str, *args: str) -> list[str]:
@@ -156,3 +160,23 @@ def test_watch_without_a_terminal_prints_every_refresh(redis_server: RedisServer
             proc.send_signal(signal.SIGINT)  # ^C ends a watch with status 0
             assert proc.wait(timeout=30) == 0
             assert proc.stderr is not None and proc.stderr.read() == b"", args
+
+
+def test_status_finds_the_crawls_on_every_master_of_a_cluster(
+    testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    web = testweb_factory(hosts=1, pages=3, latency_ms=0, links=2, cross_links=0)
+    cluster = RedisCluster().start()
+    try:
+        # Their cp:{NAME}:meta hash to slots of the three masters (0, 2, 1 of 3).
+        thirds = {key_slot(f"cp:{{{n}}}:meta".encode()) * 3 // 16384 for n in CLUSTER_CRAWLS}
+        assert thirds == {0, 1, 2}
+        procs = [
+            start_worker(REPO_ROOT, cluster.url, name, web.seeds, FAST, tmp_path / f"{name}.log")
+            for name in CLUSTER_CRAWLS
+        ]
+        wait_all(procs, timeout=180)
+        listing = json.loads(run(cluster.url, "status", "--json").stdout)
+        assert listing["crawls"] == sorted(CLUSTER_CRAWLS), listing
+    finally:
+        cluster.stop()
