@@ -151,6 +151,11 @@ def wait_until(condition: Callable[[], bool], timeout_seconds: float) -> bool:
     return condition()
 
 
+def logged(caplog: pytest.LogCaptureFixture, text: str, since: int = 0) -> int:
+    """How many records from ``since`` on (any thread's) say ``text``."""
+    return sum(text in r.getMessage() for r in caplog.records[since:])
+
+
 def spooled(spool: Path) -> list[str]:
     return sorted(path.name for path in spool.iterdir()) if spool.exists() else []
 
@@ -240,7 +245,10 @@ def test_start_uploads_what_a_killed_worker_left(store: BodyStore, tmp_path: Pat
     check_pages(store, live_pages, tmp_path / "fetched-live")
 
 
-def test_s3_outage_keeps_files_spooled_then_uploads_them(tmp_path: Path) -> None:
+def test_s3_outage_keeps_files_spooled_then_uploads_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="crawlproject.store")
     spool = tmp_path / "spool"
     with MotoServer() as server:
         server.client().create_bucket(Bucket="outage")
@@ -255,11 +263,13 @@ def test_s3_outage_keeps_files_spooled_then_uploads_them(tmp_path: Path) -> None
         assert uploader.uploaded_files == 1
 
         server.stop()  # moto forgets the bucket and the object
+        stopped = len(caplog.records)
         pages = write_pages(writer, 9, "during")
         writer.close()
         during = kept.names[1:]
         assert len(during) >= 3
-        time.sleep(2.0)  # several failed attempts
+        # Several failed attempts, each a line: the files stay through all of them.
+        assert wait_until(lambda: logged(caplog, " unavailable (", stopped) >= 3, 15.0)
         assert uploader.pending() == len(during)
         assert spooled(spool) == sorted(during)  # nothing lost, nothing half-done
         assert uploader.last_error is not None and "StoreUnavailable" in uploader.last_error
@@ -279,8 +289,9 @@ def test_s3_outage_keeps_files_spooled_then_uploads_them(tmp_path: Path) -> None
 
 
 def test_close_with_s3_down_returns_in_time_and_the_next_start_uploads(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="crawlproject.store")
     spool = tmp_path / "spool"
     with MotoServer() as server:
         server.client().create_bucket(Bucket="closing")
@@ -298,7 +309,9 @@ def test_close_with_s3_down_returns_in_time_and_the_next_start_uploads(
         writer.close()
         names = kept.names
         assert len(names) >= 2
-        time.sleep(0.3)  # the first put_file is under way
+        # The first put_file is under way: its first attempt failed, and its
+        # retries (2.1-4.2 s of back-off) have begun.
+        assert wait_until(lambda: logged(caplog, "): retry 1 of 3 in ") >= 1, 10.0)
 
         started = time.monotonic()
         assert uploader.close(1.0) == len(names)
@@ -346,7 +359,7 @@ def test_a_refusal_is_logged_once_and_retried_until_fixed(
     finished = writer.close()
     assert finished is not None
 
-    time.sleep(1.0)  # a few attempts at the longest interval (0.3 s)
+    assert wait_until(lambda: logged(caplog, "failed again") >= 3, 10.0)  # a few attempts
     error = uploader.last_error
     assert error is not None and "StoreError" in error and "NoSuchBucket" in error
     refusals = [r for r in caplog.records if r.levelno == logging.ERROR]
