@@ -23,7 +23,10 @@ Either way the refused request is counted once, here (``guard/blocked``; a
 robots.txt fetch ``guard/blocked_robotstxt``: its page is refused too, by the
 robots.txt middleware, and counted), logged at INFO once per host (per
 process, bounded), and a frontier slot it held is released at once: it made
-no contact with the host.
+no contact with the host. A seed (the operator's choice) is a WARNING of its
+own and counts in ``seeds/refused`` too: its host name resolved to a refused
+address (IP literals and ``localhost`` never get here: they are refused
+before they are queued, crawlproject/frontier/seed_check.py).
 
 Behind a proxy (``HTTP_PROXY``/``HTTPS_PROXY`` in the environment, or a
 request's ``meta["proxy"]``) the connection goes to the proxy, which resolves
@@ -52,6 +55,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver
+from crawlproject.frontier.meta import SEED_META_KEY
+from crawlproject.frontier.seed_check import SEEDS_REFUSED
 from crawlproject.guard.errors import (
     BlockedAddress,
     BlockedAddressError,
@@ -126,6 +131,21 @@ class AddressGuardMiddleware:
             return None
         self.stats.inc_value("guard/blocked")
         host = urlparse_cached(request).hostname or "?"
+        if request.meta.get(SEED_META_KEY) and not request.meta.get("redirect_times"):
+            # The operator's seed, refused only now that its name resolved (an
+            # IP literal or localhost is refused before it is queued, and not
+            # marked seen: crawlproject/frontier/seed_check.py): it stays seen.
+            self.stats.inc_value(SEEDS_REFUSED)
+            logger.warning(
+                "Seed %r not crawled: %s resolves to a %s address, which the guard refuses "
+                "(to crawl it: CRAWL_GUARD_ALLOW=%s or its network; this crawl keeps it as "
+                "seen: start over with crawlproject reset, or use another crawl name)",
+                request.url,
+                host,
+                reason,
+                host,
+            )
+            return None
         if self._logged.first(host):
             logger.info(
                 "Guard: not fetching %s: %s is a %s address (CRAWL_GUARD_ALLOW)",

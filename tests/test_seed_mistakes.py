@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -15,8 +16,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
 
+from crawlproject.frontier.meta import SEED_META_KEY
+from crawlproject.guard.errors import BlockedAddress
+from middlewares.guard import AddressGuardMiddleware
 from testkit.crawlproc import (
     LOOPBACK_ALLOW,
     REPO_ROOT,
@@ -201,3 +208,35 @@ def test_the_seed_command_says_what_it_did_with_each_url(
         f"refused       {c}: {host} is a loopback address, which the guard refuses "
         f"(to crawl it: -s CRAWL_GUARD_ALLOW={host}/32)\n"
     )
+
+
+def test_a_seed_whose_name_the_guard_refuses_at_its_fetch_is_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A host name that resolves to a refused address is only known at the
+    fetch: a seed there is a WARNING that says it stays seen, and how to
+    start over; a link there stays the guard's INFO line."""
+    crawler = get_crawler(Spider, {"CRAWL_GUARD_ALLOW": ""})
+    guard = AddressGuardMiddleware.from_crawler(crawler)
+    seed = Request("http://intranet.example/", meta={SEED_META_KEY: True})
+    link = Request("http://intranet.example/page")
+    with caplog.at_level(logging.INFO, logger="middlewares.guard"):
+        for request in (seed, link):
+            guard.process_exception(request, BlockedAddress("intranet.example", "private"))
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            "Seed 'http://intranet.example/' not crawled: intranet.example resolves to a "
+            "private address, which the guard refuses (to crawl it: "
+            "CRAWL_GUARD_ALLOW=intranet.example or its network; this crawl keeps it as "
+            "seen: start over with crawlproject reset, or use another crawl name)",
+        ),
+        (
+            "INFO",
+            "Guard: not fetching http://intranet.example/page: intranet.example is a "
+            "private address (CRAWL_GUARD_ALLOW)",
+        ),
+    ]
+    assert crawler.stats is not None
+    assert crawler.stats.get_value("seeds/refused") == 1
+    assert crawler.stats.get_value("guard/blocked") == 2
