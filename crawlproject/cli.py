@@ -54,12 +54,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     add_budget_parser(sub)
     add_reset_parser(sub)
+    _options_after_the_command(sub.choices.values())
     args = parser.parse_args(argv)
+    args.set += getattr(args, "set_after", [])
 
     settings = get_project_settings()
     for pair in args.set:
@@ -316,6 +319,20 @@ def _main(argv: Sequence[str] | None = None) -> int:
     elif getattr(args, "reasons", False):
         action = "parked-reasons"
     return _run_with_redis(config, _with_redis(config, crawl, action, urls))
+
+
+def _options_after_the_command(commands: Iterable[argparse.ArgumentParser]) -> None:
+    """``--crawl``, ``--redis-url`` and ``-s`` after the command too
+    (``crawlproject status --crawl quotes``, as a user writes it), not only
+    before it; given after, they win (SUPPRESS: absent, the value before stays)."""
+    for command in commands:
+        with contextlib.suppress(argparse.ArgumentError):  # reset has its own --crawl
+            command.add_argument("--crawl", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        command.add_argument("--redis-url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        command.add_argument(
+            "-s", "--set", dest="set_after", action="append", default=argparse.SUPPRESS,
+            metavar="NAME=VALUE", help=argparse.SUPPRESS,
+        )  # fmt: skip
 
 
 def _run_with_redis(config: FrontierConfig, command: Coroutine[Any, Any, int]) -> int:

@@ -152,8 +152,10 @@ def guide_web(testweb_factory: Callable[..., TestWeb]) -> TestWeb:
 def test_the_guide_names_each_example_and_its_command() -> None:
     titles = list(sections())
     assert [t.split(" (")[0] for t in titles] == [
-        "A content-type processor", "A spider", "An item pipeline",
+        "Your first spider", "A content-type processor", "A spider", "An item pipeline",
     ]  # fmt: skip
+    # The first section's commands are run by tests/test_first_spider.py.
+    assert commands(section("Your first spider")) == []
     assert [p for p, _ in code_blocks(section("A content-type processor"))] == [
         "pipelines/content/json_links.py", "crawlproject/settings.py",
     ]  # fmt: skip
