@@ -41,7 +41,7 @@ from testkit.tcp_proxy import TcpProxy
 from testkit.testweb import TestWeb, page_counts
 
 BUCKET = TEST_BUCKET
-OUTAGE_SECONDS = 20.0
+OUTAGE_BOUND_SECONDS = 60.0  # the longest the S3 outage may take to show all it must
 IDLE = {"CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 SCRAPED = "Scraped from <"
 
@@ -53,6 +53,18 @@ def sent_bodies(web: TestWeb) -> dict[str, bytes]:
         for h in range(1, web.hosts + 1)
         for k in range(web.page_count(h))
     }
+
+
+def quiet(web: TestWeb, seconds: float, timeout: float = 30.0) -> int:
+    """Waits until ``web`` has had no request for ``seconds``; its request count then."""
+    deadline = time.monotonic() + timeout
+    count, since = len(web.log), time.monotonic()
+    while time.monotonic() - since < seconds:
+        assert time.monotonic() < deadline, f"the web never went quiet for {seconds} s"
+        time.sleep(0.02)
+        if len(web.log) != count:
+            count, since = len(web.log), time.monotonic()
+    return count
 
 
 def read_items(feed: Path) -> list[dict[str, Any]]:
@@ -142,9 +154,29 @@ def test_s3_outage_mid_crawl_loses_nothing(
         kept = download_all(client, snapshot)
         moto.stop()
         stopped_at = log.stat().st_size
-        time.sleep(OUTAGE_SECONDS)
-        # The fleet's status shows the storage lag the outage causes.
-        lag = crawl_status(redis_server.url, "s3")["storage"]["files_waiting_for_upload"]
+
+        def shown(text: str) -> bool:
+            # Files finished and kept, uploads failed and retried.
+            return (
+                " unavailable (" in text and "kept in" in text and "retry 1 of 1" in text
+                and text.count(".warc.gz finished") >= 2
+            )  # fmt: skip
+
+        def lag() -> int:
+            # The fleet's status shows the storage lag the outage causes.
+            status = crawl_status(redis_server.url, "s3")
+            return int(status["storage"]["files_waiting_for_upload"])
+
+        # The outage lasts until the worker has shown all it does in one.
+        wait_until(
+            lambda: (
+                shown(log.read_bytes()[stopped_at:].decode(errors="replace"))
+                or proc.poll() is not None
+            ),
+            timeout=OUTAGE_BOUND_SECONDS,
+        )
+        wait_until(lambda: proc.poll() is not None or lag() >= 2, timeout=OUTAGE_BOUND_SECONDS)
+        files_waiting = lag()
         # What moto forgot must all be in the snapshot, or the test lost it, not the crawler.
         assert uploaded_keys(log) <= kept, "an upload landed between the snapshot and the stop"
         assert proc.poll() is None, "the crawl ended during the outage: make it longer"
@@ -160,7 +192,7 @@ def test_s3_outage_mid_crawl_loses_nothing(
     assert " unavailable (" in during and "kept in" in during
     assert "S3 upload" in during and "retry 1 of 1" in during
     assert during.count(".warc.gz finished") >= 2
-    assert lag >= 2
+    assert files_waiting >= 2
     text = log.read_text(errors="replace")
     assert "Uploads to s3://" in text and "resumed after" in text
 
@@ -375,9 +407,8 @@ def test_a_full_disk_pauses_the_worker_and_loses_no_page(
             timeout=30,
         )
         assert proc.poll() is None, "the crawl ended before the disk filled"
-        time.sleep(1.5)  # the pages in flight finish (or wait for room too)
-        requests = len(web.log)
-        time.sleep(3.0)
+        requests = quiet(web, 1.0)  # the pages in flight finish (or wait for room too)
+        time.sleep(3.0)  # not a wait for something: the span over which nothing may come
         assert len(web.log) == requests, "the worker went on fetching with a full disk"
         proxy.restore()
         wait_all([proc], timeout=60)
@@ -485,7 +516,14 @@ def test_a_page_killed_in_the_pipelines_is_fetched_again(
     first = start_worker(REPO_ROOT, redis_server.url, "held", web.seeds, held, tmp_path / "1.log")
     try:
         wait_until(lambda: "in the pipelines" in first.log_path.read_text(errors="replace"))
-        time.sleep(1.0)  # time enough for an ack (written in batches) to reach Redis
+
+        def frontier() -> dict[str, Any]:
+            return dict(crawl_status(redis_server.url, "held")["frontier"])
+
+        # The held page's links reached Redis: the writes after its callback
+        # landed, and an ack sent with them (too early) would be there too.
+        wait_until(lambda: frontier()["enqueued"] >= len(web.expected_urls), timeout=30)
+        assert frontier()["done"] == 0, "a page was acked while its item was in the pipelines"
         stop_worker(first, signal.SIGKILL)
         first.wait()
     finally:
