@@ -30,6 +30,7 @@ import gzip
 import importlib
 import inspect
 import logging
+import re
 from collections.abc import Collection
 from types import SimpleNamespace
 from typing import Any, cast
@@ -55,9 +56,25 @@ from crawlproject.frontier.engine_hooks import (
     watch_request_ends,
 )
 from crawlproject.frontier.outcomes import FRONTIER_ERROR
+from testkit import REPO_ROOT
 
+# The engine's private names: its slot and what hangs on it.
+ENGINE_PRIVATE = re.compile(r"""\b_slot\b|\b_Slot\b|nextcall|inprogress|remove_request""")
 BOMB = gzip.compress(b"x" * 200_000)  # 200 kB once decompressed, a few hundred bytes sent
 LIMIT = 10_000
+
+
+def test_only_engine_hooks_touches_the_engines_private_names() -> None:
+    hooks = REPO_ROOT / "crawlproject" / "frontier" / "engine_hooks.py"
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for folder in ("crawlproject", "spiders", "middlewares", "pipelines")
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        if path != hooks
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if ENGINE_PRIVATE.search(line)
+    ]
+    assert found == [], "Scrapy's engine internals belong in engine_hooks.py:\n" + "\n".join(found)
 
 
 def test_the_engine_still_keeps_its_poll_call_in_slot_nextcall() -> None:
