@@ -116,3 +116,20 @@ def test_continuous_mode_keeps_a_scrapy_redis_spider_up(
     finally:
         proc.terminate()
     assert wait_all([proc], timeout=60) == [0]
+
+
+def test_an_unreadable_max_idle_time_is_one_line_before_the_start(
+    redis_url: str, tmp_path: Path
+) -> None:
+    proc = start_worker(
+        REPO_ROOT, redis_url, None, [], {**FAST, "MAX_IDLE_TIME_BEFORE_CLOSE": "soon"},
+        tmp_path / "w.log", spider="myspider",
+    )  # fmt: skip
+    assert wait_all([proc], timeout=60, check=False) == [1]
+    log = proc.log_path.read_text()
+    errors = [line for line in log.splitlines() if " ERROR: " in line]
+    assert [line.split(" ERROR: ", 1)[1] for line in errors] == [
+        "Not started: MAX_IDLE_TIME_BEFORE_CLOSE='soon': expected a whole number of seconds "
+        ">= 0 (scrapy-redis's; 0: not set, CRAWL_IDLE_CLOSE_SECONDS applies)"
+    ]
+    assert "Traceback" not in log

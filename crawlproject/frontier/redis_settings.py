@@ -258,6 +258,12 @@ def refuse_scrapy_redis(settings: BaseSettings) -> None:
         if name in _FALSE_IS_HARMLESS and not _truthy(value):
             continue
         raise ConfigError(f"{name}={value!r} cannot apply: {instead}")
+    max_idle = settings.get("MAX_IDLE_TIME_BEFORE_CLOSE")
+    if is_given(settings, "MAX_IDLE_TIME_BEFORE_CLOSE") and not _seconds(max_idle):
+        raise ConfigError(
+            f"MAX_IDLE_TIME_BEFORE_CLOSE={max_idle!r}: expected a whole number of seconds >= 0 "
+            "(scrapy-redis's; 0: not set, CRAWL_IDLE_CLOSE_SECONDS applies)"
+        )
 
 
 _INSTEAD = {
@@ -266,6 +272,15 @@ _INSTEAD = {
         "tests each URL against the crawl's seen set in Redis: remove DUPEFILTER_CLASS"
     ),
 }
+
+
+def _seconds(value: Any) -> bool:
+    """Whether ``value`` reads as scrapy-redis reads MAX_IDLE_TIME_BEFORE_CLOSE
+    (``int(value)``), at least 0."""
+    try:
+        return int(value) >= 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _truthy(value: Any) -> bool:
