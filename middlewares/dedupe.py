@@ -1,64 +1,68 @@
 """Decide, per fetched page, whether the fleet has seen it (or nearly) before.
 
 A spider middleware, because the decision must come before the page's links
-go to the frontier. For the first item a callback yields for a response it:
+go to the frontier. A verdict belongs to the response, never to an item
+(crawlproject/dedupe/verdict.py). At the first item a callback yields for a
+2xx response it:
 
 1. takes the SHA-1 of the body (exact duplicates) and, for HTML, a 64-bit
    SimHash of the visible text (crawlproject/dedupe/fingerprint.py);
 2. if the host is a known soft-404 space (crawlproject/dedupe/soft404.py) and
-   the page is its not-found page (same body, or SimHash within k, however short
-   the text), marks it a near duplicate of the host's probe: not kept, not
-   indexed, links not followed (``trap/soft404``);
+   the page is its not-found page (same body, or SimHash within k), marks it a
+   near duplicate of the host's probe: not indexed (``trap/soft404``);
 3. else asks the fleet's index in Redis, in one atomic call that also records
    the page when it is new (crawlproject/dedupe/index.py), so two workers
    fetching two copies at the same moment keep exactly one (only pages with
    ``CRAWL_DEDUPE_MIN_TEXT_CHARS`` of text get the near test);
-4. writes the outcome into the item (``content_sha1``, ``simhash``, and for a
-   duplicate ``dedupe``, ``duplicate_of``, ``dedupe_distance``), where the item
-   pipeline (pipelines/dedupe.py) drops it;
-5. decides about the page's links (``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``):
-   a duplicate whose original is on another host (a mirror's copy: its links
-   lead to the mirror's pages, some of which may exist there only) has them
-   followed after the originals' own (``dedupe/links_followed_lower``: in score
-   mode LINK_BAND_PENALTY bands later, in AOPIC mode LINK_CREDIT_WEIGHT of their
-   credit share), counted as ``dedupe/mirror_copies``; a duplicate of a page of
-   its own host (soft 404s, session aliases, link farms) has them dropped
-   (``dedupe/links_not_followed``), as has one whose original is not recorded;
-6. when a host's pages have been duplicates ``CRAWL_DEDUPE_STREAK`` times in
+4. keeps the verdict in ``response.meta`` (``crawl_dedupe``); no item gains a
+   field, but a spider whose class sets ``fetch_records = True`` (``web``) has
+   its first item, its own fetch record, get ``content_sha1``, ``simhash`` and,
+   for a copy, ``dedupe``, ``duplicate_of``, ``dedupe_distance``: the item
+   pipeline (pipelines/dedupe.py) drops a copy's record (not stored as a page);
+5. drops all the items of an exact copy (the same body as a page already
+   judged) of any other spider, ``CRAWL_DEDUPE_DROP_ITEMS`` permitting
+   (``dedupe/items_dropped``, said once at INFO); a near copy's are all kept;
+6. decides about the page's links (``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``): a
+   near copy's (listing pages under one long template are near copies, each
+   linking pages no other does; up to NEAR_COPY_HOPS along a chain, or
+   ``dedupe/near_hops_exceeded``) and a mirror's copy's (its original on another
+   host) are followed after the originals' own (``dedupe/links_followed_lower``:
+   LINK_BAND_PENALTY bands later, in AOPIC LINK_CREDIT_WEIGHT of their credit
+   share; ``dedupe/mirror_copies``); an exact copy's of a page of its own host
+   (the same bytes: the same links) and a soft 404's are dropped
+   (``dedupe/links_not_followed``);
+7. when a host's pages have been duplicates ``CRAWL_DEDUPE_STREAK`` times in
    a row (soft-404 and session-id traps look like that), sets the host's queued
    URLs aside in the frontier (``parked``; kept, not deleted); a mirror's copy
    (original on another host) never triggers it;
-7. the first time the fleet meets a suspect page of a host (a near duplicate of
+8. the first time the fleet meets a suspect page of a host (a near duplicate of
    a page of its own host, or one whose text shows its own path), one worker
    queues the host's soft-404 probe (``trap/soft404_probes``); nothing of the
    probe's answer leaves this middleware but the host's verdict
-   (``trap/soft404_hosts`` when it answered 2xx).
-
-8. marks each link with the depth guard's count (frontier/chains.py: a copy of
+   (``trap/soft404_hosts`` when it answered 2xx);
+9. marks each link with the depth guard's count (frontier/chains.py: a copy of
    a page of its own host, or a thin page, brought nothing new:
    ``dedupe/stale_pages``); for a page with a token shape, tells the token guard
    what it showed (frontier/token_evidence.py, ``trap/token_pages``).
 
 Callbacks should yield a page's item before its links (the ``web`` spider does);
-links yielded before the item are followed whatever the verdict.
+links yielded before the first item are followed whatever the verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import is_item
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
-from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
+from crawlproject.component_off import switched_off
 from crawlproject.dedupe.batcher import DedupeBatcher
 from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
 from crawlproject.dedupe.index import (
@@ -70,6 +74,20 @@ from crawlproject.dedupe.index import (
 from crawlproject.dedupe.page_text import NO_TEXT, Text, page_text
 from crawlproject.dedupe.probes import Soft404Probes
 from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path
+from crawlproject.dedupe.verdict import (
+    EXACT,
+    FETCH_RECORDS_ATTR,
+    NEAR,
+    NEAR_COPY_HOPS,
+    NEAR_HOPS_META_KEY,
+    VERDICT_META_KEY,
+    ItemsDropped,
+    Links,
+    Outcome,
+    PageVerdict,
+    annotate,
+    near_hops,
+)
 from crawlproject.frontier.access import crawl_redis_of, frontier_of, require_frontier
 from crawlproject.frontier.chains import mark_link
 from crawlproject.frontier.outcomes import FRONTIER_UNAVAILABLE
@@ -86,27 +104,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SIMHASH_HEX_CHARS = 16
-# The links of a mirror's copy: queued this many bands after those of an
-# original at the same depth (score mode), or with this fraction of their
-# credit share (AOPIC), so that the originals' own links go first.
+# The links of a duplicate that are followed (a near copy's, a mirror's copy's):
+# queued this many bands after those of an original at the same depth (score
+# mode), or with this fraction of their credit share (AOPIC), so that the
+# originals' own links go first.
 LINK_BAND_PENALTY = 4
 LINK_CREDIT_WEIGHT = 0.25
 PARKED_HOSTS_REMEMBERED = 100_000
-
-
-class Links(enum.Enum):
-    FOLLOW = "follow"
-    LOWER = "lower"  # followed after the originals' own links
-    DROP = "drop"
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    links: Links
-    probe: Request | None = None
-    novel: bool = True  # it brought new content (the depth guard's count, chains.py)
-    content: bool | None = None  # the token guard's (token_evidence.py); None: not judged
 
 
 class DedupeSpiderMiddleware:
@@ -128,6 +132,7 @@ class DedupeSpiderMiddleware:
         # per-host memory of a worker (a host forgotten may be counted again).
         self._parked_hosts = OncePerKey(PARKED_HOSTS_REMEMBERED)
         self._unannotatable_logged = False
+        self._dropped = ItemsDropped(stats)
         self._closing: asyncio.Future[None] | None = None
         self._evidence: TokenEvidence | None = None
 
@@ -135,7 +140,9 @@ class DedupeSpiderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> DedupeSpiderMiddleware:
         config = DedupeConfig.from_settings(crawler.settings)
         if not config.enabled:
-            raise NotConfigured("CRAWL_DEDUPE_ENABLED is off")
+            raise switched_off(
+                cls, crawler.settings, "CRAWL_DEDUPE_ENABLED is off", "CRAWL_DEDUPE_ENABLED"
+            )
         require_frontier(crawler)  # the index lives in the frontier's Redis
         assert crawler.stats is not None
         probe = bool(crawl_setting(crawler.settings, "CRAWL_SOFT404_PROBE"))
@@ -178,19 +185,23 @@ class DedupeSpiderMiddleware:
         admission = self._scheduler().admission
         page = token_page(admission, response.url)
         spawned = 0  # its links of its own host and token shape
+        records = bool(getattr(self.crawler.spider, FETCH_RECORDS_ATTR, False))
         async for obj in result:
-            # Only a 2xx page is judged: an error page's record (the spider's
-            # errback) must not enter the index as an original.
-            if (
-                outcome is None
-                and not isinstance(obj, Request)
-                and is_item(obj)
-                and 200 <= response.status < 300
-            ):
-                outcome = await self._judge(response, obj)
-                yield obj
-                if outcome.probe is not None:
-                    yield outcome.probe
+            if not isinstance(obj, Request) and is_item(obj):
+                probe = None
+                # Only a 2xx page is judged: an error page's record (the spider's
+                # errback) must not enter the index as an original.
+                if outcome is None and 200 <= response.status < 300:
+                    outcome = await self._judge(response)
+                    probe = outcome.probe
+                    if records and outcome.verdict is not None:
+                        self._annotate(obj, outcome.verdict)  # the spider's own record
+                if outcome is not None and outcome.drop_items and not records:
+                    self._dropped.dropped(response.url, outcome.verdict)
+                else:
+                    yield obj
+                if probe is not None:
+                    yield probe
                 continue
             if isinstance(obj, Request):
                 mark_link(obj.meta, response.meta, outcome is None or outcome.novel)
@@ -200,6 +211,8 @@ class DedupeSpiderMiddleware:
                 if outcome.links is Links.DROP:
                     self.stats.inc_value("dedupe/links_not_followed")
                     continue
+                if outcome.near_hops and self._host(obj.url) == self._host(response.url):
+                    obj.meta[NEAR_HOPS_META_KEY] = outcome.near_hops
                 if outcome.links is Links.LOWER:
                     if self.credit_mode:
                         obj.meta[CREDIT_WEIGHT_META_KEY] = LINK_CREDIT_WEIGHT
@@ -212,8 +225,7 @@ class DedupeSpiderMiddleware:
 
     # -- the verdict ---------------------------------------------------------------
 
-    async def _judge(self, response: Response, item: Any) -> Outcome:
-        adapter = ItemAdapter(item)
+    async def _judge(self, response: Response) -> Outcome:
         digest = body_sha1(response)  # hashed once per response: the store reuses it
         text = self._text(response)
         host = self._host(response.url)
@@ -222,7 +234,7 @@ class DedupeSpiderMiddleware:
         if isinstance(state, NotFoundPage):
             distance = state.distance(digest.hex(), text.echoless(response.url))
             if distance is not None and distance <= self.config.k:
-                return self._soft404(response, adapter, digest, text, state, distance)
+                return self._soft404(response, digest, text, state, distance)
         simhash = text.simhash
         thin = simhash is not None and text.chars < self.config.min_text_chars
         if thin:
@@ -247,7 +259,9 @@ class DedupeSpiderMiddleware:
             # Verdicts kept; later near copies of these pages may be missed.
             self.stats.inc_value(f"dedupe/store_failed/{what}", calls)
         self.stats.inc_value(f"dedupe/checked/{verdict.kind.value}")
-        annotated = self._annotate(adapter, digest, simhash, verdict)
+        kind = None if verdict.kind is DedupeKind.NEW else verdict.kind.value
+        found = PageVerdict(digest.hex(), simhash, kind, verdict.original, verdict.distance)
+        response.meta[VERDICT_META_KEY] = found
         mirror = (
             verdict.kind is not DedupeKind.NEW
             and verdict.original is not None
@@ -259,9 +273,7 @@ class DedupeSpiderMiddleware:
         content = None if mirror or (thin and verdict.kind is DedupeKind.NEW) else novel
         if not novel:
             self.stats.inc_value("dedupe/stale_pages")
-        if not annotated:  # its copies kept, their links followed; the guards still learn
-            return Outcome(Links.FOLLOW, None, novel, content)
-        links = Links.FOLLOW
+        links, hops = Links.FOLLOW, near_hops(response.meta)
         if verdict.kind is not DedupeKind.NEW:
             logger.debug(
                 "%s duplicate (distance %s): %s of %s",
@@ -270,7 +282,12 @@ class DedupeSpiderMiddleware:
                 response.url,
                 verdict.original or "an earlier page",
             )
-            links = self._links_of_duplicate(mirror)
+            links = self._links_of_duplicate(verdict.kind, mirror)
+            if verdict.kind is DedupeKind.NEAR and not mirror and links is Links.LOWER:
+                if hops >= NEAR_COPY_HOPS and self.config.follow_duplicate_links != FOLLOW_ALL:
+                    self.stats.inc_value("dedupe/near_hops_exceeded")
+                    links = Links.DROP  # a chain of near copies: a drifting trap's shape
+                hops += 1
             if mirror:
                 self.stats.inc_value("dedupe/mirror_copies")
             else:
@@ -279,37 +296,27 @@ class DedupeSpiderMiddleware:
         # harmless (their links are not followed); a soft 404 is near or echoes.
         suspect = echo or (verdict.kind is DedupeKind.NEAR and not mirror)
         probe = await self.probes.probe_for(response, host) if suspect and state is None else None
-        return Outcome(links, probe, novel, content)
+        drop = self.config.drop_items and kind == EXACT
+        return Outcome(links, probe, novel, content, found, drop, hops)
 
-    def _links_of_duplicate(self, mirror: bool) -> Links:
+    def _links_of_duplicate(self, kind: DedupeKind, mirror: bool) -> Links:
         follow = self.config.follow_duplicate_links
         if follow == FOLLOW_NONE:
             return Links.DROP
-        if mirror or follow == FOLLOW_ALL:
+        if mirror or follow == FOLLOW_ALL or kind is DedupeKind.NEAR:
+            # A near copy of a page of its host has text of its own, and links
+            # no kept page may have (the next page of a listing whose long
+            # template outweighs its items); the trap guards count its links.
             return Links.LOWER
-        return Links.DROP  # a copy of a page of its own host: a trap's shape
+        return Links.DROP  # the same bytes as a page of its own host: the same links
 
-    def _annotate(
-        self, adapter: ItemAdapter, digest: bytes, simhash: int | None, verdict: DedupeVerdict
-    ) -> bool:
-        """Writes the verdict into the item; False if the item has no such fields."""
-        try:
-            adapter["content_sha1"] = digest.hex()
-            if simhash is not None:
-                adapter["simhash"] = f"{simhash:0{SIMHASH_HEX_CHARS}x}"
-            if verdict.kind is not DedupeKind.NEW:
-                adapter["dedupe"] = verdict.kind.value
-                adapter["duplicate_of"] = verdict.original
-                adapter["dedupe_distance"] = verdict.distance
-        except KeyError:
-            if not self._unannotatable_logged:
-                self._unannotatable_logged = True
-                logger.warning(
-                    "Items of type %s have no dedupe fields: duplicates are not dropped",
-                    type(adapter.item).__name__,
-                )
-            return False
-        return True
+    def _annotate(self, item: Any, verdict: PageVerdict) -> None:
+        if not annotate(item, verdict) and not self._unannotatable_logged:
+            self._unannotatable_logged = True
+            logger.warning(
+                "Fetch records of type %s have no dedupe fields: duplicates are not dropped",
+                type(item).__name__,
+            )
 
     def _text(self, response: Response) -> Text:
         return page_text(response, self.config.content_types)
@@ -317,21 +324,15 @@ class DedupeSpiderMiddleware:
     # -- soft-404 spaces -----------------------------------------------------------
 
     def _soft404(
-        self,
-        response: Response,
-        adapter: ItemAdapter,
-        digest: bytes,
-        text: Text,
-        page: NotFoundPage,
-        distance: int,
+        self, response: Response, digest: bytes, text: Text, page: NotFoundPage, distance: int
     ) -> Outcome:
         """A page of a soft-404 space: a near copy of the host's probe answer,
         kept out of the index (it is no page) and its links not followed."""
         self.stats.inc_value("trap/soft404")
-        verdict = DedupeVerdict(DedupeKind.NEAR, page.url, distance, 0)
-        self._annotate(adapter, digest, text.simhash, verdict)
+        verdict = PageVerdict(digest.hex(), text.simhash, NEAR, page.url, distance)
+        response.meta[VERDICT_META_KEY] = verdict
         logger.debug("Soft 404 (distance %d to %s): %s", distance, page.url, response.url)
-        return Outcome(Links.DROP, novel=False, content=False)
+        return Outcome(Links.DROP, novel=False, content=False, verdict=verdict)
 
     async def _probe_answered(self, response: Response) -> None:
         text = self._text(response) if 200 <= response.status < 300 else NO_TEXT

@@ -1,9 +1,12 @@
-"""Drop pages the fleet has already seen, exactly or nearly.
+"""Drop the fetch records of pages the fleet has already seen, exactly or nearly.
 
 The verdict comes from middlewares/dedupe.py (which must run: it asks the
-shared index while the page's links are still held back); this pipeline
-turns it into Scrapy's ``DropItem`` and the ``dedupe/exact`` and
-``dedupe/near`` stats, so nothing downstream (storage, feeds) sees a copy.
+shared index while the page's links are still held back). It writes it into
+the fetch record of a spider that keeps such records (``fetch_records = True``:
+the ``web`` spider), never into any other item; this pipeline turns it into
+Scrapy's ``DropItem`` and the ``dedupe/exact`` and ``dedupe/near`` stats, so
+nothing downstream (storage, feeds) sees a copy. Another spider's items pass
+untouched whatever fields they have (the middleware drops an exact copy's).
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
-from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.exceptions import DropItem
 
+from crawlproject.component_off import switched_off
 from crawlproject.dedupe.config import DedupeConfig
+from crawlproject.dedupe.verdict import FETCH_RECORDS_ATTR
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -25,17 +30,22 @@ class DuplicatePage(DropItem):
 
 
 class DedupePipeline:
-    def __init__(self, stats: StatsCollector) -> None:
+    def __init__(self, crawler: Crawler, stats: StatsCollector) -> None:
+        self.crawler = crawler
         self.stats = stats
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupePipeline:
         if not DedupeConfig.from_settings(crawler.settings).enabled:
-            raise NotConfigured("CRAWL_DEDUPE_ENABLED is off")
+            raise switched_off(
+                cls, crawler.settings, "CRAWL_DEDUPE_ENABLED is off", "CRAWL_DEDUPE_ENABLED"
+            )
         assert crawler.stats is not None
-        return cls(crawler.stats)
+        return cls(crawler, crawler.stats)
 
     def process_item(self, item: Any) -> Any:
+        if not getattr(self.crawler.spider, FETCH_RECORDS_ATTR, False):
+            return item  # a user's item: its fields are its own
         adapter = ItemAdapter(item)
         kind = adapter.get("dedupe")
         if kind not in ("exact", "near"):

@@ -1,5 +1,11 @@
 """The fetch record: what the crawl keeps about each fetch, a page's (the
-spider's ``parse``) and a failed one's (its errback) alike."""
+spider's ``parse``) and a failed one's (its errback) alike.
+
+A page's record also carries the duplicate verdict (``content_sha1``,
+``simhash``; for a copy ``dedupe``, ``duplicate_of``, ``dedupe_distance``),
+written by middlewares/dedupe.py because the ``web`` spider declares
+``fetch_records = True`` (crawlproject/dedupe/verdict.py); a copy's record is
+then dropped by pipelines/dedupe.py."""
 
 from __future__ import annotations
 

@@ -79,6 +79,11 @@ LOGGED_ONCE_KEYS = 100_000
 
 class WebSpider(Spider):
     name = "web"
+    # Its first item for each response is its record of that fetch: the
+    # duplicate filter (middlewares/dedupe.py) writes the page's verdict into it
+    # (content_sha1, simhash, dedupe, ...) and drops a copy's. Another spider's
+    # items never get a field.
+    fetch_records = True
 
     def __init__(
         self,

@@ -61,14 +61,16 @@ def test_a_crawl_spider_with_rules(
     assert want and {u for u in pages if "/p/" in u} == want
     # One item a page, by its rule; but a page that is an exact copy of one
     # already judged (a query variant: the server ignores the query) has its
-    # item dropped by the duplicate pipeline, counted.
+    # item dropped by the duplicate filter, counted.
     got = Counter(canonicalize_url(str(i["url"])) for i in items)
     assert set(got.values()) == {1}
     missing = want - set(got)
     assert set(got) <= want and all(
         any(v != u and v.split("?")[0] == u.split("?")[0] for v in want) for u in missing
     ), missing
-    dropped = sum(int(stats_of(tmp_path / f"w{n}.log").get("dedupe/exact", 0)) for n in range(2))
+    dropped = sum(
+        int(stats_of(tmp_path / f"w{n}.log").get("dedupe/items_dropped", 0)) for n in range(2)
+    )
     assert dropped == len(missing)
     assert {i["rule"] for i in items} == {0}
 

@@ -43,6 +43,7 @@ class DedupeConfig:
     content_types: tuple[str, ...]  # CRAWL_DEDUPE_CONTENT_TYPES, lower case
     min_text_chars: Annotated[int, Setting("CRAWL_DEDUPE_MIN_TEXT_CHARS")]
     follow_duplicate_links: str  # CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS: one of FOLLOW_LINKS
+    drop_items: Annotated[bool, Setting("CRAWL_DEDUPE_DROP_ITEMS")]
     record_originals: Annotated[bool, Setting("CRAWL_DEDUPE_RECORD_ORIGINALS")]
     streak: Annotated[int, Setting("CRAWL_DEDUPE_STREAK")]
     streak_action: Annotated[str, Setting("CRAWL_DEDUPE_STREAK_ACTION")]

@@ -24,11 +24,19 @@ CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]
 # Pages with less visible text than this (normalised characters) only get the
 # exact test: a few words make no reliable fingerprint.
 CRAWL_DEDUPE_MIN_TEXT_CHARS = 200
-# Links of a page found to be a duplicate: "other_host" follows them, after the
-# originals' own links, when its original is on another host (a mirror's copy
-# links to the mirror's pages, some of which may exist there only); "all" does
-# so for every duplicate; "none" never (True/False: "all"/"none").
+# Links of a page found to be a duplicate, followed after the originals' own
+# links or not at all. A near copy's are followed (listing pages under one long
+# template are near copies, each linking pages no other does), and so are a
+# copy's whose original is on another host (a mirror's copy links to the
+# mirror's pages, some of which may exist there only); "other_host" drops those
+# of an exact copy of a page of its own host (the same bytes: the same links);
+# "all" follows every duplicate's; "none" none (True/False: "all"/"none").
 CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS = "other_host"
+# The items a spider yields for a page that is an exact copy (the same body) of
+# a page the crawl already has are dropped (dedupe/items_dropped); False keeps
+# them. A near copy's items are always kept; no item ever gains a field. (The
+# web spider's own fetch record of a copy is dropped either way: not stored.)
+CRAWL_DEDUPE_DROP_ITEMS = True
 # Soft-404 detection: the first time a host serves a suspect page (a near copy of
 # another of its pages, or one whose text shows its own path), one worker fetches
 # a path that cannot exist there; if that answers 2xx, the host's pages within
