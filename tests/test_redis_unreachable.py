@@ -3,6 +3,7 @@ what happens, and its last line says where (the URL, redacted) and why."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -59,3 +60,37 @@ def test_an_unreachable_redis_is_waited_for_as_said_then_named_last(tmp_path: Pa
         text = log.read_text()
         assert "s3cret" not in text and "Traceback" not in text
         assert "retrying for up to" not in text  # the wait is said once, as it is
+
+
+def test_a_redis_that_never_answers_a_connect_is_named_last_with_the_time_waited(
+    tmp_path: Path,
+) -> None:
+    # A listener whose queue is full: the kernel drops further SYNs, so a
+    # connect hangs (as to a firewalled host) until redis-py's connect timeout.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    queued = []
+    for _ in range(3):
+        client = socket.socket()
+        client.setblocking(False)
+        client.connect_ex(("127.0.0.1", port))
+        queued.append(client)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        proc = start_worker(
+            REPO_ROOT, url, None, ["http://127.0.3.1:9/"], FAST, tmp_path / "hung.log"
+        )
+        started = time.monotonic()
+        assert wait_all([proc], timeout=120, check=False) == [1]
+        elapsed = time.monotonic() - started
+    finally:
+        for sock in (*queued, listener):
+            sock.close()
+    lines = proc.log_path.read_text().splitlines()
+    assert lines[-1].endswith(
+        f"ERROR: Cannot open the frontier (TimeoutError at {url}): timed out, after waiting "
+        "5 s (Timeout connecting to server)"
+    ), tail(proc.log_path)
+    assert elapsed < 5 + 30, tail(proc.log_path)  # the start, 5 s, the close: not minutes

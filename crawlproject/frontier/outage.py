@@ -232,6 +232,9 @@ class _RideThrough:
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         started: float | None = None
+        # The bound counts from the call's start: a connect that hangs until
+        # redis-py's connect timeout is part of the wait the log says.
+        called = time.monotonic()
         delay = FIRST_DELAY_SECONDS
         reloaded = False
         while True:
@@ -264,7 +267,7 @@ class _RideThrough:
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
             except OUTAGE_ERRORS as exc:
                 now = time.monotonic()
-                started = now if started is None else started
+                started = called if started is None else started
                 if not self._retries(exc) or now - started >= self._bound():
                     error = as_redis_error(exc)
                     error.outage_started = started  # type: ignore[attr-defined]
