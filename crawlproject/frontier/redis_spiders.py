@@ -42,12 +42,13 @@ MAX_IDLE = "MAX_IDLE_TIME_BEFORE_CLOSE"
 
 
 def is_redis_spider(spider: object) -> bool:
-    """Whether ``spider`` is scrapy-redis's (its ``RedisMixin``)."""
-    try:
-        from scrapy_redis.spiders import RedisMixin
-    except ImportError:  # not installed: no spider can be one
-        return False
-    return isinstance(spider, RedisMixin)
+    """Whether ``spider`` is scrapy-redis's (its ``RedisMixin``). Told by the
+    class's ancestry, not by importing scrapy-redis: the worker does not depend
+    on it (requirements.txt), only a spider written for it does."""
+    return any(
+        cls.__name__ == "RedisMixin" and cls.__module__.split(".")[0] == "scrapy_redis"
+        for cls in type(spider).__mro__
+    )
 
 
 def max_idle_seconds(spider: object, settings: BaseSettings) -> float | None:
