@@ -40,6 +40,8 @@
                                           the object format's (status and
                                           Content-Type only: no other headers kept);
                                           a URL that redirected: its 3xx record
+    crawlproject wacz --output FILE.wacz  the crawl's WARC files as one WACZ package
+                                          (CDXJ index, pages.jsonl, datapackage.json)
 
 All read the project settings (``REDIS_URL``, ``CRAWL_*``, ``AWS_*``), so they
 reach the same Redis and body store as ``scrapy crawl web`` run from the same
@@ -89,6 +91,7 @@ from crawlproject.setting_check import refuse_unreadable
 from crawlproject.status.command import status_command
 from crawlproject.store.body_cli import print_body
 from crawlproject.store.config import StoreConfig
+from crawlproject.store.wacz import wacz_command
 
 CLI_CLIENT_ID = "cli"
 LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"  # as Scrapy's
@@ -245,6 +248,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "--headers", action="store_true",
         help="print status and headers instead (the object format keeps only Content-Type)",
     )  # fmt: skip
+    wacz = sub.add_parser("wacz", help="package the crawl's WARC files as one WACZ file")
+    wacz.add_argument("--output", required=True, metavar="FILE.wacz", help="the package to write")
     add_budget_parser(sub)
     add_reset_parser(sub)
     _options_after_the_command(sub.choices.values())
@@ -278,6 +283,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return one_line_refusal(partial(_run_with_redis, config, reset))
     if args.command == "body":
         return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
+    if args.command == "wacz":
+        return wacz_command(StoreConfig.from_settings(settings), crawl, args.output)
     if args.command == "status":
         if args.watch is not None and args.watch <= 0:
             parser.error("--watch wants a number of seconds > 0")

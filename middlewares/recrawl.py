@@ -50,6 +50,7 @@ from crawlproject.recrawl.schedule import (
     encode_state,
     next_state,
 )
+from crawlproject.store.config import RESPONSE_ITEM_KEY
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -154,6 +155,11 @@ class RecrawlSpiderMiddleware(_Tracker):
         # An item class without the field: the stat still counts it.
         with contextlib.suppress(KeyError):
             item["recrawl"] = verdict.value
+        if status == 304 and item.get("not_modified") and _stores_bodies(self.crawler):
+            # The web spider's record of a 304 goes to the storage pipeline with
+            # its answer, which it archives as a revisit (crawlproject/store/
+            # revisit_choice.py) and takes out again, as for a page.
+            item[RESPONSE_ITEM_KEY] = response
 
 
 class RecrawlDownloaderMiddleware(_Tracker):
@@ -185,6 +191,10 @@ class RecrawlDownloaderMiddleware(_Tracker):
             status=None,
         )
         self.record(previous_state(request, self.stats), outcome)
+
+
+def _stores_bodies(crawler: Crawler) -> bool:
+    return bool(getattr(crawler.spider, "store_bodies", False))
 
 
 def _header(response: Response, name: bytes) -> str:

@@ -74,6 +74,8 @@ from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
 from crawlproject.store.factory import open_store
 from crawlproject.store.hops import TRUNCATED_DISCONNECT, Hop
+from crawlproject.store.revisit_choice import RevisitChooser
+from crawlproject.store.revisits import LocalRevisitIndex, PayloadIndex, RevisitIndex
 from crawlproject.store.signals import redirect_received
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.writer_thread import WriterThread
@@ -111,6 +113,7 @@ class BodyStorePipeline:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = WriterThread()
         self._rotation_task: asyncio.Task[None] | None = None
+        self._revisits: RevisitChooser | None = None  # WARC format only
         # Sent by middlewares/redirect_hops.py (WARC format only).
         crawler.signals.connect(self._redirect_received, signal=redirect_received)
 
@@ -146,6 +149,15 @@ class BodyStorePipeline:
         await self._thread.run(self._uploader.start)
         writer.open(self._file_finished)
         self._writer = writer
+        if (
+            writer.archives_redirects
+        ):  # WARC: revisit records (crawlproject/store/revisit_choice.py)
+            index: PayloadIndex = (
+                RevisitIndex(shared.redis, shared.keys)
+                if shared is not None
+                else LocalRevisitIndex()
+            )
+            self._revisits = RevisitChooser(index, self.config.duplicates, self.stats)
         logger.info(
             "Storing page bodies as %s: spool %s, store %s", writer.label, writer.spool, store.uri
         )
@@ -219,7 +231,8 @@ class BodyStorePipeline:
         fetched_at = _fetched_at(adapter.get("fetched_at"))
         adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
         adapter["final_url"] = response.url
-        digest = adapter["payload_digest"] = payload_digest_of(body_sha1(response))
+        sha1 = body_sha1(response)
+        digest = adapter["payload_digest"] = payload_digest_of(sha1)
         if response.status not in self.config.statuses:  # CRAWL_STORE_STATUSES
             self.stats.inc_value(f"store/skipped_status/{response.status}")
             return item
@@ -230,13 +243,27 @@ class BodyStorePipeline:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
             return item
         truncated = TRUNCATED_DISCONNECT if DATALOSS_FLAG in response.flags else None
-        page = PageToStore(response, content_type, fetched_at, digest, truncated)
-        stored = await self._write(partial(writer.write_page, page), response.url, response.body)
+        choice = None
+        if self._revisits is not None and truncated is None:
+            choice = await self._revisits.choose(response, sha1, fetched_at)
+            if not choice.store:
+                return item
+        revisit = choice.revisit if choice is not None else None
+        page = PageToStore(response, content_type, fetched_at, digest, truncated, revisit)
+        try:
+            stored = await self._write(
+                partial(writer.write_page, page), response.url, response.body
+            )
+        except ItemNotSaved:
+            if choice is not None and choice.claimed and self._revisits is not None:
+                await self._revisits.release(response, sha1, fetched_at)
+            raise
         adapter.update(stored.fields)
         if stored.stat is not None:
             self.stats.inc_value(stored.stat)
-        self.stats.inc_value("store/pages")
-        self.stats.inc_value("store/bytes", len(response.body))
+        if revisit is None:
+            self.stats.inc_value("store/pages")
+            self.stats.inc_value("store/bytes", len(response.body))
         return item
 
     async def _write(self, call: Callable[[], T], url: str, body: bytes) -> T:

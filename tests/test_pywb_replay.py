@@ -15,6 +15,7 @@ the test web served.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -135,18 +136,15 @@ def ensure_pywb() -> None:
         pytest.skip(f"pywb could not be installed in {PYWB_VENV}: {done.stderr[-500:]}")
 
 
-@pytest.fixture(scope="module")
-def pywb(crawled: Crawled, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running pywb whose collection is the project's own index and WARC files."""
+@contextlib.contextmanager
+def wayback(warc_dir: Path, root: Path) -> Iterator[str]:
+    """A running pywb (its address) whose collection is the project's own
+    index and WARC files in ``warc_dir``."""
     ensure_pywb()
-    root = tmp_path_factory.mktemp("pywb")
     # JSON is YAML: the paths need no quoting rules of their own.
     config = {
         "collections": {
-            COLLECTION: {
-                "index_paths": f"{crawled.warc_dir}/",
-                "archive_paths": f"{crawled.warc_dir}/",
-            }
+            COLLECTION: {"index_paths": f"{warc_dir}/", "archive_paths": f"{warc_dir}/"}
         }
     }
     (root / "config.yaml").write_text(json.dumps(config))
@@ -173,6 +171,13 @@ def pywb(crawled: Crawled, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def pywb(crawled: Crawled, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running pywb whose collection is the project's own index and WARC files."""
+    with wayback(crawled.warc_dir, tmp_path_factory.mktemp("pywb")) as address:
+        yield address
 
 
 def replay(address: str, timestamp: str, url: str) -> tuple[int, dict[str, str], bytes]:

@@ -44,6 +44,14 @@ CRAWL_STORE_CONTENT_TYPES: list[str] | None = None
 # or a list: "200-299,404", ["2xx", 404], "all" (crawlproject/store/statuses.py).
 # A value that names no status clearly refuses the start.
 CRAWL_STORE_STATUSES: str | int | list[str | int] | None = None
+# A body the fleet has stored already (the same URL unchanged, or another URL
+# serving the same bytes; crawlproject/store/revisits.py) and a recrawl's 304
+# (WARC format). "revisit": a small revisit record naming the stored original
+# (profiles identical-payload-digest and server-not-modified), which replay
+# tools serve with the original's body; the index of stored payloads lives in
+# the crawl's Redis (key ``wd`` per shard). "none": nothing is written for
+# them. "full": every body stored whole, no index, a 304 writes nothing.
+CRAWL_STORE_DUPLICATES = "revisit"
 CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
 CRAWL_STORE_ROTATE_SECONDS = 3600.0
 # A stopping worker waits this long for its files to reach the store; what is

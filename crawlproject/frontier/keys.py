@@ -172,6 +172,13 @@ Per shard, prefix ``cp:{T}:``
                          in flight: recrawl_promote.lua moves it into its host
                          queue (one atomic step, so concurrent promoters queue it
                          once), the worker that fetched it puts it back.
+``wd``             HASH  body store (WARC): the payloads the fleet stored whole, so
+                         that a body stored again is a ``revisit`` record
+                         (crawlproject/store/revisits.py): first 8 bytes of the
+                         payload's SHA-1 (the shard: its first 4 bytes modulo the
+                         shards) -> its other 12 bytes, the original record's
+                         WARC-Date (unix microseconds, 8 bytes big-endian) and URL.
+                         One entry per distinct payload stored (BENCHMARKS.md).
 ``r:<origin>``     HASH  robots.txt of ``scheme://host[:port]`` (in the shard of
                          the origin's politeness key), shared by the fleet:
                          ``k`` kind (ok | unavailable | unreachable), ``s`` HTTP
@@ -353,6 +360,10 @@ class CrawlKeys(AddressKeys, DedupeKeys):
 
     def fetch_states(self, shard: int, pkey: str) -> str:
         return self.shard_prefixes[shard] + "fs:" + pkey
+
+    def payload_digests(self, shard: int) -> str:
+        """The body store's index of stored payloads (``wd``, store/revisits.py)."""
+        return self.shard_prefixes[shard] + "wd"
 
     def all_patterns(self) -> list[str]:
         """Glob patterns matching every key of the crawl (for ``crawlproject reset``)."""

@@ -14,6 +14,7 @@ from scrapy.settings import BaseSettings
 
 from crawlproject.content.registry import processor_paths
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
+from crawlproject.store.revisits import DUPLICATES_CHOICES, DUPLICATES_REVISIT
 from crawlproject.store.statuses import ALL_STATUSES, StatusSet, parse_statuses
 from crawlproject.store.uri import parse_store_uri
 
@@ -47,6 +48,7 @@ class BodyStoreConfig:
     spool_min_free_bytes: Annotated[int, Setting("CRAWL_STORE_SPOOL_MIN_FREE_BYTES")] = 0
     spool_check_seconds: Annotated[float, Setting("CRAWL_STORE_SPOOL_CHECK_SECONDS")] = 1.0
     statuses: StatusSet = ALL_STATUSES  # CRAWL_STORE_STATUSES
+    duplicates: str = DUPLICATES_REVISIT  # CRAWL_STORE_DUPLICATES, lower case
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BodyStoreConfig:
@@ -57,6 +59,7 @@ class BodyStoreConfig:
             data_dir=Path(crawl_setting(settings, "CRAWL_DATA_DIR")),
             store_format=str(crawl_setting(settings, "CRAWL_STORE_FORMAT")).strip().lower(),
             statuses=parse_statuses(settings.get("CRAWL_STORE_STATUSES")),
+            duplicates=str(crawl_setting(settings, "CRAWL_STORE_DUPLICATES")).strip().lower(),
         )
 
     def validate(self) -> None:
@@ -64,6 +67,11 @@ class BodyStoreConfig:
             raise ConfigError(
                 f"CRAWL_STORE_FORMAT must be one of {', '.join(map(repr, STORE_FORMATS))}, "
                 f"got {self.store_format!r}"
+            )
+        if self.duplicates not in DUPLICATES_CHOICES:
+            raise ConfigError(
+                f"CRAWL_STORE_DUPLICATES must be one of {', '.join(map(repr, DUPLICATES_CHOICES))}"
+                f", got {self.duplicates!r}"
             )
         if self.rotate_bytes < 1 or self.rotate_seconds <= 0:
             raise ConfigError("CRAWL_STORE_ROTATE_BYTES and _SECONDS must be > 0")

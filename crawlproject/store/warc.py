@@ -109,6 +109,30 @@ class HttpExchange:
     # The body's WARC-Payload-Digest when the caller has it already
     # (crawlproject/body_digest.py: hashed once per response); else hashed here.
     payload_digest: str | None = None
+    # Written as a revisit record of this original (no body), not a response.
+    revisit: Revisit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Revisit:
+    """What a revisit record names: its profile and the stored original
+    (crawlproject/store/revisits.py)."""
+
+    profile: str
+    refers_to_uri: str
+    refers_to_date: datetime
+    digest: str  # the original's payload digest
+    # Server-not-modified: the record holds no HTTP head, so that a replay
+    # tool takes the original's (docs/storage.md: revisits).
+    with_head: bool = True
+
+
+def _revisit_headers(revisit: Revisit) -> list[tuple[str, str]]:
+    return [
+        ("WARC-Profile", revisit.profile),
+        ("WARC-Refers-To-Target-URI", revisit.refers_to_uri),
+        ("WARC-Refers-To-Date", warc_date(revisit.refers_to_date)),
+    ]
 
 
 def http_reason(status: int) -> str:
@@ -283,11 +307,18 @@ class RollingWarcWriter(RollingWriter):
             f"HTTP/1.1 {exchange.status} {exchange.reason}",
             stored_response_headers(exchange.response_headers, len(body)),
         )
-        truncated = [("WARC-Truncated", exchange.truncated)] if exchange.truncated else []
-        self._serialize(
-            "response", response_id, url, date, head, body, _RESPONSE_CONTENT_TYPE,
-            [*common, *truncated], exchange.payload_digest,
-        )  # fmt: skip
+        revisit = exchange.revisit
+        if revisit is not None:
+            self._serialize(
+                "revisit", response_id, url, date, head if revisit.with_head else b"", b"",
+                _RESPONSE_CONTENT_TYPE, [*common, *_revisit_headers(revisit)], revisit.digest,
+            )  # fmt: skip
+        else:
+            truncated = [("WARC-Truncated", exchange.truncated)] if exchange.truncated else []
+            self._serialize(
+                "response", response_id, url, date, head, body, _RESPONSE_CONTENT_TYPE,
+                [*common, *truncated], exchange.payload_digest,
+            )  # fmt: skip
         response_end = self._buffer.tell()
 
         target, host = _request_target(url)
@@ -349,8 +380,12 @@ class RollingWarcWriter(RollingWriter):
             protocol=WARC_VERSION,
         )
         block = head + payload
+        # warcio writes only the parsed HTTP head of a record it knows as a
+        # revisit (the block given here would be left out): it is handed over
+        # as a response, its WARC-Type header saying what it is.
+        kind = "response" if record_type == "revisit" else record_type
         record = ArcWarcRecord(
-            "warc", record_type, rec_headers, io.BytesIO(block), None, content_type, len(block)
+            "warc", kind, rec_headers, io.BytesIO(block), None, content_type, len(block)
         )
         self._warc.write_record(record)  # adds WARC-Block-Digest and Content-Length
 

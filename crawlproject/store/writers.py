@@ -43,7 +43,13 @@ from crawlproject.store.index import build_index, index_bytes
 from crawlproject.store.objects import ObjectWriter, store_key, sweep_object_spool
 from crawlproject.store.rolling import RollingWriter
 from crawlproject.store.uploader import SpoolUploader, UploadedCallback
-from crawlproject.store.warc import HttpExchange, RollingWarcWriter, header_lines, http_reason
+from crawlproject.store.warc import (
+    HttpExchange,
+    Revisit,
+    RollingWarcWriter,
+    header_lines,
+    http_reason,
+)
 
 FinishedCallback = Callable[[Path], None]
 
@@ -57,6 +63,7 @@ class PageToStore:
     fetched_at: datetime
     digest: str  # the body's payload digest (crawlproject/body_digest.py)
     truncated: str | None = None  # WARC-Truncated: why the body is not all there
+    revisit: Revisit | None = None  # a revisit record of a stored original (WARC format)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +253,7 @@ def _page_exchange(page: PageToStore) -> HttpExchange:
         ip_address=str(ip) if ip is not None else None,
         payload_digest=page.digest,
         truncated=page.truncated,
+        revisit=page.revisit,
     )
 
 

@@ -1,0 +1,307 @@
+"""An archive of a crawl and its recrawl (issue 44): revisit records, digests,
+replay, and what a recrawl costs in WARC bytes.
+
+A test web whose pages carry validators (most answer the recrawl's
+conditional GET with 304, one changes), three pages without validators, two
+of them serving byte-identical bodies under two URLs; a real worker crawls it,
+``crawlproject recrawl --all`` makes every page due, a second worker recrawls
+it. Then: every response and revisit has its request record; the revisit
+counts of both profiles are what the site implies, each naming the stored
+original; ``warcio check`` passes on every file and the index of each file is
+``cdxj-indexer``'s; pywb replays every URL of both crawls with the body served
+at that time; the recrawl's WARC bytes are at most a quarter of the first
+crawl's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from crawlproject.body_digest import payload_digest
+from crawlproject.store.revisits import IDENTICAL_PAYLOAD_DIGEST, SERVER_NOT_MODIFIED
+from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.redis_server import RedisServer
+from testkit.testweb import TestWeb
+from tests.test_pywb_replay import CDXJ_INDEXER, replay, wayback
+
+CRAWL = "archive"
+SETTINGS = {
+    "CRAWL_HOST_DELAY": 0.02, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2,
+    "CRAWL_RECRAWL_TRACK": True, "CRAWL_DEDUPE_ENABLED": False,
+}  # fmt: skip
+# Pages of a typical size (the median HTML page is ~30 KB): what a revisit saves.
+BODY_BYTES = 30_000
+SAME = (
+    "<html><head><title>Same</title></head><body><p>"
+    + "served twice " * 2000
+    + "</p></body></html>"
+)
+PLAIN = (
+    "<html><head><title>Plain</title></head><body><p>"
+    + "no validators " * 2000
+    + "</p></body></html>"
+)
+SPECIAL = {
+    1: {
+        "/same-a.html": {"body": SAME, "content_type": "text/html"},
+        "/same-b.html": {"body": SAME, "content_type": "text/html"},
+        "/plain.html": {"body": PLAIN, "content_type": "text/html"},
+    }
+}
+CHANGED = (1, 2)  # host, page: changed between the crawls
+
+
+@dataclass
+class Record:
+    type: str
+    url: str
+    date: str
+    headers: dict[str, str]
+    concurrent_to: str | None
+    record_id: str
+    status: str | None
+
+
+@dataclass
+class Archive:
+    web: TestWeb
+    warc_dir: Path
+    first: list[Path]  # the first crawl's WARC files
+    second: list[Path]  # the recrawl's
+    sent: list[dict[str, bytes]]  # per crawl: URL -> the body served
+    stats: list[dict[str, int]]
+
+
+def records(paths: list[Path]) -> list[Record]:
+    out = []
+    for path in paths:
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream):
+                h = record.rec_headers
+                out.append(
+                    Record(
+                        type=record.rec_type,
+                        url=h.get_header("WARC-Target-URI") or "",
+                        date=h.get_header("WARC-Date") or "",
+                        headers=dict(h.headers),
+                        concurrent_to=h.get_header("WARC-Concurrent-To"),
+                        record_id=h.get_header("WARC-Record-ID") or "",
+                        status=record.http_headers.get_statuscode()
+                        if record.http_headers
+                        else None,
+                    )
+                )
+    return out
+
+
+def crawl_once(
+    redis: RedisServer, web: TestWeb, seeds: list[str], data: Path, log: Path
+) -> dict[str, int]:
+    proc = start_worker(
+        REPO_ROOT, redis.url, CRAWL, seeds, {**SETTINGS, "CRAWL_DATA_DIR": str(data)}, log
+    )
+    wait_all([proc], timeout=120)
+    return stats_of(proc.log_path)
+
+
+def served(web: TestWeb) -> dict[str, bytes]:
+    base = web.base_url(1)
+    sent = {base + "same-a.html": SAME.encode(), base + "same-b.html": SAME.encode(),
+            base + "plain.html": PLAIN.encode()}  # fmt: skip
+    for h in range(1, web.hosts + 1):
+        for k in range(web.page_count(h)):
+            sent[web.base_url(h) + web.path_of(k).lstrip("/")] = web.render(h, k)
+    return sent
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
+    tmp = tmp_path_factory.mktemp("archive")
+    web = TestWeb(
+        hosts=2, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0,
+        body_bytes=BODY_BYTES, validators=True, special=SPECIAL,  # type: ignore[arg-type]
+    ).start()  # fmt: skip
+    try:
+        base = web.base_url(1)
+        seeds = [*web.seeds, base + "same-a.html", base + "same-b.html", base + "plain.html"]
+        data = tmp / "data"
+        warc_dir = data / "bodies" / CRAWL / "warc"
+        with RedisServer() as redis:
+            sent = [served(web)]
+            stats = [crawl_once(redis, web, seeds, data, tmp / "c1.log")]
+            first = sorted(warc_dir.glob("*.warc.gz"))
+            web.change(*CHANGED)
+            done = subprocess.run(
+                [sys.executable, "-m", "crawlproject", "--redis-url", redis.url, "--crawl", CRAWL,
+                 "recrawl", "--all"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            sent.append(served(web))
+            stats.append(crawl_once(redis, web, seeds, data, tmp / "c2.log"))
+            second = sorted(set(warc_dir.glob("*.warc.gz")) - set(first))
+        yield Archive(web, warc_dir, first, second, sent, stats)
+    finally:
+        web.stop()
+
+
+def test_every_response_and_revisit_has_its_request(archive: Archive) -> None:
+    for files, sent in zip((archive.first, archive.second), archive.sent, strict=True):
+        recs = records(files)
+        answers = {r.record_id: r for r in recs if r.type in ("response", "revisit")}
+        requests = [r for r in recs if r.type == "request"]
+        assert sorted(r.concurrent_to or "" for r in requests) == sorted(answers)
+        for request in requests:
+            assert request.url == answers[request.concurrent_to or ""].url
+        assert {r.url for r in answers.values()} == set(sent)  # every URL, once
+        assert len(answers) == len(sent)
+
+
+def test_revisits_of_both_profiles_name_the_stored_original(archive: Archive) -> None:
+    base = archive.web.base_url(1)
+    first, second = records(archive.first), records(archive.second)
+    originals = {r.url: r for r in first if r.type == "response"}
+    # First crawl: the byte-identical body is stored once; its second URL is a revisit.
+    revisits1 = [r for r in first if r.type == "revisit"]
+    assert len(revisits1) == 1
+    [dup] = revisits1
+    same = {base + "same-a.html", base + "same-b.html"}
+    assert dup.url in same
+    assert dup.headers["WARC-Profile"] == IDENTICAL_PAYLOAD_DIGEST
+    original = originals[dup.headers["WARC-Refers-To-Target-URI"]]
+    assert original.url in same - {dup.url}
+    assert dup.headers["WARC-Refers-To-Date"] == original.date
+    assert dup.headers["WARC-Payload-Digest"] == payload_digest(SAME.encode())
+    assert dup.status == "200"  # its own status line and headers, for replay
+
+    # Recrawl: 304s are server-not-modified revisits of the first crawl's record;
+    # the pages without validators (200, same bytes) identical-payload revisits.
+    changed = archive.web.base_url(CHANGED[0]) + archive.web.path_of(CHANGED[1]).lstrip("/")
+    profiles = Counter(r.headers["WARC-Profile"] for r in second if r.type == "revisit")
+    with_validators = len(archive.sent[1]) - 3
+    assert profiles == {SERVER_NOT_MODIFIED: with_validators - 1, IDENTICAL_PAYLOAD_DIGEST: 3}
+    assert [r.url for r in second if r.type == "response"] == [changed]
+    for r in second:
+        if r.type != "revisit":
+            continue
+        target = r.headers["WARC-Refers-To-Target-URI"]
+        original = originals[target]
+        assert r.headers["WARC-Refers-To-Date"] == original.date, r.url
+        assert r.headers["WARC-Payload-Digest"] == payload_digest(archive.sent[0][target])
+        if r.headers["WARC-Profile"] == SERVER_NOT_MODIFIED:
+            assert target == r.url and r.status is None  # no HTTP head: the original's
+        elif r.url in same:
+            assert target == original.url and target in same
+        else:
+            assert (r.url, target, r.status) == (base + "plain.html", base + "plain.html", "200")
+    assert archive.stats[1]["store/revisits/server_not_modified"] == with_validators - 1
+    assert archive.stats[1]["store/revisits/identical_payload_digest"] == 3
+
+
+def test_warcio_checks_every_file_and_the_indexes_are_cdxj_indexers(archive: Archive) -> None:
+    for path in [*archive.first, *archive.second]:
+        check = subprocess.run(
+            [sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert check.returncode == 0, check.stdout
+        records_in = len(records([path]))
+        revisits = check.stdout.count("digest present but not checked (revisit)")
+        assert check.stdout.count("digest pass") + revisits == records_in
+        theirs = subprocess.run(
+            [str(CDXJ_INDEXER), "--sort", str(path)], capture_output=True, text=True, check=True,
+            timeout=60,
+        ).stdout  # fmt: skip
+        assert Path(f"{path}.cdxj").read_text(encoding="utf-8") == theirs
+
+
+def test_pywb_replays_every_url_of_both_crawls(
+    archive: Archive, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with wayback(archive.warc_dir, tmp_path_factory.mktemp("pywb-archive")) as address:
+        for files, sent in zip((archive.first, archive.second), archive.sent, strict=True):
+            captures = {r.url: r.date for r in records(files) if r.type in ("response", "revisit")}
+            assert set(captures) == set(sent)
+            for url, date in captures.items():
+                timestamp = "".join(ch for ch in date if ch.isdigit())[:14]
+                status, headers, body = replay(address, timestamp, url)
+                assert (status, body) == (200, sent[url]), (url, timestamp)
+                assert headers["content-type"].startswith("text/html"), (url, headers)
+
+
+def test_the_recrawl_costs_at_most_a_quarter_of_the_first_crawls_bytes(archive: Archive) -> None:
+    first = sum(p.stat().st_size for p in archive.first)
+    second = sum(p.stat().st_size for p in archive.second)
+    assert second * 4 <= first, (first, second)
+    # And each file is gzip members end to end (what a reader seeks into).
+    for path in archive.second:
+        assert gzip.decompress(path.read_bytes()).startswith(b"WARC/1.1\r\n")
+
+
+def test_index_lines_of_revisits(archive: Archive) -> None:
+    lines = [
+        json.loads(line.split(" ", 2)[2])
+        for path in archive.second
+        for line in Path(f"{path}.cdxj").read_text(encoding="utf-8").splitlines()
+    ]
+    assert sum(1 for f in lines if f.get("mime") == "warc/revisit") == len(archive.sent[1]) - 1
+
+
+def test_wacz_packages_both_crawls_and_wacz_validate_passes(
+    archive: Archive, tmp_path: Path
+) -> None:
+    data = archive.warc_dir.parents[2]
+    out = tmp_path / "archive.wacz"
+    done = subprocess.run(
+        [sys.executable, "-m", "crawlproject", "--crawl", CRAWL, "-s", f"CRAWL_DATA_DIR={data}",
+         "wacz", "--output", str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    files = [*archive.first, *archive.second]
+    pages = len(archive.sent[1])
+    assert (done.returncode, done.stderr) == (0, "")
+    size = out.stat().st_size
+    assert (
+        done.stdout
+        == f"{out}: {len(files)} WARC file(s), {pages} pages, {size} bytes (crawl {CRAWL!r})\n"
+    )
+    check = subprocess.run(
+        [str(Path(sys.executable).parent / "wacz"), "validate", "-f", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "Validation succeeded, the passed WACZ is valid" in check.stdout
+    with zipfile.ZipFile(out) as zf:
+        names = set(zf.namelist())
+        assert names == {f"archive/{p.name}" for p in files} | {
+            "indexes/index.cdx", "pages/pages.jsonl", "datapackage.json", "datapackage-digest.json"
+        }  # fmt: skip
+        for p in files:  # stored as they are, not deflated
+            info = zf.getinfo(f"archive/{p.name}")
+            assert info.compress_type == zipfile.ZIP_STORED and zf.read(info) == p.read_bytes()
+        own = sorted(
+            line for p in files for line in Path(f"{p}.cdxj").read_text("utf-8").splitlines()
+        )
+        assert zf.read("indexes/index.cdx").decode().splitlines() == own
+        header, *lines = [json.loads(x) for x in zf.read("pages/pages.jsonl").decode().splitlines()]
+        package = json.loads(zf.read("datapackage.json"))
+    assert header == {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
+    assert {p["url"] for p in lines} == set(archive.sent[1])  # each page once: its latest capture
+    base = archive.web.base_url(1)
+    titles = {p["url"]: p.get("title") for p in lines}
+    assert titles[base + "same-a.html"] == titles[base + "same-b.html"] == "Same"
+    assert titles[base + "plain.html"] == "Plain"  # a revisit: its original's title
+    assert all(titles.values())
+    second = {r.url: r.date for r in records(archive.second) if r.type in ("response", "revisit")}
+    for p in lines:
+        assert p["ts"] == second[p["url"]][:19] + "Z"
+    assert package["wacz_version"] == "1.1.1" and package["title"] == CRAWL

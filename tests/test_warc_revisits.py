@@ -1,0 +1,141 @@
+"""The fleet's index of stored payloads (crawlproject/store/revisits.py) on a
+real redis-server, and the revisit records the WARC writer makes of it,
+checked by ``warcio check`` and indexed as ``cdxj-indexer`` indexes them."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from crawlproject.body_digest import payload_digest
+from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.store.index import index_bytes
+from crawlproject.store.revisits import (
+    IDENTICAL_PAYLOAD_DIGEST,
+    SERVER_NOT_MODIFIED,
+    LocalRevisitIndex,
+    PayloadIndex,
+    RevisitIndex,
+    encode_value,
+)
+from crawlproject.store.warc import HttpExchange, Revisit, RollingWarcWriter
+from tests.test_pywb_replay import CDXJ_INDEXER
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+FIELDS = "warc-type,warc-profile,warc-refers-to-target-uri,warc-refers-to-date,warc-payload-digest"
+T1 = datetime(2026, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
+
+
+async def test_two_workers_storing_one_payload_at_once_write_one_original(redis_url: str) -> None:
+    keys = CrawlKeys("rv", 4)
+    clients = [Redis.from_url(redis_url) for _ in range(8)]
+    try:
+        indexes = [RevisitIndex(c, keys) for c in clients]
+        sha1 = hashlib.sha1(b"one body").digest()
+        urls = [f"http://h{i}.test/page" for i in range(8)]
+        found = await asyncio.gather(
+            *(ix.claim(sha1, u, T0) for ix, u in zip(indexes, urls, strict=True))
+        )
+        firsts = [u for u, f in zip(urls, found, strict=True) if f is None]
+        assert len(firsts) == 1  # one original, seven revisits naming it
+        assert {(f.url, f.date, f.digest) for f in found if f is not None} == {
+            (firsts[0], T0, payload_digest(b"one body"))
+        }
+        # A 304 finds it by the first 8 bytes (the recrawl state's digest).
+        hit = await indexes[3].find(sha1[:8])
+        assert hit is not None and (hit.url, hit.date) == (firsts[0], T0)
+        # One key per shard, in the shard's hash tag (a cluster slot of the crawl's).
+        stored = [k for k in await clients[0].keys("*") if k.endswith(b":wd")]
+        assert [k.decode() for k in stored] == [
+            keys.payload_digests(int.from_bytes(sha1[:4], "big") % 4)
+        ]
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
+async def index_semantics(index: PayloadIndex) -> None:
+    a, b = hashlib.sha1(b"a").digest(), hashlib.sha1(b"b").digest()
+    assert await index.claim(a, "http://x.test/a", T0) is None
+    assert await index.claim(a, "http://x.test/a", T0) is None  # the same call again: ours
+    again = await index.claim(a, "http://x.test/a", T1)
+    assert again is not None and (again.url, again.date) == ("http://x.test/a", T0)
+    # Another payload with the same first 8 bytes is stored whole, never a revisit of it.
+    clash = a[:8] + bytes(12)
+    assert await index.claim(clash, "http://x.test/c", T1) is None
+    # An original whose write failed is taken out; only the one that claimed it can.
+    assert await index.claim(b, "http://x.test/b", T0) is None
+    await index.release(b, "http://x.test/other", T0)
+    assert await index.find(b[:8]) is not None
+    await index.release(b, "http://x.test/b", T0)
+    assert await index.find(b[:8]) is None
+    assert await index.claim(b, "http://x.test/b2", T1) is None
+
+
+async def test_index_semantics_in_redis_and_in_process(redis_url: str) -> None:
+    client = Redis.from_url(redis_url)
+    try:
+        await index_semantics(RevisitIndex(client, CrawlKeys("sem", 2)))
+        sha1 = hashlib.sha1(b"a").digest()
+        # What an entry costs: 8 bytes of field, 12 + 8 + the URL of value.
+        value = encode_value(sha1, "http://x.test/a", T0)
+        assert len(value) == 12 + 8 + len("http://x.test/a")
+    finally:
+        await client.aclose()
+    await index_semantics(LocalRevisitIndex())
+
+
+def test_revisit_records_pass_warcio_check_and_index_as_cdxj_indexer_does(tmp_path: Path) -> None:
+    body = b"<html><body>the same bytes</body></html>"
+    digest = payload_digest(body)
+    headers = [("Content-Type", "text/html"), ("Content-Length", str(len(body)))]
+
+    def exchange(
+        url: str, when: datetime, revisit: Revisit | None = None, status: int = 200
+    ) -> HttpExchange:
+        return HttpExchange(
+            url=url, method="GET", request_headers=[("If-None-Match", '"e"')], request_body=b"",
+            status=status, reason="OK" if status == 200 else "Not Modified",
+            response_headers=headers if status == 200 else [("ETag", '"e"')],
+            body=body if status == 200 else b"", fetched_at=when, revisit=revisit,
+        )  # fmt: skip
+
+    same = Revisit(IDENTICAL_PAYLOAD_DIGEST, "http://a.test/", T0, digest)
+    not_modified = Revisit(SERVER_NOT_MODIFIED, "http://a.test/", T0, digest, with_head=False)
+    with RollingWarcWriter(tmp_path, "w") as writer:
+        writer.write_exchanges(
+            [
+                exchange("http://a.test/", T0),
+                exchange("http://b.test/", T1, same),
+                exchange("http://a.test/", T1, not_modified, status=304),
+            ]
+        )
+    [path] = tmp_path.glob("*.warc.gz")
+    check = subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout
+    # warcinfo, a response and 3 requests: both digests recomputed; the 2 revisits'
+    # block digests too (warcio leaves their payload digest, the original's).
+    assert check.stdout.count("digest pass") == 5
+    assert check.stdout.count("digest present but not checked (revisit)") == 2
+    theirs = subprocess.run(
+        [str(CDXJ_INDEXER), "--sort", str(path)], capture_output=True, check=True, timeout=60
+    ).stdout
+    assert index_bytes(path) == theirs
+    raw = subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "index", "-f", FIELDS, str(path)],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    assert '"warc-profile": "http://netpreserve.org/warc/1.1/revisit/server-not-modified"' in raw
+    assert raw.count('"warc-refers-to-date": "2026-01-02T03:04:05.678901Z"') == 2
+    assert raw.count(f'"warc-payload-digest": "{digest}"') == 3
