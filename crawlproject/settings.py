@@ -89,9 +89,11 @@ SPIDER_MIDDLEWARES = {
     "middlewares.link_source.LinkSourceMiddleware": 960,
 }
 ITEM_PIPELINES = {
+    # Page bodies as WARC (CRAWL_STORE_*), before the duplicate filter drops a
+    # copy's fetch record: the archive keeps every response (a near copy whole,
+    # an exact one as a revisit record: docs/storage.md).
+    "pipelines.store.BodyStorePipeline": 50,
     "pipelines.dedupe.DedupePipeline": 100,
-    # Page bodies as WARC (CRAWL_STORE_*), after the duplicate filter.
-    "pipelines.store.BodyStorePipeline": 200,
 }
 # robots.txt: the fleet-wide middleware (CRAWL_ROBOTS_*) takes the place of
 # Scrapy's, which fetches outside the scheduler (outside the fleet's

@@ -25,9 +25,12 @@ default, or S3) through one uploader thread (crawlproject/store/uploader.py),
 which keeps them spooled while the store is unreachable and picks up files a
 killed worker left.
 
-Runs after the duplicate filter (pipelines/dedupe.py at 100), so copies are
-not stored. The item gains ``fetched_at``, ``final_url``, ``payload_digest``,
-and for a stored page: as WARC, ``warc_file`` (its key in the store),
+Runs before the duplicate filter's pipeline (pipelines/dedupe.py: 50 < 100),
+so a copy's response is archived too: a near copy whole, an exact copy (the
+same bytes) as a revisit record, like a recrawl's unchanged page or 304
+(crawlproject/store/revisit_choice.py; ``CRAWL_STORE_DUPLICATES = "none"``
+leaves the filter's copies out). The item gains ``fetched_at``, ``final_url``,
+``payload_digest``, and for a stored page: as WARC, ``warc_file`` (its key in the store),
 ``warc_offset`` and ``warc_length`` (the response record's gzip member, as a
 CDX index has them); as an object, ``body_key`` (the object's store key).
 Small pages are written on the reactor thread (a thread hand-off costs more
@@ -66,6 +69,7 @@ from scrapy.utils.misc import load_object
 from crawlproject.body_digest import body_sha1, payload_digest_of
 from crawlproject.component_off import switched_off
 from crawlproject.content import content_type_of
+from crawlproject.dedupe.verdict import VERDICT_META_KEY, PageVerdict
 from crawlproject.frontier.access import crawl_redis_of, is_frontier
 from crawlproject.frontier.crawl_name import crawl_name
 from crawlproject.frontier.engine_hooks import wake_engine
@@ -245,7 +249,9 @@ class BodyStorePipeline:
         truncated = TRUNCATED_DISCONNECT if DATALOSS_FLAG in response.flags else None
         choice = None
         if self._revisits is not None and truncated is None:
-            choice = await self._revisits.choose(response, sha1, fetched_at)
+            verdict = response.meta.get(VERDICT_META_KEY)  # middlewares/dedupe.py's
+            copy = isinstance(verdict, PageVerdict) and verdict.kind is not None
+            choice = await self._revisits.choose(response, sha1, fetched_at, copy)
             if not choice.store:
                 return item
         revisit = choice.revisit if choice is not None else None

@@ -2,8 +2,10 @@
 replay, and what a recrawl costs in WARC bytes.
 
 A test web whose pages carry validators (most answer the recrawl's
-conditional GET with 304, one changes), three pages without validators, two
-of them serving byte-identical bodies under two URLs; a real worker crawls it,
+conditional GET with 304, one changes), a mirror host (near copies of another
+host's pages), three pages without validators, two of them serving
+byte-identical bodies under two URLs; a real worker crawls it (the duplicate
+filter on: it judges links and records, never what is archived),
 ``crawlproject recrawl --all`` makes every page due, a second worker recrawls
 it. Then: every response and revisit has its request record; the revisit
 counts of both profiles are what the site implies, each naming the stored
@@ -38,7 +40,7 @@ from tests.test_pywb_replay import CDXJ_INDEXER, replay, wayback
 CRAWL = "archive"
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0.02, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2,
-    "CRAWL_RECRAWL_TRACK": True, "CRAWL_DEDUPE_ENABLED": False,
+    "CRAWL_RECRAWL_TRACK": True,
 }  # fmt: skip
 # Pages of a typical size (the median HTML page is ~30 KB): what a revisit saves.
 BODY_BYTES = 30_000
@@ -60,6 +62,7 @@ SPECIAL = {
     }
 }
 CHANGED = (1, 2)  # host, page: changed between the crawls
+MIRROR = 3  # host 3 mirrors host 2: near copies
 
 
 @dataclass
@@ -79,8 +82,28 @@ class Archive:
     warc_dir: Path
     first: list[Path]  # the first crawl's WARC files
     second: list[Path]  # the recrawl's
-    sent: list[dict[str, bytes]]  # per crawl: URL -> the body served
+    sent: list[dict[str, bytes]]  # per crawl: URL -> the body served (of every URL)
     stats: list[dict[str, int]]
+
+    def crawled(self, crawl: int) -> set[str]:
+        """The URLs crawl 0 or 1 fetched: all of them, then all but the copies
+        (a duplicate is not tracked for recrawl: its original is)."""
+        urls = set(self.sent[crawl])
+        if crawl == 1:
+            copies = self.stats[0].get("dedupe/exact", 0) + self.stats[0].get("dedupe/near", 0)
+            assert len(answers(self.second)) == len(urls) - copies
+            urls = set(answers(self.second))
+        return urls
+
+
+def answers(paths: list[Path]) -> dict[str, Record]:
+    """URL -> its response or revisit record (each URL once per crawl)."""
+    found: dict[str, Record] = {}
+    for r in records(paths):
+        if r.type in ("response", "revisit"):
+            assert r.url not in found, r.url
+            found[r.url] = r
+    return found
 
 
 def records(paths: list[Path]) -> list[Record]:
@@ -129,8 +152,9 @@ def served(web: TestWeb) -> dict[str, bytes]:
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
     tmp = tmp_path_factory.mktemp("archive")
     web = TestWeb(
-        hosts=2, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0,
+        hosts=3, pages=6, latency_ms=0, links=2, cross_links=1, query_variants=0,
         body_bytes=BODY_BYTES, validators=True, special=SPECIAL,  # type: ignore[arg-type]
+        mirrors={MIRROR: 2},
     ).start()  # fmt: skip
     try:
         base = web.base_url(1)
@@ -156,24 +180,31 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
 
 
 def test_every_response_and_revisit_has_its_request(archive: Archive) -> None:
-    for files, sent in zip((archive.first, archive.second), archive.sent, strict=True):
+    for crawl, files in enumerate((archive.first, archive.second)):
         recs = records(files)
-        answers = {r.record_id: r for r in recs if r.type in ("response", "revisit")}
+        by_id = {r.record_id: r for r in recs if r.type in ("response", "revisit")}
         requests = [r for r in recs if r.type == "request"]
-        assert sorted(r.concurrent_to or "" for r in requests) == sorted(answers)
+        assert sorted(r.concurrent_to or "" for r in requests) == sorted(by_id)
         for request in requests:
-            assert request.url == answers[request.concurrent_to or ""].url
-        assert {r.url for r in answers.values()} == set(sent)  # every URL, once
-        assert len(answers) == len(sent)
+            assert request.url == by_id[request.concurrent_to or ""].url
+        assert set(answers(files)) == archive.crawled(crawl)  # every URL, once
+    # The first crawl archived every page, copies included: the filter judged
+    # the mirror's near copies and the second identical body (their records
+    # were dropped from the feed), and both are in the archive.
+    assert archive.stats[0]["dedupe/near"] >= 1 and archive.stats[0]["dedupe/exact"] == 1
 
 
 def test_revisits_of_both_profiles_name_the_stored_original(archive: Archive) -> None:
     base = archive.web.base_url(1)
     first, second = records(archive.first), records(archive.second)
     originals = {r.url: r for r in first if r.type == "response"}
-    # First crawl: the byte-identical body is stored once; its second URL is a revisit.
+    # First crawl: the byte-identical body is stored once, its second URL is a
+    # revisit; the near copies are stored whole (other bytes).
     revisits1 = [r for r in first if r.type == "revisit"]
     assert len(revisits1) == 1
+    mirror = {u for u in archive.sent[0] if u.startswith(archive.web.base_url(MIRROR))}
+    source = {u for u in archive.sent[0] if u.startswith(archive.web.base_url(2))}
+    assert mirror | source <= set(originals)
     [dup] = revisits1
     same = {base + "same-a.html", base + "same-b.html"}
     assert dup.url in same
@@ -188,8 +219,11 @@ def test_revisits_of_both_profiles_name_the_stored_original(archive: Archive) ->
     # the pages without validators (200, same bytes) identical-payload revisits.
     changed = archive.web.base_url(CHANGED[0]) + archive.web.path_of(CHANGED[1]).lstrip("/")
     profiles = Counter(r.headers["WARC-Profile"] for r in second if r.type == "revisit")
-    with_validators = len(archive.sent[1]) - 3
-    assert profiles == {SERVER_NOT_MODIFIED: with_validators - 1, IDENTICAL_PAYLOAD_DIGEST: 3}
+    recrawled = archive.crawled(1)
+    without = {base + "same-a.html", base + "same-b.html", base + "plain.html"} & recrawled
+    with_validators = len(recrawled - without)
+    assert len(without) == 2  # plain, and the one of the two identical bodies kept as original
+    assert profiles == {SERVER_NOT_MODIFIED: with_validators - 1, IDENTICAL_PAYLOAD_DIGEST: 2}
     assert [r.url for r in second if r.type == "response"] == [changed]
     for r in second:
         if r.type != "revisit":
@@ -205,7 +239,7 @@ def test_revisits_of_both_profiles_name_the_stored_original(archive: Archive) ->
         else:
             assert (r.url, target, r.status) == (base + "plain.html", base + "plain.html", "200")
     assert archive.stats[1]["store/revisits/server_not_modified"] == with_validators - 1
-    assert archive.stats[1]["store/revisits/identical_payload_digest"] == 3
+    assert archive.stats[1]["store/revisits/identical_payload_digest"] == 2
 
 
 def test_warcio_checks_every_file_and_the_indexes_are_cdxj_indexers(archive: Archive) -> None:
@@ -229,9 +263,10 @@ def test_pywb_replays_every_url_of_both_crawls(
     archive: Archive, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     with wayback(archive.warc_dir, tmp_path_factory.mktemp("pywb-archive")) as address:
-        for files, sent in zip((archive.first, archive.second), archive.sent, strict=True):
-            captures = {r.url: r.date for r in records(files) if r.type in ("response", "revisit")}
-            assert set(captures) == set(sent)
+        for crawl, files in enumerate((archive.first, archive.second)):
+            sent = archive.sent[crawl]
+            captures = {url: r.date for url, r in answers(files).items()}
+            assert set(captures) == archive.crawled(crawl)
             for url, date in captures.items():
                 timestamp = "".join(ch for ch in date if ch.isdigit())[:14]
                 status, headers, body = replay(address, timestamp, url)
@@ -254,7 +289,8 @@ def test_index_lines_of_revisits(archive: Archive) -> None:
         for path in archive.second
         for line in Path(f"{path}.cdxj").read_text(encoding="utf-8").splitlines()
     ]
-    assert sum(1 for f in lines if f.get("mime") == "warc/revisit") == len(archive.sent[1]) - 1
+    revisits = sum(1 for f in lines if f.get("mime") == "warc/revisit")
+    assert revisits == len(archive.crawled(1)) - 1
 
 
 def test_wacz_packages_both_crawls_and_wacz_validate_passes(
@@ -267,7 +303,7 @@ def test_wacz_packages_both_crawls_and_wacz_validate_passes(
          "wacz", "--output", str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     files = [*archive.first, *archive.second]
-    pages = len(archive.sent[1])
+    pages = len(archive.sent[0])
     assert (done.returncode, done.stderr) == (0, "")
     size = out.stat().st_size
     assert (
@@ -295,13 +331,14 @@ def test_wacz_packages_both_crawls_and_wacz_validate_passes(
         header, *lines = [json.loads(x) for x in zf.read("pages/pages.jsonl").decode().splitlines()]
         package = json.loads(zf.read("datapackage.json"))
     assert header == {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
-    assert {p["url"] for p in lines} == set(archive.sent[1])  # each page once: its latest capture
+    assert {p["url"] for p in lines} == set(archive.sent[0])  # each page once: its latest capture
     base = archive.web.base_url(1)
     titles = {p["url"]: p.get("title") for p in lines}
     assert titles[base + "same-a.html"] == titles[base + "same-b.html"] == "Same"
     assert titles[base + "plain.html"] == "Plain"  # a revisit: its original's title
     assert all(titles.values())
-    second = {r.url: r.date for r in records(archive.second) if r.type in ("response", "revisit")}
+    latest = {u: r.date for u, r in answers(archive.first).items()}
+    latest |= {u: r.date for u, r in answers(archive.second).items()}
     for p in lines:
-        assert p["ts"] == second[p["url"]][:19] + "Z"
+        assert p["ts"] == latest[p["url"]][:19] + "Z"
     assert package["wacz_version"] == "1.1.1" and package["title"] == CRAWL

@@ -49,8 +49,10 @@ CRAWL_STORE_STATUSES: str | int | list[str | int] | None = None
 # (WARC format). "revisit": a small revisit record naming the stored original
 # (profiles identical-payload-digest and server-not-modified), which replay
 # tools serve with the original's body; the index of stored payloads lives in
-# the crawl's Redis (key ``wd`` per shard). "none": nothing is written for
-# them. "full": every body stored whole, no index, a 304 writes nothing.
+# the crawl's Redis (key ``wd`` per shard). A page the duplicate filter judged
+# a copy is archived too: a near copy whole, an exact copy as a revisit.
+# "none": nothing is written for them, nor for the filter's copies. "full":
+# every body stored whole, no index, a 304 writes nothing.
 CRAWL_STORE_DUPLICATES = "revisit"
 CRAWL_STORE_ROTATE_BYTES = 1_000_000_000
 CRAWL_STORE_ROTATE_SECONDS = 3600.0

@@ -11,8 +11,9 @@ and as strings, ``url``, ``mime`` (left out when the record has no
 Content-Type), ``status``, ``digest``, ``length``, ``offset``, ``filename``.
 Indexed records: ``response`` and ``revisit`` (``mime`` ``warc/revisit``),
 and ``resource`` and ``metadata`` records other than ``application/warc-
-fields`` ones, as ``cdxj-indexer`` picks them (this project writes only
-responses). One addition: a redirect's record (a 3xx with a ``Location``,
+fields`` ones, as ``cdxj-indexer`` picks them (this project writes responses
+and revisits; a revisit without an HTTP head, a 304's, has no ``status``).
+One addition: a redirect's record (a 3xx with a ``Location``,
 crawlproject/store/hops.py) ends with ``"redirect": <Location>``, as Common
 Crawl's CDXJ has it; pywb ignores the field. So pywb serves these files as
 they are: a collection whose ``index_paths`` is the directory of the

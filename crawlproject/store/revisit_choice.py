@@ -1,6 +1,10 @@
 """What the storage pipeline writes for a page whose payload the fleet stored
 before (``CRAWL_STORE_DUPLICATES``), and for a recrawl's ``304 Not Modified``.
 
+The duplicate filter's verdict does not decide what is archived (but with
+``"none"``): a near copy is other bytes, stored whole; an exact copy's bytes
+are in the index, so it is a revisit.
+
 * ``"revisit"`` (default): a 2xx with a body whose payload is in
   the index (revisits.py) becomes a revisit record of profile
   identical-payload-digest, with the page's own status line and headers
@@ -12,8 +16,9 @@ before (``CRAWL_STORE_DUPLICATES``), and for a recrawl's ``304 Not Modified``.
   would replay as an empty 304). A 304 whose original is not in the index (it
   was not stored: another content type, CRAWL_STORE_STATUSES) is stored as
   the 304 it is (stat ``store/not_modified_unreferenced``).
-* ``"none"``: such a page, and a 304, store nothing (stat
-  ``store/duplicates_skipped``); the first copy is stored whole.
+* ``"none"``: such a page, a page the duplicate filter judged a copy (exact
+  or near), and a 304 store nothing (stat ``store/duplicates_skipped``); the
+  first copy is stored whole.
 * ``"full"``: every body stored whole, no index; a 304 stores nothing.
 
 Stats ``store/revisits/identical_payload_digest``,
@@ -69,9 +74,15 @@ class RevisitChooser:
         self.stats = stats
         self._warned = False
 
-    async def choose(self, response: Response, sha1: bytes, fetched_at: datetime) -> Choice:
+    async def choose(
+        self, response: Response, sha1: bytes, fetched_at: datetime, copy: bool = False
+    ) -> Choice:
+        """``copy``: the duplicate filter judged the page a copy (exact or near)."""
         if response.status == NOT_MODIFIED:
             return await self._not_modified(response)
+        if copy and self.mode == DUPLICATES_NONE:
+            self.stats.inc_value("store/duplicates_skipped")
+            return SKIP
         if self.index is None or not response.body or not 200 <= response.status < 300:
             return STORE  # identical error pages stay whole, as the duplicate filter leaves them
         try:

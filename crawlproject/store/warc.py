@@ -1,8 +1,9 @@
 """Page bodies on local disk: one worker's rolling WARC files, and their crash recovery.
 
-Each fetched page becomes a ``response`` record followed by its ``request`` record
-(WARC/1.1), each its own gzip member, so a reader seeks straight to one page with
-the (offset, length) a CDX index stores. The redirects that led to a page
+Each fetched page becomes a ``response`` record (or a ``revisit`` record naming
+a stored original: :class:`Revisit`, crawlproject/store/revisits.py) followed by
+its ``request`` record (WARC/1.1), each its own gzip member, so a reader seeks
+straight to one page with the (offset, length) a CDX index stores. The redirects that led to a page
 are exchanges of their own, written before it in the same write
 (:meth:`RollingWarcWriter.write_exchanges`; a redirect whose body was left out
 says so with ``WARC-Truncated``). A file is written as
