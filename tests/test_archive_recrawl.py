@@ -342,3 +342,25 @@ def test_wacz_packages_both_crawls_and_wacz_validate_passes(
     for p in lines:
         assert p["ts"] == latest[p["url"]][:19] + "Z"
     assert package["wacz_version"] == "1.1.1" and package["title"] == CRAWL
+
+
+def test_crawlproject_body_of_a_revisited_url_prints_the_stored_original(archive: Archive) -> None:
+    data = archive.warc_dir.parents[2]
+    recrawled = archive.crawled(1)
+    second = answers(archive.second)
+    base = archive.web.base_url(1)
+    not_modified = next(
+        u for u, r in second.items() if r.headers.get("WARC-Profile") == SERVER_NOT_MODIFIED
+    )
+    for url in (not_modified, base + "plain.html"):
+        assert url in recrawled and second[url].type == "revisit"
+        done = subprocess.run(
+            [sys.executable, "-m", "crawlproject", "--crawl", CRAWL, "-s",
+             f"CRAWL_DATA_DIR={data}", "body", url],
+            cwd=REPO_ROOT, capture_output=True, timeout=60,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, archive.sent[0][url])
+        original = answers(archive.first)[url]
+        stamp = "".join(ch for ch in original.date if ch.isdigit())[:14]
+        want = f"{url}: unchanged since {stamp} (the body stored for {url} then)\n"
+        assert done.stderr.decode() == want
