@@ -34,6 +34,7 @@ from crawlproject.body_digest import payload_digest
 from crawlproject.store.revisits import IDENTICAL_PAYLOAD_DIGEST, SERVER_NOT_MODIFIED
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
+from testkit.s3_server import TEST_BUCKET, TEST_REGION, MotoServer
 from testkit.testweb import TestWeb
 from tests.test_pywb_replay import CDXJ_INDEXER, replay, wayback
 
@@ -364,3 +365,34 @@ def test_crawlproject_body_of_a_revisited_url_prints_the_stored_original(archive
         stamp = "".join(ch for ch in original.date if ch.isdigit())[:14]
         want = f"{url}: unchanged since {stamp} (the body stored for {url} then)\n"
         assert done.stderr.decode() == want
+
+
+def test_wacz_reads_the_crawl_from_s3(archive: Archive, moto: MotoServer, tmp_path: Path) -> None:
+    client = moto.client()
+    files = [*archive.first, *archive.second]
+    for path in files:
+        for item in (path, Path(f"{path}.cdxj")):
+            client.upload_file(str(item), TEST_BUCKET, f"bodies/{CRAWL}/warc/{item.name}")
+    out = tmp_path / "from-s3.wacz"
+    settings = {
+        "CRAWL_STORE_URI": f"s3://{TEST_BUCKET}/bodies", "AWS_ENDPOINT_URL": moto.endpoint_url,
+        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION_NAME": TEST_REGION,
+    }  # fmt: skip
+    cmd = [sys.executable, "-m", "crawlproject", "--crawl", CRAWL]
+    for name, value in settings.items():
+        cmd += ["-s", f"{name}={value}"]
+    done = subprocess.run(
+        [*cmd, "wacz", "--output", str(out)], cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    check = subprocess.run(
+        [str(Path(sys.executable).parent / "wacz"), "validate", "-f", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    with zipfile.ZipFile(out) as zf:
+        for p in files:
+            assert zf.read(f"archive/{p.name}") == p.read_bytes()
+        assert len(zf.read("pages/pages.jsonl").decode().splitlines()) == len(archive.sent[0]) + 1
