@@ -78,7 +78,7 @@ from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
 from crawlproject.store.factory import open_store
 from crawlproject.store.hops import TRUNCATED_DISCONNECT, Hop
-from crawlproject.store.revisit_choice import RevisitChooser
+from crawlproject.store.revisit_choice import NOT_MODIFIED, RevisitChooser
 from crawlproject.store.revisits import LocalRevisitIndex, PayloadIndex, RevisitIndex
 from crawlproject.store.signals import redirect_received
 from crawlproject.store.uploader import SpoolUploader
@@ -247,6 +247,8 @@ class BodyStorePipeline:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
             return item
         truncated = TRUNCATED_DISCONNECT if DATALOSS_FLAG in response.flags else None
+        if response.status == NOT_MODIFIED and self._revisits is None:
+            return item  # the object format: the body is where the last 2xx stored it
         choice = None
         if self._revisits is not None and truncated is None:
             verdict = response.meta.get(VERDICT_META_KEY)  # middlewares/dedupe.py's

@@ -14,6 +14,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from crawlproject.body_digest import payload_digest
+from crawlproject.frontier.connection import redis_client
 from crawlproject.frontier.keys import CrawlKeys
 from crawlproject.store.index import index_bytes
 from crawlproject.store.revisits import (
@@ -25,6 +26,7 @@ from crawlproject.store.revisits import (
     encode_value,
 )
 from crawlproject.store.warc import HttpExchange, Revisit, RollingWarcWriter
+from testkit.redis_cluster import RedisCluster
 from tests.test_pywb_replay import CDXJ_INDEXER
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -139,3 +141,27 @@ def test_revisit_records_pass_warcio_check_and_index_as_cdxj_indexer_does(tmp_pa
     assert '"warc-profile": "http://netpreserve.org/warc/1.1/revisit/server-not-modified"' in raw
     assert raw.count('"warc-refers-to-date": "2026-01-02T03:04:05.678901Z"') == 2
     assert raw.count(f'"warc-payload-digest": "{digest}"') == 3
+
+
+async def test_the_index_on_a_redis_cluster_spreads_over_the_shards_tags() -> None:
+    cluster = RedisCluster().start()
+    try:
+        client = redis_client(cluster.url)
+        try:
+            keys = CrawlKeys("rvc", 8)
+            index = RevisitIndex(client, keys)
+            await index_semantics(index)
+            bodies = [f"body {i}".encode() for i in range(64)]
+            for i, body in enumerate(bodies):
+                assert (
+                    await index.claim(hashlib.sha1(body).digest(), f"http://c.test/{i}", T0) is None
+                )
+            for i, body in enumerate(bodies):
+                found = await index.find(hashlib.sha1(body).digest()[:8])
+                assert found is not None and found.url == f"http://c.test/{i}"
+            shards = {int.from_bytes(hashlib.sha1(b).digest()[:4], "big") % 8 for b in bodies}
+            assert len(shards) == 8  # 64 payloads reach every shard's key (and its slot)
+        finally:
+            await client.aclose()
+    finally:
+        cluster.stop()
