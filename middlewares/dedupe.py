@@ -15,21 +15,17 @@ go to the frontier. A verdict belongs to the response, never to an item
    fetching two copies at the same moment keep exactly one (only pages with
    ``CRAWL_DEDUPE_MIN_TEXT_CHARS`` of text get the near test);
 4. keeps the verdict in ``response.meta`` (``crawl_dedupe``); no item gains a
-   field, but a spider whose class sets ``fetch_records = True`` (``web``) has
-   its first item, its own fetch record, get ``content_sha1``, ``simhash`` and,
-   for a copy, ``dedupe``, ``duplicate_of``, ``dedupe_distance``: the item
-   pipeline (pipelines/dedupe.py) drops a copy's record (not stored as a page);
-5. drops all the items of an exact copy (the same body as a page already
-   judged) of any other spider, ``CRAWL_DEDUPE_DROP_ITEMS`` permitting
-   (``dedupe/items_dropped``, said once at INFO); a near copy's are all kept;
+   field, but ``web`` (``fetch_records = True``) has its own fetch record get the
+   verdict's fields, and pipelines/dedupe.py drops a copy's record;
+5. drops all the items of an exact copy of any other spider,
+   ``CRAWL_DEDUPE_DROP_ITEMS`` permitting (``dedupe/items_dropped``, said once
+   at INFO); a near copy's are all kept, and count as new content;
 6. decides about the page's links (``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``): a
-   near copy's (listing pages under one long template are near copies, each
-   linking pages no other does; up to NEAR_COPY_HOPS along a chain, or
-   ``dedupe/near_hops_exceeded``) and a mirror's copy's (its original on another
-   host) are followed after the originals' own (``dedupe/links_followed_lower``:
-   LINK_BAND_PENALTY bands later, in AOPIC LINK_CREDIT_WEIGHT of their credit
-   share; ``dedupe/mirror_copies``); an exact copy's of a page of its own host
-   (the same bytes: the same links) and a soft 404's are dropped
+   near copy's (listings under one long template are near copies, each linking
+   pages no other does; for ``web`` at most NEAR_COPY_HOPS along a chain,
+   ``dedupe/near_hops_exceeded``, never for another spider) and a mirror's copy's
+   follow the originals' (``dedupe/links_followed_lower``, ``dedupe/mirror_copies``);
+   an exact copy's of its own host (the same links) and a soft 404's are dropped
    (``dedupe/links_not_followed``);
 7. when a host's pages have been duplicates ``CRAWL_DEDUPE_STREAK`` times in
    a row (soft-404 and session-id traps look like that), sets the host's queued
@@ -37,9 +33,8 @@ go to the frontier. A verdict belongs to the response, never to an item
    (original on another host) never triggers it;
 8. the first time the fleet meets a suspect page of a host (a near duplicate of
    a page of its own host, or one whose text shows its own path), one worker
-   queues the host's soft-404 probe (``trap/soft404_probes``); nothing of the
-   probe's answer leaves this middleware but the host's verdict
-   (``trap/soft404_hosts`` when it answered 2xx);
+   queues the host's soft-404 probe (``trap/soft404_probes``); only the host's
+   verdict leaves this middleware (``trap/soft404_hosts`` when it answered 2xx);
 9. marks each link with the depth guard's count (frontier/chains.py: a copy of
    a page of its own host, or a thin page, brought nothing new:
    ``dedupe/stale_pages``); for a page with a token shape, tells the token guard
@@ -65,12 +60,7 @@ from crawlproject.body_digest import body_sha1
 from crawlproject.component_off import switched_off
 from crawlproject.dedupe.batcher import DedupeBatcher
 from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
-from crawlproject.dedupe.index import (
-    DedupeIndex,
-    DedupeKind,
-    DedupeMismatch,
-    DedupeVerdict,
-)
+from crawlproject.dedupe.index import DedupeIndex, DedupeKind, DedupeMismatch, DedupeVerdict
 from crawlproject.dedupe.page_text import NO_TEXT, Text, page_text
 from crawlproject.dedupe.probes import Soft404Probes
 from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path
@@ -268,8 +258,10 @@ class DedupeSpiderMiddleware:
             and self._host(verdict.original) != host
         )
         # A copy of a page of its own host, or a thin page (too little text to be
-        # content: an empty archive's), brought nothing new; a mirror's copy did.
-        novel = mirror or (verdict.kind is DedupeKind.NEW and not thin)
+        # content: an empty archive's), brought nothing new; a mirror's copy did,
+        # and a near copy another spider took items from (its operator's data).
+        own_items = verdict.kind is DedupeKind.NEAR and not self._open_web()
+        novel = mirror or own_items or (verdict.kind is DedupeKind.NEW and not thin)
         content = None if mirror or (thin and verdict.kind is DedupeKind.NEW) else novel
         if not novel:
             self.stats.inc_value("dedupe/stale_pages")
@@ -284,13 +276,16 @@ class DedupeSpiderMiddleware:
             )
             links = self._links_of_duplicate(verdict.kind, mirror)
             if verdict.kind is DedupeKind.NEAR and not mirror and links is Links.LOWER:
-                if hops >= NEAR_COPY_HOPS and self.config.follow_duplicate_links != FOLLOW_ALL:
+                # A near-copy chain is a drifting trap's shape for web, which follows
+                # every link; another spider's requests are its operator's: never cut.
+                follow_all = self.config.follow_duplicate_links == FOLLOW_ALL
+                if hops >= NEAR_COPY_HOPS and self._open_web() and not follow_all:
                     self.stats.inc_value("dedupe/near_hops_exceeded")
-                    links = Links.DROP  # a chain of near copies: a drifting trap's shape
+                    links = Links.DROP
                 hops += 1
             if mirror:
                 self.stats.inc_value("dedupe/mirror_copies")
-            else:
+            elif not own_items:
                 await self._check_streak(response.url, verdict)
         # Not an exact copy: URL aliases (?a=1&b=2, index.html) are common and
         # harmless (their links are not followed); a soft 404 is near or echoes.
@@ -298,6 +293,11 @@ class DedupeSpiderMiddleware:
         probe = await self.probes.probe_for(response, host) if suspect and state is None else None
         drop = self.config.drop_items and kind == EXACT
         return Outcome(links, probe, novel, content, found, drop, hops)
+
+    def _open_web(self) -> bool:
+        """The spider follows every link and keeps fetch records (web): the
+        guards of the open web apply to its duplicates' links in full."""
+        return bool(getattr(self.crawler.spider, FETCH_RECORDS_ATTR, False))
 
     def _links_of_duplicate(self, kind: DedupeKind, mirror: bool) -> Links:
         follow = self.config.follow_duplicate_links

@@ -48,8 +48,9 @@ def _slug(name: str) -> str:
 
 
 class QuotesSite:
-    def __init__(self, seed: str = "quotes") -> None:
+    def __init__(self, seed: str = "quotes", listings: int = LISTINGS) -> None:
         rng = random.Random(seed)
+        self.listings = listings
         words = WORDS_TEXT.split()
         first = ["Albert", "Jane", "Marilyn", "Andre", "Thomas", "Eleanor", "Steve", "Mark"]
         last = ["Einstein", "Austen", "Monroe", "Gide", "Edison", "Roosevelt", "Martin", "Twain"]
@@ -60,14 +61,14 @@ class QuotesSite:
                 names.append(name)
         self.authors = names
         self.quotes: list[dict[str, Any]] = []
-        for n in range(LISTINGS * PER_PAGE):
+        for n in range(listings * PER_PAGE):
             chosen = [rng.choice(words) for _ in range(rng.randint(10, 16))]
             text = f"\u201c{' '.join(chosen).capitalize()} ({n + 1}).\u201d"
             author = names[n % AUTHORS]
             tags = sorted(rng.sample(TAGS, rng.randint(1, 3)))
             self.quotes.append({"text": text, "author": author, "tags": tags})
         self.bios = {a: " ".join(_paragraphs(random.Random(f"{seed}/{a}"), 500)) for a in names}
-        quotes_chars = max(len(self._quotes_html(k)) for k in range(1, LISTINGS + 1))
+        quotes_chars = max(len(self._quotes_html(k)) for k in range(1, listings + 1))
         about = _paragraphs(random.Random(f"{seed}/about"), BOILERPLATE_TIMES * quotes_chars)
         tag_box = "".join(f'<span class="tag-item"><a class="tag">{t}</a></span>' for t in TAGS)
         self.block = (
@@ -80,7 +81,7 @@ class QuotesSite:
     # -- what a test checks against ---------------------------------------------
 
     def listing_paths(self) -> list[str]:
-        return ["/", *(f"/page/{k}/" for k in range(1, LISTINGS + 1))]
+        return ["/", *(f"/page/{k}/" for k in range(1, self.listings + 1))]
 
     def author_paths(self) -> list[str]:
         return [f"/author/{_slug(a)}/" for a in self.authors]
@@ -105,7 +106,7 @@ class QuotesSite:
         pager = ""
         if k > 1:
             pager += f'<li class="previous"><a href="/page/{k - 1}/">Previous</a></li>'
-        if k < LISTINGS:
+        if k < self.listings:
             pager += f'<li class="next"><a href="/page/{k + 1}/">Next</a></li>'
         return (
             "<html><head><title>Quotes to Scrape</title></head><body>"

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from testkit.own_web import OwnSitesWeb
-from testkit.quotes_site import LISTINGS, PER_PAGE, QuotesSite
+from testkit.quotes_site import PER_PAGE, QuotesSite
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "extending.md"
@@ -33,6 +33,9 @@ README = ROOT / "README.md"
 PROJECT = ("scrapy.cfg", "crawlproject", "spiders", "middlewares", "pipelines")
 SITE = "https://quotes.example/"
 SITE_IP = "127.0.43.1"
+# Listing pages: more than a chain of near copies that web follows (NEAR_COPY_HOPS,
+# crawlproject/dedupe/verdict.py): a spider's own pagination is never cut.
+LISTINGS = 30
 FENCE = re.compile(r"^(?P<indent> *)```python\n(?P<code>.*?)^(?P=indent)```$", re.S | re.M)
 COMMAND = re.compile(r"`(\.venv/bin/(?:scrapy|crawlproject) [^`]+)`")
 BIN = Path(sys.executable).parent
@@ -83,7 +86,7 @@ def test_the_first_spider_path_runs_as_printed(tmp_path: Path) -> None:
     assert status == ".venv/bin/crawlproject status --crawl quotes"
     assert reset == ".venv/bin/crawlproject reset --crawl quotes --yes"
 
-    site = QuotesSite()
+    site = QuotesSite(listings=LISTINGS)
     with OwnSitesWeb({SITE_IP: site}) as web:
         base = web.base_url(SITE_IP)
         project = tmp_path / "project"
@@ -124,6 +127,8 @@ def test_the_first_spider_path_runs_as_printed(tmp_path: Path) -> None:
         once = fetched()
         assert {p: once[p] for p in listings} == dict.fromkeys(listings, 1), once
         assert "dedupe/items_dropped" not in ran.stderr  # near copies keep their items
+        assert "'dedupe/checked/near'" in ran.stderr  # the listings were near copies
+        assert "dedupe/near_hops_exceeded" not in ran.stderr  # and never cut
 
         # status, for the spider's crawl; and alone, when it is the only crawl.
         shown = run_printed(status, project, base)
