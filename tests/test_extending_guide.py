@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -43,11 +42,11 @@ from testkit.guide_sites import (
     shop_routes,
 )
 from testkit.redis_server import RedisServer
+from testkit.scratch import scratch_project as copy_project
 from testkit.testweb import TestWeb, canonical_url, page_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "extending.md"
-PROJECT = ("scrapy.cfg", "crawlproject", "spiders", "middlewares", "pipelines")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<code>.*?)^(?P=indent)```$", re.S | re.M)
 PATH_SPAN = re.compile(r"`([\w/]+\.py)`")
 COMMAND_SPAN = re.compile(r"`(scrapy crawl [^`]+)`")
@@ -102,14 +101,7 @@ class Sites:
 
 def scratch_project(tmp_path: Path, sites: Sites) -> Path:
     """A copy of the project with every block of the guide written in."""
-    root = tmp_path / "project"
-    root.mkdir()
-    for name in PROJECT:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, root / name)
+    root = copy_project(tmp_path)
     for title in sections():
         for path, code in code_blocks(sections()[title]):
             target = root / path

