@@ -11,7 +11,8 @@ On when ``CRAWL_RECRAWL_TRACK`` is set or the spider runs ``-a mode=continuous``
   to the frontier, which writes it before the URL's ack. A 304 keeps the
   previous digest (the page did not change); a duplicate page is forgotten
   (its original is tracked). Stats ``recrawl/verdict/<verdict>``,
-  ``recrawl/not_modified``; the record gains ``recrawl`` (the verdict).
+  ``recrawl/not_modified``; ``web``'s fetch record gains ``recrawl`` (the
+  verdict), a spider's own items nothing (the verdict is read from the response).
 * :class:`RecrawlDownloaderMiddleware` (order 20) adds ``If-None-Match`` /
   ``If-Modified-Since`` from the state a refetch carries
   (``recrawl/conditional_requests``), and records a fetch that failed for good
@@ -34,6 +35,7 @@ from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
 from crawlproject.component_off import switched_off
+from crawlproject.dedupe.verdict import FETCH_RECORDS_ATTR, VERDICT_META_KEY, PageVerdict
 from crawlproject.frontier.access import frontier_of, require_frontier
 from crawlproject.recrawl.config import (
     CHANGEFREQ_META_KEY,
@@ -137,21 +139,27 @@ class RecrawlSpiderMiddleware(_Tracker):
         if status == 304:
             self.stats.inc_value("recrawl/not_modified")
         meta = request.meta if request is not None else {}
+        # The duplicate filter's verdict is the response's (crawlproject/dedupe/
+        # verdict.py), never read from, nor written into, a spider's own items.
+        found = response.meta.get(VERDICT_META_KEY)
+        page = found if isinstance(found, PageVerdict) else None
         outcome = FetchOutcome(
             url=str(item.get("url") or response.url),
             depth=int(meta.get("depth", 0) or 0),
             fetched_at_s=int(time.time()),
             status=status,
             digest=body_sha1(response).hex()[:DIGEST_HEX_CHARS] if ok else "",
-            simhash=str(item.get("simhash") or ""),
+            simhash=str(page.record_fields().get("simhash", "")) if page else "",
             etag=_header(response, b"ETag"),
             last_modified=_header(response, b"Last-Modified"),
             sitemap_changefreq=str(meta.get(CHANGEFREQ_META_KEY) or ""),
             sitemap_lastmod_s=_lastmod_s(meta.get(LASTMOD_META_KEY)),
         )
         # A duplicate of another page is not tracked: its original is.
-        duplicate = item.get("dedupe") is not None
+        duplicate = page is not None and page.kind is not None
         verdict = self.record(previous_state(request, self.stats), outcome, forget=duplicate)
+        if not getattr(self.crawler.spider, FETCH_RECORDS_ATTR, False):
+            return  # a spider's own item: tracked, never given a field
         # An item class without the field: the stat still counts it.
         with contextlib.suppress(KeyError):
             item["recrawl"] = verdict.value

@@ -162,3 +162,22 @@ def test_a_finished_crawl_run_again_fetches_its_start_urls_no_more(
             assert first[web.base_url(1)] == 1 and first[web.base_url(2)] == 1, first
     assert fetched(web) == first  # the second run fetched nothing, and ended by itself
     assert "finish_reason': 'finished'" in proc.log_path.read_text()
+
+
+def test_recrawl_tracking_adds_no_field_to_a_spiders_items(
+    redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """CRAWL_RECRAWL_TRACK tracks a spider's pages by their responses; its items
+    (with a ``url``, as the tracker looks for) keep only the fields it gave."""
+    web = testweb_factory(hosts=1, pages=4, links=2, cross_links=0)
+    out = tmp_path / "items.jsonl"
+    proc = start_worker(
+        REPO_ROOT, redis_url, None, [], {**FAST, "CRAWL_RECRAWL_TRACK": True}, tmp_path / "w.log",
+        extra_args=["-a", "start=" + web.base_url(1), "-O", str(out)], spider="tutorial",
+    )  # fmt: skip
+    wait_all([proc], timeout=120)
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    assert items and all(set(i) <= {"url", "kind", "hop"} for i in items), items[:3]
+    stats = stats_of(proc.log_path)
+    tracked = sum(v for k, v in stats.items() if k.startswith("recrawl/verdict/"))
+    assert tracked >= len(items)  # every page with an item was tracked
