@@ -26,7 +26,7 @@ def test_scrapes_read_the_stats_of_the_moment_and_linger_waits_for_one_more() ->
         stats["store/pages"] = 5
 
         async def linger_then_scrape() -> tuple[bool, str]:
-            waiting = asyncio.create_task(server.linger(60))
+            waiting = asyncio.create_task(server.linger(60, server.next_scrape()))
             await asyncio.sleep(0.2)
             assert not waiting.done()
             text = await asyncio.to_thread(get, port)
@@ -36,6 +36,11 @@ def test_scrapes_read_the_stats_of_the_moment_and_linger_waits_for_one_more() ->
         assert ended
         assert 'crawlproject_store_pages_total{crawl="c",worker="w"} 5.0' in after
         # No scrape at all: it gives up after its time.
-        assert asyncio.run(server.linger(0.2)) is False
+        assert asyncio.run(server.linger(0.2, server.next_scrape())) is False
+        # A scrape begun between the count taken and the linger started (the
+        # linger's line read, a scrape at once) ends it: it came after the line.
+        first = server.next_scrape()
+        assert 'crawlproject_store_pages_total{crawl="c",worker="w"} 5.0' in get(port)
+        assert asyncio.run(server.linger(5, first)) is True
     finally:
         server.close()

@@ -362,11 +362,15 @@ class MetricsServer:
         with self._lock:
             self._sent = max(self._sent, number)
 
-    async def linger(self, seconds: float) -> bool:
-        """Serves on until a scrape begun from now on has been answered, at most
-        ``seconds``: a worker's last counts reach Prometheus. True if they did."""
+    def next_scrape(self) -> int:
+        """The number the next scrape to begin will have."""
         with self._lock:
-            first = self._started + 1
+            return self._started + 1
+
+    async def linger(self, seconds: float, first: int) -> bool:
+        """Serves on until scrape number ``first`` (:meth:`next_scrape`, taken
+        before the linger is announced) or a later one has been answered, at
+        most ``seconds``: a worker's last counts reach Prometheus. True if so."""
         deadline = time.monotonic() + seconds
         while self._sent < first:
             if time.monotonic() >= deadline:

@@ -236,13 +236,16 @@ class StatusReporter:
         if server is None:
             return
         if self.config.metrics_linger_seconds > 0:
+            # Counted from before the line below: a scraper that reads it and
+            # scrapes at once must not be taken for one that came before it.
+            first = server.next_scrape()
             logger.info(
                 "Final metrics on http://%s:%d/metrics until scraped once more (at most %g s)",
                 self.config.metrics_address,
                 self.config.metrics_port,
                 self.config.metrics_linger_seconds,
             )
-            if not await server.linger(self.config.metrics_linger_seconds):
+            if not await server.linger(self.config.metrics_linger_seconds, first):
                 logger.info("Final metrics not scraped in CRAWL_METRICS_LINGER_SECONDS")
         server.close()
 
