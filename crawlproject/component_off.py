@@ -16,7 +16,7 @@ import logging
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
-from crawlproject.setting_values import is_given
+from crawlproject.given import is_given
 
 
 def switched_off(

@@ -9,7 +9,7 @@ A config dataclass names its settings where it declares its fields
 read by :func:`read_config`, which also runs its ``validate()``: a wrong value
 refuses the start with one ConfigError line.
 
-:class:`ConfigError` lives here (``crawlproject.frontier.config`` re-exports
+:class:`ConfigError` lives here (``crawlproject.frontier.crawl.config`` re-exports
 it) so that this module can refuse settings too.
 """
 
@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
 
-from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
+from scrapy.settings import BaseSettings
 
 from crawlproject import default_settings
+from crawlproject.given import is_given
 
 C = TypeVar("C")
 
@@ -75,18 +76,6 @@ def crawl_setting(settings: BaseSettings, name: str) -> Any:
     if isinstance(default, dict):
         return settings.getdict(name, default)
     return settings.get(name, default)
-
-
-def is_given(settings: BaseSettings, name: str) -> bool:
-    """Whether ``name`` was set by the user (command line, spider, settings
-    module) rather than left at its default: Scrapy's own default, or the
-    ``CRAWL_*`` default the settings module copies from default_settings."""
-    priority = settings.getpriority(name)
-    if priority is None or priority <= SETTINGS_PRIORITIES["default"]:
-        return False
-    if priority > SETTINGS_PRIORITIES["project"] or not hasattr(default_settings, name):
-        return True
-    return bool(settings.get(name) != getattr(default_settings, name))
 
 
 def crawl_setting_or_scrapy(

@@ -83,6 +83,8 @@ import numpy as np
 import numpy.typing as npt
 from lxml import etree
 
+from crawlproject.hamming import hamming
+
 __all__ = [
     "FEATURES_VERSION",
     "FINGERPRINT_BITS",
@@ -371,11 +373,6 @@ def simhash64(normalised: str) -> int:
     # v[i] = set[i] - (n - set[i]) > 0: one +-1 vote per 4-gram occurrence (= weight)
     bits = _set_bit_counts(hashes) * 2 > hashes.size
     return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
-
-
-def hamming(a: int, b: int) -> int:
-    """Number of differing bits between two fingerprints."""
-    return (a ^ b).bit_count()
 
 
 def page_fingerprint(html: str) -> tuple[int, int]:

@@ -9,7 +9,7 @@ as ``?a=1&b=2`` for ``?b=2&a=1`` are, and whose links are not followed anyway),
 one worker (the one whose ``HSETNX``
 wins, so one per fleet) queues a **probe**: a path that cannot exist,
 ``/<16 hex>-<16 hex>.html``. Its answer is the host's verdict, kept in Redis
-(``soft404`` in frontier/dedupe_keys.py: politeness key -> state):
+(``soft404`` in frontier/store/dedupe_keys.py: politeness key -> state):
 
 * ``?``  probe queued, no answer yet (it goes through the frontier: politeness
   and robots.txt apply; robots.txt may forbid it, then the host stays ``?``);
@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
 
-from crawlproject.dedupe.fingerprint import hamming
+from crawlproject.hamming import hamming
 
 PENDING = "?"
 NO_SOFT404 = "-"

@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from crawlproject.dedupe.calls import Call
 from crawlproject.dedupe.spread import Spread
+from crawlproject.hamming import hamming
 
 SAME_URL = 3  # a page's kind when its original is its own URL (spread_tally.lua)
 
@@ -42,7 +43,7 @@ def near_in_batch(pages: list[Page], k: int) -> None:
         if page.simhash is None:
             continue
         for simhash, other in earlier:
-            distance = (simhash ^ page.simhash).bit_count()
+            distance = hamming(simhash, page.simhash)
             if distance <= k and (page.near < 0 or distance < page.near):
                 page.near, page.near_fp, page.near_url = distance, other.sim8, other.url
         if page.near < 0:

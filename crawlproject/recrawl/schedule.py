@@ -86,6 +86,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from crawlproject.hamming import hamming
 from crawlproject.recrawl.config import RecrawlConfig
 
 __all__ = [
@@ -300,16 +301,12 @@ def changefreq_interval_s(changefreq: str, config: RecrawlConfig) -> int:
     return _clamp_interval_s(seconds, config)
 
 
-def _hamming_hex(a: str, b: str) -> int:
-    return (int(a, 16) ^ int(b, 16)).bit_count()
-
-
 def _content_changed(prev: FetchState, outcome: FetchOutcome, config: RecrawlConfig) -> bool:
     if outcome.digest == prev.digest:
         return False
     if not outcome.simhash or not prev.simhash:
         return True
-    return _hamming_hex(outcome.simhash, prev.simhash) > config.simhash_k
+    return hamming(int(outcome.simhash, 16), int(prev.simhash, 16)) > config.simhash_k
 
 
 def _validator(value: str) -> str:

@@ -26,7 +26,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.settings import SETTINGS_PRIORITIES
+
+from crawlproject.given import is_given
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
 MASK = "***"
 MIN_SECRET_CHARS = 4
 SECRET_NAME_PARTS = ("SECRET", "PASSWORD", "PASSWD", "TOKEN", "KEY_ID", "CREDENTIAL")
-# Only values someone set (project, spider, command line): Scrapy's own
-# defaults (FTP_PASSWORD "guest") are no secret.
-MIN_PRIORITY = SETTINGS_PRIORITIES["project"]
 # scheme://user:password@ -> scheme://user:***@ (user may be empty: redis://:pw@h)
 _URL_PASSWORD_RE = re.compile(r"(?P<head>\b[a-zA-Z][\w+.-]*://[^\s:/@'\"]*:)[^\s@/'\"]+@")
 # ?ssl_password=x -> ?ssl_password=*** (not "token": crawled URLs are full of
@@ -54,8 +52,8 @@ def secret_values(settings: BaseSettings) -> list[str]:
     for name, value in settings.items():
         if not isinstance(value, str) or len(value) < MIN_SECRET_CHARS:
             continue
-        if (settings.getpriority(name) or 0) < MIN_PRIORITY:
-            continue
+        if not is_given(settings, name):
+            continue  # Scrapy's own defaults (FTP_PASSWORD "guest") are no secret
         if any(part in name.upper() for part in SECRET_NAME_PARTS):
             found.add(value)
     return sorted(found, key=len, reverse=True)
