@@ -5,7 +5,7 @@ exactly one module of this package: ``frontier`` (Redis, the crawl,
 politeness per host, leases, the seen set, crawl order), ``urls`` (traps,
 budgets, URL rules, links per page), ``robots``, ``dedupe``, ``network``
 (DNS, the address guard, politeness per server), ``store``, ``recrawl``,
-``status`` and ``content``. This module gathers them: every setting's
+``status``, ``content`` and ``render``. This module gathers them: every setting's
 default is ``crawlproject.default_settings.CRAWL_...``.
 
 Components read their settings through a dataclass (``FrontierConfig`` and
@@ -21,6 +21,7 @@ from crawlproject.default_settings.dedupe import *  # noqa: F403
 from crawlproject.default_settings.frontier import *  # noqa: F403
 from crawlproject.default_settings.network import *  # noqa: F403
 from crawlproject.default_settings.recrawl import *  # noqa: F403
+from crawlproject.default_settings.render import *  # noqa: F403
 from crawlproject.default_settings.robots import *  # noqa: F403
 from crawlproject.default_settings.status import *  # noqa: F403
 from crawlproject.default_settings.store import *  # noqa: F403

@@ -113,7 +113,7 @@ GAUGE_STATS = frozenset({
 GAUGE_PREFIXES = ("memusage/", "memdebug/")
 GAUGE_SUFFIXES = ("_max", "_min", "_per_minute", "_per_second")
 # Set with set_value but only ever growing: counters all the same.
-MONOTONIC_SET = frozenset({"store/backpressure_seconds"})
+MONOTONIC_SET = frozenset({"store/backpressure_seconds", "render/seconds"})
 # Names that would not say their unit.
 RENAMES = {
     "memusage/max": "memusage_max_bytes",

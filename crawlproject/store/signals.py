@@ -12,3 +12,10 @@ before its target's.
 from __future__ import annotations
 
 redirect_received = object()
+
+# ``render_resource_received``: a response a rendered page's browser received
+# (a script, an XHR's JSON, an image...), fetched by the worker for it
+# (middlewares/render_handler.py), with ``exchange``: a
+# :class:`~crawlproject.store.warc.HttpExchange`. The storage pipeline writes
+# it like a redirect hop, so the page can be replayed as it was seen.
+render_resource_received = object()

@@ -117,6 +117,10 @@ class BodyWriter(ABC):
         """Writes a redirect's 3xx (formats that archive redirects); whether it was written."""
         return False
 
+    def write_exchange(self, exchange: HttpExchange) -> bool:
+        """Writes a rendered page's subresource (formats that archive them); whether it was."""
+        return False
+
     def open(self, on_finished: FinishedCallback) -> None:
         """Starts the writer (after the uploader's start recovered the spool);
         ``on_finished(path)`` gets each file to upload, from the writing thread."""
@@ -184,6 +188,12 @@ class WarcBodyWriter(BodyWriter):
         if self._writer is None:  # closed while this write waited for spool space
             return False
         self._warc().write_exchanges([_hop_exchange(hop)])
+        return True
+
+    def write_exchange(self, exchange: HttpExchange) -> bool:
+        if self._writer is None:  # closed while this write waited for spool space
+            return False
+        self._warc().write_exchanges([exchange])
         return True
 
 
