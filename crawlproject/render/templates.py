@@ -22,7 +22,7 @@ SEGMENTS_MAX = 8  # deeper paths share the template of their first 8 segments
 def _shape(segment: str) -> str:
     if len(segment) > SEGMENT_MAX:
         return "*"
-    return _LETTERS.sub("a", _DIGITS.sub("N", segment))
+    return _DIGITS.sub("N", _LETTERS.sub("a", segment))
 
 
 def page_template(url: str) -> str:
