@@ -16,8 +16,8 @@ import asyncio
 from benchlib import RedisServer
 from redis.asyncio import Redis
 
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from testkit.frontier_sim import SyntheticWeb, simulated_crawl
 
 

@@ -23,10 +23,10 @@ import benchlib  # noqa: F401  (puts the repository on sys.path: testkit/, crawl
 from redis.asyncio import Redis
 from scrapy import Request
 
-from crawlproject.frontier.client import NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import NewEntry, RedisFrontier, Release
 from testkit.redis_server import RedisServer
 
 CANON = UrlCanonicalizer([])

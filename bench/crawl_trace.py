@@ -29,7 +29,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
-from crawlproject.frontier.meta import LEASE_META_KEY
+from crawlproject.frontier.basics.request_meta import LEASE_META_KEY
 
 TICK = 0.01
 

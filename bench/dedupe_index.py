@@ -63,7 +63,7 @@ from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind
 from crawlproject.dedupe.layout import DEDUPE_LOAD, NEAR_MIN_LEVEL
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.dedupe_spread_table import part_resp
 from testkit.dedupe_table import Layout, command_head, hex_digits, records, resp_for_pages
 from testkit.redis_cluster import cluster_port, redis_cli

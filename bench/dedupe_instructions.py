@@ -34,7 +34,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject.dedupe.index import DedupeIndex
 from crawlproject.dedupe.layout import block_layout
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.dedupe_table import Layout, resp_for_pages
 from testkit.processes import free_port
 

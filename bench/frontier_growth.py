@@ -81,11 +81,11 @@ import redis
 from benchlib import RedisServer
 from redis.asyncio import Redis as AsyncRedis
 
-from crawlproject.frontier.client import NewEntry, RedisFrontier
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.seen import SeenFilter
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import NewEntry, RedisFrontier
+from crawlproject.frontier.store.seen_set import SeenFilter
 from testkit.redis_server import RedisServer as TestRedisServer
 from testkit.seen_table import SEEN_DRIVER, load_bloom, load_exact
 

@@ -60,11 +60,11 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
 from crawlproject import default_settings as ds
-from crawlproject.frontier.client import NewEntry, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec, stored_form, url_of
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.store.codec import RequestCodec, stored_form, url_of
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import NewEntry, RedisFrontier
 from crawlproject.lua import CALL_REPLY_MARGIN_SECONDS
 
 CRAWL = "mem"

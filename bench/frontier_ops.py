@@ -66,11 +66,11 @@ Redis CPU (``busiest_master_share``; 1 / N would be an even spread):
     flock /tmp/crawlproject-bench.lock .venv/bin/python bench/frontier_ops.py \
         --systems ours --modes frontier --procs 1 --redis cluster --masters 1,2,3,4
 
-``--shards N`` (default: a new crawl's, crawlproject/frontier/layout.py) sets the
+``--shards N`` (default: a new crawl's, crawlproject/frontier/store/crawl_layout.py) sets the
 crawl's shard count. Every row has ``redis_scripts_per_page`` (script runs, the
 calls a client makes) and ``redis_commands_per_page`` (every command, those
 inside scripts too), over every master, beside its Redis CPU per page. The drivers ask the
-shards a worker's claim loop would (crawlproject/frontier/claims.py ClaimClock:
+shards a worker's claim loop would (crawlproject/frontier/claims/claims.py ClaimClock:
 a shard whose claim found nothing claimable is skipped until a slot there is
 freed, or its probe comes).
 """
@@ -129,24 +129,24 @@ if os.environ.get(REV_CODE_ENV):
 
 import crawlproject  # noqa: E402
 from crawlproject import default_settings as ds  # noqa: E402
-from crawlproject.frontier.client import NewEntry, RedisFrontier, Release  # noqa: E402
-from crawlproject.frontier.codec import RequestCodec  # noqa: E402
-from crawlproject.frontier.connection import redis_client  # noqa: E402
-from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
-from crawlproject.frontier.priority import DepthPriority  # noqa: E402
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key  # noqa: E402
+from crawlproject.frontier.admission.priority import DepthPriority  # noqa: E402
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key  # noqa: E402
+from crawlproject.frontier.connection.redis_client import redis_client  # noqa: E402
+from crawlproject.frontier.store.codec import RequestCodec  # noqa: E402
+from crawlproject.frontier.store.keys import CrawlKeys  # noqa: E402
+from crawlproject.frontier.store.redis_frontier import NewEntry, RedisFrontier, Release  # noqa: E402
 
 try:  # the compact form's queue form (revisions before it have none: --revs)
-    from crawlproject.frontier.codec import stored_form
+    from crawlproject.frontier.store.codec import stored_form
 except ImportError:
     stored_form = None  # type: ignore[assignment]
 
 try:  # which shards a claim asks (revisions before it ask them all: --revs)
-    from crawlproject.frontier.claims import ClaimClock
+    from crawlproject.frontier.claims.claims import ClaimClock
 except ImportError:
     ClaimClock = None  # type: ignore[assignment,misc]
 try:  # a new crawl's shard count (before it: CRAWL_FRONTIER_SHARDS' default)
-    from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+    from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
 except ImportError:
     NEW_CRAWL_SHARDS = 4
 
@@ -348,7 +348,7 @@ def _frontier(r: AsyncRedis, cfg: Config, system: str = "ours") -> RedisFrontier
     old = "seen_bucket_bits" in inspect.signature(RedisFrontier).parameters
     options: dict[str, Any] = {"priority_mode": POLICY_MODES[system]}
     if cfg.seen_capacity:
-        from crawlproject.frontier.seen import SeenFilter
+        from crawlproject.frontier.store.seen_set import SeenFilter
 
         options["seen"] = SeenFilter("bloom", cfg.seen_capacity)
     args: list[Any] = [r, CrawlKeys(CRAWL, cfg.shards), *([12] if old else []), 0, 1, 30_000]

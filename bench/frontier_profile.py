@@ -52,9 +52,9 @@ from frontier_ops import (
     seed,
 )
 
-from crawlproject.frontier.client import NewEntry, Release
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.redis_frontier import NewEntry, Release
 from testkit.processes import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -37,11 +37,11 @@ from benchlib import RedisServer, write_result
 from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject import default_settings as ds
-from crawlproject.frontier.client import NewEntry, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import NewEntry, RedisFrontier
 from crawlproject.recrawl.schedule import FetchState, encode_state
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
 

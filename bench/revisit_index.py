@@ -32,8 +32,8 @@ from typing import Any
 from benchlib import RedisServer, write_result
 from redis.asyncio import Redis as AsyncRedis
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.store.revisits import RevisitIndex
 
 CRAWL = "rv"

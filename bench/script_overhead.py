@@ -27,20 +27,20 @@ import frontier_profile
 from benchlib import result_record, write_result
 from frontier_profile import RESULTS, CallgrindRedis
 
-from crawlproject.frontier.address_client import (
+from crawlproject.frontier.claims.address_scripts import (
     ADDRESS_SCRIPTS,
     HOST_SCRIPTS,
     address_script_preludes,
 )
-from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.scripts import FRONTIER_SCRIPTS, script_preludes
 from crawlproject.lua import SHARD_PRELUDES, Prelude, preludes_text, read_lua, used_parts
 
 # script -> (package, its preludes), as the clients load them
 SCRIPTS: dict[str, tuple[str, tuple[Prelude, ...]]] = {
-    **{name: ("crawlproject.frontier", script_preludes(name)) for name in FRONTIER_SCRIPTS},
+    **{name: ("crawlproject.frontier.store", script_preludes(name)) for name in FRONTIER_SCRIPTS},
     **{
-        name: ("crawlproject.frontier", address_script_preludes(name))
+        name: ("crawlproject.frontier.store", address_script_preludes(name))
         for name in (*ADDRESS_SCRIPTS, *HOST_SCRIPTS)
     },
     "recrawl_promote": ("crawlproject.recrawl", SHARD_PRELUDES),

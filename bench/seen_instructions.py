@@ -30,8 +30,8 @@ import numpy as np
 from benchlib import result_record, write_result
 from frontier_profile import RESULTS, CallgrindRedis
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.seen import SeenFilter
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.seen_set import SeenFilter
 from crawlproject.lua import SHARD_PRELUDE, load_script
 from testkit.seen_table import SEEN_DRIVER, load_exact
 
@@ -42,8 +42,8 @@ BATCHES = 8
 def driver(lua_file: str | None) -> str:
     if not lua_file:
         return SEEN_DRIVER
-    ours = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE)
-    seen = (Path(__file__).parents[1] / "crawlproject/frontier/lua/_seen.lua").read_text()
+    ours = load_script("crawlproject.frontier.store", "_seen", SHARD_PRELUDE)
+    seen = (Path(__file__).parents[1] / "crawlproject/frontier/store/lua/_seen.lua").read_text()
     assert seen in ours, "the driver no longer embeds _seen.lua verbatim"
     return SEEN_DRIVER.replace(seen, Path(lua_file).read_text())
 

@@ -1,5 +1,5 @@
 """``crawlproject budget``: the URLs waiting over their host's budget, and
-releasing them (crawlproject/frontier/budgets.py; docs/traps.md).
+releasing them (crawlproject/frontier/store/budgets.py; docs/traps.md).
 
     crawlproject budget                       per host, URLs waiting over its budget (JSON)
     crawlproject budget --release [HOST ...]  moves them into their hosts' queues, in
@@ -19,9 +19,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
 
 
 def add_budget_parser(sub: Any) -> None:

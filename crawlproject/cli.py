@@ -47,7 +47,7 @@ All read the project settings (``REDIS_URL``, ``CRAWL_*``, ``AWS_*``), so they
 reach the same Redis and body store as ``scrapy crawl web`` run from the same
 folder: ``REDIS_URL``, ``CRAWL_NAME`` and ``CRAWL_DATA_DIR`` from the
 environment too, scrapy-redis's ``REDIS_HOST``/``REDIS_PORT``/``REDIS_PARAMS``
-(crawlproject/frontier/redis_settings.py); with none of them they use (and if
+(crawlproject/frontier/crawl/redis_settings.py); with none of them they use (and if
 needed start) the embedded one. A setting they cannot use is one line on
 stderr and exit status 1.
 """
@@ -74,13 +74,13 @@ from scrapy.utils.project import get_project_settings
 from crawlproject.budget_cli import add_budget_parser, budget_command, hosts_need_release
 from crawlproject.closed_pipe import quiet_on_closed_pipe
 from crawlproject.dedupe.soft404 import soft404_hosts
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.crawl_name import crawl_name, crawl_name_of
-from crawlproject.frontier.dead import dead_command
-from crawlproject.frontier.embedded import EmbeddedRedis
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.outage import command_client
+from crawlproject.frontier.connection.embedded import EmbeddedRedis
+from crawlproject.frontier.connection.outage import command_client
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.crawl.crawl_name import crawl_name, crawl_name_of
+from crawlproject.frontier.crawl.dead import dead_command
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
 from crawlproject.recrawl.store import RecrawlStore

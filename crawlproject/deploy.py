@@ -43,7 +43,7 @@ from urllib.request import Request, urlopen
 DEFAULT_SPIDERS = ("web",)
 PROJECT_PACKAGES = ("crawlproject", "spiders", "middlewares", "pipelines")
 # Files that must travel in the egg: modules and the Lua scripts loaded with
-# importlib.resources (crawlproject/frontier/lua, crawlproject/dedupe/lua).
+# importlib.resources (crawlproject/frontier/store/lua, crawlproject/dedupe/lua).
 SHIPPED_SUFFIXES = (".py", ".lua")
 
 

@@ -24,16 +24,16 @@ from importlib import resources
 Prelude = tuple[str, str]  # (package, name): <package>/lua/<name>.lua
 
 # Helpers every script on a frontier shard may call (host queues, bands):
-# crawlproject/frontier/lua/_prelude.lua.
-SHARD_PRELUDE: Prelude = ("crawlproject.frontier", "_prelude")
+# crawlproject/frontier/store/lua/_prelude.lua.
+SHARD_PRELUDE: Prelude = ("crawlproject.frontier.store", "_prelude")
 # Host queues (queue_push, queue_pop, requeue), after SHARD_PRELUDE:
-# crawlproject/frontier/lua/_queue.lua.
-QUEUE_PRELUDE: Prelude = ("crawlproject.frontier", "_queue")
+# crawlproject/frontier/store/lua/_queue.lua.
+QUEUE_PRELUDE: Prelude = ("crawlproject.frontier.store", "_queue")
 # What a script on a frontier shard goes after (each takes only the parts it uses).
 SHARD_PRELUDES: tuple[Prelude, ...] = (SHARD_PRELUDE, QUEUE_PRELUDE)
 # The shard's seen set (seen_test_and_add), after SHARD_PRELUDE, whose shard
-# prefix P it uses: crawlproject/frontier/lua/_seen.lua, for add.lua.
-SEEN_PRELUDE: Prelude = ("crawlproject.frontier", "_seen")
+# prefix P it uses: crawlproject/frontier/store/lua/_seen.lua, for add.lua.
+SEEN_PRELUDE: Prelude = ("crawlproject.frontier.store", "_seen")
 
 # The Lua tokens that matter here: comments and strings (skipped: a name in
 # them is not a use), and names.
@@ -170,7 +170,7 @@ _ONCE_TAIL = (
 # failure; redis-py's cluster client within seconds): the time a call may
 # take to fail (a socket timeout) and the back-off's last wait.
 CALL_REPLY_MARGIN_SECONDS = 30.0
-CALL_KEY = "c:"  # after a tag prefix (crawlproject/frontier/keys.py's key table)
+CALL_KEY = "c:"  # after a tag prefix (crawlproject/frontier/store/keys.py's key table)
 
 
 @cache

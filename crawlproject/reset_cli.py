@@ -1,6 +1,6 @@
 """``crawlproject reset --crawl NAME [--yes]``: start a crawl over.
 
-Deletes every key of one crawl (crawlproject/frontier/persist.py's
+Deletes every key of one crawl (crawlproject/frontier/crawl/persist.py's
 ``delete_crawl``: its queues on every shard, the seen set, the duplicate index,
 robots and recrawl state, counters, workers, the seed list; on every master of
 a Redis Cluster), so the next ``scrapy crawl`` of that name starts from its
@@ -8,7 +8,7 @@ seeds as if new. Other crawls in the same Redis are not touched.
 
 It asks first (``y`` on stdin) unless ``--yes``; without a terminal to ask on
 and without ``--yes`` it refuses. It refuses while workers of the crawl are
-alive (crawlproject/frontier/fresh_start.py): stop them first. Each refusal is
+alive (crawlproject/frontier/crawl/fresh_start.py): stop them first. Each refusal is
 one line on stderr, exit status 1.
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.fresh_start import workers_line
-from crawlproject.frontier.keys import CRAWL_NAME_RE, CrawlKeys
-from crawlproject.frontier.persist import delete_crawl, workers_alive
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.crawl.fresh_start import workers_line
+from crawlproject.frontier.crawl.persist import delete_crawl, workers_alive
+from crawlproject.frontier.store.keys import CRAWL_NAME_RE, CrawlKeys
 
 
 class ResetRefused(Exception):

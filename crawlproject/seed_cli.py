@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 
 from scrapy.settings import BaseSettings
 
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.seed_check import guard_problem, seed_problem
-from crawlproject.frontier.seen import LAYOUT_FIELD, MIN_LEVEL, BloomShape, parse_layout
-from crawlproject.frontier.urls import UrlCanonicalizer, domain_key, host_key
+from crawlproject.frontier.admission.seed_check import guard_problem, seed_problem
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, domain_key, host_key
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.seen_set import LAYOUT_FIELD, MIN_LEVEL, BloomShape, parse_layout
 from crawlproject.guard.policy import GuardPolicy
 from crawlproject.recrawl.schedule import StateDecodeError, decode_state
 

@@ -38,16 +38,16 @@ from scrapy.settings import BaseSettings
 from scrapy.settings import default_settings as scrapy_defaults
 
 from crawlproject import default_settings
-from crawlproject.frontier.redis_settings import ENVIRONMENT_SETTINGS
+from crawlproject.frontier.crawl.redis_settings import ENVIRONMENT_SETTINGS
 from crawlproject.setting_values import ConfigError
 
 # CRAWL_* names the code reads that are not declared in default_settings/
 # (none today: tests/test_setting_mistakes.py checks every name the code reads).
 READ_NOT_DECLARED: frozenset[str] = frozenset()
 
-# scrapy-redis's settings (0.9: defaults.py, connection.py, scheduler.py,
+# scrapy-redis's settings (0.9: defaults.py, redis_client.py, scheduler.py,
 # spiders.py, pipelines.py, dupefilter.py): honoured, or refused with what to
-# use instead (crawlproject/frontier/redis_settings.py), never unknown.
+# use instead (crawlproject/frontier/crawl/redis_settings.py), never unknown.
 SCRAPY_REDIS_SETTINGS = frozenset(
     {
         "REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_DB", "REDIS_PARAMS", "REDIS_ENCODING",

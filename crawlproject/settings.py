@@ -7,7 +7,7 @@ wires the components into Scrapy and turns off what would fight the frontier.
 import os
 
 from crawlproject.default_settings import *  # noqa: F403
-from crawlproject.frontier.redis_settings import environment_values
+from crawlproject.frontier.crawl.redis_settings import environment_values
 
 # REDIS_URL, CRAWL_NAME and CRAWL_DATA_DIR from the environment, as containers
 # and process managers pass them; any other setting (-s, a spider's, Scrapyd's)

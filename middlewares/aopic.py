@@ -23,15 +23,15 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.access import frontier_of, require_frontier
-from crawlproject.frontier.priority import (
+from crawlproject.frontier.admission.priority import (
     CREDIT_META_KEY,
     CREDIT_MODE,
     CREDIT_WEIGHT_META_KEY,
     SHARE_META_KEY,
     policy_class,
 )
-from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from crawlproject.setting_values import crawl_setting
 
 

@@ -35,10 +35,10 @@ go to the frontier. A verdict belongs to the response, never to an item
    a page of its own host, or one whose text shows its own path), one worker
    queues the host's soft-404 probe (``trap/soft404_probes``); only the host's
    verdict leaves this middleware (``trap/soft404_hosts`` when it answered 2xx);
-9. marks each link with the depth guard's count (frontier/chains.py: a copy of
+9. marks each link with the depth guard's count (frontier/admission/depth_chains.py: a copy of
    a page of its own host, or a thin page, brought nothing new:
    ``dedupe/stale_pages``); for a page with a token shape, tells the token guard
-   what it showed (frontier/token_evidence.py, ``trap/token_pages``).
+   what it showed (frontier/admission/token_evidence.py, ``trap/token_pages``).
 
 Callbacks should yield a page's item before its links (the ``web`` spider does);
 links yielded before the first item are followed whatever the verdict.
@@ -78,13 +78,26 @@ from crawlproject.dedupe.verdict import (
     annotate,
     near_hops,
 )
-from crawlproject.frontier.access import crawl_redis_of, frontier_of, require_frontier
-from crawlproject.frontier.chains import mark_link
-from crawlproject.frontier.outcomes import FRONTIER_UNAVAILABLE
-from crawlproject.frontier.priority import CREDIT_MODE, CREDIT_WEIGHT_META_KEY, policy_class
-from crawlproject.frontier.scheduler import FrontierScheduler
-from crawlproject.frontier.token_evidence import TokenEvidence, TokenPage, same_shape, token_page
-from crawlproject.frontier.urls import InvalidURL
+from crawlproject.frontier.admission.depth_chains import mark_link
+from crawlproject.frontier.admission.priority import (
+    CREDIT_MODE,
+    CREDIT_WEIGHT_META_KEY,
+    policy_class,
+)
+from crawlproject.frontier.admission.token_evidence import (
+    TokenEvidence,
+    TokenPage,
+    same_shape,
+    token_page,
+)
+from crawlproject.frontier.basics.outcomes import FRONTIER_UNAVAILABLE
+from crawlproject.frontier.basics.urls import InvalidURL
+from crawlproject.frontier.scrapy_glue.frontier_lookup import (
+    crawl_redis_of,
+    frontier_of,
+    require_frontier,
+)
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from crawlproject.once import OncePerKey
 from crawlproject.setting_values import crawl_setting
 

@@ -69,8 +69,8 @@ from twisted.internet.error import DNSLookupError, TCPTimedOutError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, is_temporary
-from crawlproject.frontier.access import frontier_of, is_frontier
-from crawlproject.frontier.urls import InvalidURL
+from crawlproject.frontier.basics.urls import InvalidURL
+from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, is_frontier
 from crawlproject.guard.errors import installed_resolver as _installed_resolver  # tests swap it
 from crawlproject.guard.errors import refusal_of
 

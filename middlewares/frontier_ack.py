@@ -17,7 +17,7 @@ What neither sees (an exception raised in a downloader middleware's
 ``process_response`` or ``process_exception``, an errback that raises: Scrapy
 sends those past both, and only logs them when the request has no errback)
 ends when the engine is done with the request
-(crawlproject/frontier/engine_hooks.py), whatever the spider.
+(crawlproject/frontier/scrapy_glue/engine_hooks.py), whatever the spider.
 
 An item a pipeline could not save for a reason not its own (it raised
 :class:`~crawlproject.frontier.outcomes.ItemNotSaved`: a failing disk, a
@@ -40,8 +40,8 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from crawlproject.frontier.access import frontier_of, require_frontier
-from crawlproject.frontier.outcomes import ITEM_NOT_SAVED, ItemNotSaved
+from crawlproject.frontier.basics.outcomes import ITEM_NOT_SAVED, ItemNotSaved
+from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
 
 logger = logging.getLogger(__name__)
 

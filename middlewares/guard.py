@@ -26,7 +26,7 @@ process, bounded), and a frontier slot it held is released at once: it made
 no contact with the host. A seed (the operator's choice) is a WARNING of its
 own and counts in ``seeds/refused`` too: its host name resolved to a refused
 address (IP literals and ``localhost`` never get here: they are refused
-before they are queued, crawlproject/frontier/seed_check.py).
+before they are queued, crawlproject/frontier/admission/seed_check.py).
 
 Behind a proxy (``HTTP_PROXY``/``HTTPS_PROXY`` in the environment, or a
 request's ``meta["proxy"]``) the connection goes to the proxy, which resolves
@@ -55,8 +55,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import DNSLookupError
 
 from crawlproject.dns.resolver import CachingResolver
-from crawlproject.frontier.meta import SEED_META_KEY
-from crawlproject.frontier.seed_check import SEEDS_REFUSED
+from crawlproject.frontier.admission.seed_check import SEEDS_REFUSED
+from crawlproject.frontier.basics.request_meta import SEED_META_KEY
 from crawlproject.guard.errors import (
     BlockedAddress,
     BlockedAddressError,
@@ -134,7 +134,7 @@ class AddressGuardMiddleware:
         if request.meta.get(SEED_META_KEY) and not request.meta.get("redirect_times"):
             # The operator's seed, refused only now that its name resolved (an
             # IP literal or localhost is refused before it is queued, and not
-            # marked seen: crawlproject/frontier/seed_check.py): it stays seen.
+            # marked seen: crawlproject/frontier/admission/seed_check.py): it stays seen.
             self.stats.inc_value(SEEDS_REFUSED)
             logger.warning(
                 "Seed %r not crawled: %s resolves to a %s address, which the guard refuses "
@@ -154,7 +154,7 @@ class AddressGuardMiddleware:
                 reason,
             )
         # On the frontier, its lease path frees the URL's slot at once (no
-        # contact with the host): crawlproject/frontier/leases.py ``failed``.
+        # contact with the host): crawlproject/frontier/claims/leases.py ``failed``.
         return None
 
 

@@ -32,14 +32,14 @@ from scrapy import Request
 from scrapy.http import Response
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.access import frontier_of, require_frontier
-from crawlproject.frontier.priority import CREDIT_MODE, policy_class
+from crawlproject.frontier.admission.priority import CREDIT_MODE, policy_class
+from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-    from crawlproject.frontier.scheduler import FrontierScheduler
+    from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 
 
 class KnownLinksMiddleware:

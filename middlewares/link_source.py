@@ -4,7 +4,7 @@ A spider middleware: every request a callback yields from a response gets
 the response's host in ``meta["crawl_from"]``. The frontier turns a link
 from another registered domain into that domain's vote for the link's host,
 which grows the host's page budget (``CRAWL_HOST_BUDGET``; see
-crawlproject/frontier/votes.py and add.lua), and drops the key before the
+crawlproject/frontier/admission/link_votes.py and add.lua), and drops the key before the
 request is stored, so it costs no bytes in Redis.
 
 Off when budgets are off (``CRAWL_HOST_BUDGET = 0``).
@@ -20,7 +20,7 @@ from scrapy import Request
 from scrapy.http import Response
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.votes import LINK_FROM_META_KEY
+from crawlproject.frontier.admission.link_votes import LINK_FROM_META_KEY
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:

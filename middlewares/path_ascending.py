@@ -36,7 +36,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.once import OncePerKey
 from crawlproject.setting_values import ConfigError, Setting, read_config
 

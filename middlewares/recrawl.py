@@ -36,7 +36,7 @@ from scrapy.http import Response
 from crawlproject.body_digest import body_sha1
 from crawlproject.component_off import switched_off
 from crawlproject.dedupe.verdict import FETCH_RECORDS_ATTR, VERDICT_META_KEY, PageVerdict
-from crawlproject.frontier.access import frontier_of, require_frontier
+from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
 from crawlproject.recrawl.config import (
     CHANGEFREQ_META_KEY,
     LASTMOD_META_KEY,

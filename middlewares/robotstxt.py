@@ -6,7 +6,7 @@ politeness), reads a 503 as "allow everything" and ignores Crawl-delay.
 
 For a request whose origin (``scheme://host:port``) has no fresh robots.txt:
 
-1. Redis (``r:<origin>``, see crawlproject/frontier/keys.py) may have it;
+1. Redis (``r:<origin>``, see crawlproject/frontier/store/keys.py) may have it;
    a bounded per-process cache sits in front.
 2. Otherwise one worker of the fleet takes the fetch lock (``rl:<origin>``)
    and fetches robots.txt (crawlproject/robots/fetch.py) *with the slot the
@@ -52,11 +52,11 @@ from scrapy import Request, Spider
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.access import frontier_of, require_frontier
-from crawlproject.frontier.meta import SCOPE_META_KEY
-from crawlproject.frontier.outcomes import Requeue
-from crawlproject.frontier.scheduler import FrontierScheduler
-from crawlproject.frontier.urls import DEFAULT_PORTS, origin_of
+from crawlproject.frontier.basics.outcomes import Requeue
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY
+from crawlproject.frontier.basics.urls import DEFAULT_PORTS, origin_of
+from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from crawlproject.limits import REDIRECT_STATUSES, SITEMAP_META_KEY
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.errors import RobotsDeferred, RobotsForbidden, RobotsUnreachable

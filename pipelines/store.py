@@ -47,7 +47,7 @@ worker too, and the page waits in this pipeline and is written again after the
 resume: its lease is acked only after its items leave the pipelines
 (middlewares/frontier_ack.py), so it is never acked unstored. Any other write
 error (EIO, EROFS, a spool directory gone) raises ItemNotSaved
-(crawlproject/frontier/outcomes.py): the page goes back to the frontier and
+(crawlproject/frontier/basics/outcomes.py): the page goes back to the frontier and
 the worker stops (``item_not_saved``), since it could store nothing else either.
 """
 
@@ -70,10 +70,10 @@ from crawlproject.body_digest import body_sha1, payload_digest_of
 from crawlproject.component_off import switched_off
 from crawlproject.content import content_type_of
 from crawlproject.dedupe.verdict import VERDICT_META_KEY, PageVerdict
-from crawlproject.frontier.access import crawl_redis_of, is_frontier
-from crawlproject.frontier.crawl_name import crawl_name
-from crawlproject.frontier.engine_hooks import wake_engine
-from crawlproject.frontier.outcomes import ItemNotSaved
+from crawlproject.frontier.basics.outcomes import ItemNotSaved
+from crawlproject.frontier.crawl.crawl_name import crawl_name
+from crawlproject.frontier.scrapy_glue.engine_hooks import wake_engine
+from crawlproject.frontier.scrapy_glue.frontier_lookup import crawl_redis_of, is_frontier
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
 from crawlproject.store.factory import open_store

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from crawlproject.frontier.urls import registered_domain
+from crawlproject.frontier.basics.urls import registered_domain
 
 
 def scope_root_of(url: str, scope: str) -> str | None:

@@ -28,7 +28,7 @@ links; page URLs keep their ``<lastmod>`` in ``meta["crawl_lastmod"]``. Stats:
 Limits and hostile pages (crawlproject/limits.py): a download over a limit
 (size, decompressed size, timeout, redirects, a redirect loop) reaches
 ``on_error``, which counts it (``limits/*``) and records the fetch (its lease
-ends with the request, as every lease: crawlproject/frontier/engine_hooks.py);
+ends with the request, as every lease: crawlproject/frontier/scrapy_glue/engine_hooks.py);
 an empty or binary body served as text is counted
 (``content/empty_body``, ``content/binary_as_text``) and not processed; charset
 trouble is counted (``content/bad_charset``, ``content/no_charset``); a page's
@@ -53,8 +53,8 @@ from twisted.python.failure import Failure
 
 from crawlproject import limits
 from crawlproject.content import ContentProcessor, ContentRegistry, mime_type_of
-from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
-from crawlproject.frontier.seed_check import SeedCheck, seed_problem
+from crawlproject.frontier.admission.seed_check import SeedCheck, seed_problem
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.limits import SITEMAP_META_KEY
 from crawlproject.once import OncePerKey
 from crawlproject.recrawl.config import CHANGEFREQ_META_KEY, LASTMOD_META_KEY

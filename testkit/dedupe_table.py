@@ -26,7 +26,7 @@ from crawlproject.dedupe.layout import (
     near_tables,
     near_width,
 )
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 
 EXACT_MIN_LEVEL = 16  # dedupe.lua's
 MAX_LEVEL = 40

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from crawlproject.frontier.client import NO_PATTERN, NO_VOTE, NewEntry
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.redis_frontier import NO_PATTERN, NO_VOTE, NewEntry
 from crawlproject.rules.traps import token_shape, url_pattern
 
 CANON = UrlCanonicalizer([])

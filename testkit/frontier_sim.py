@@ -4,7 +4,7 @@ on and bench/aopic_order.py prints (AOPIC against depth order)."""
 
 from __future__ import annotations
 
-from crawlproject.frontier.client import Lease, NewEntry, RedisFrontier
+from crawlproject.frontier.store.redis_frontier import Lease, NewEntry, RedisFrontier
 from testkit.entries import CODEC
 from testkit.entries import entry as make_entry
 

@@ -1,4 +1,4 @@
-"""A model of the frontier's seen set (crawlproject/frontier/lua/_seen.lua) in
+"""A model of the frontier's seen set (crawlproject/frontier/store/lua/_seen.lua) in
 Python, for tests and benchmarks: where a fingerprint goes, and the whole
 state the script builds from a set of new fingerprints, written straight
 into Redis (``load_exact``, ``load_bloom``: a benchmark fills 100 million URLs
@@ -18,11 +18,11 @@ from collections.abc import Iterator
 import numpy as np
 import redis
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.seen import BLOCK_BITS, MIN_LEVEL, SPLIT_LOAD, BloomShape
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.seen_set import BLOCK_BITS, MIN_LEVEL, SPLIT_LOAD, BloomShape
 from crawlproject.lua import SHARD_PRELUDE, load_script
 
-SEEN_DRIVER = load_script("crawlproject.frontier", "_seen", SHARD_PRELUDE) + (
+SEEN_DRIVER = load_script("crawlproject.frontier.store", "_seen", SHARD_PRELUDE) + (
     "\nseen_open(ARGV[2])\nlocal out = {}\nfor i = 3, #ARGV do\n"
     "  out[#out + 1] = seen_test_and_add(ARGV[i]) and '1' or '0'\nend\n"
     "seen_close()\nreturn table.concat(out)\n"

@@ -17,8 +17,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from redis.asyncio import Redis  # noqa: E402
 
-from crawlproject.frontier.client import RedisFrontier  # noqa: E402
-from crawlproject.frontier.keys import CrawlKeys  # noqa: E402
+from crawlproject.frontier.store.keys import CrawlKeys  # noqa: E402
+from crawlproject.frontier.store.redis_frontier import RedisFrontier  # noqa: E402
 from testkit.redis_server import RedisServer  # noqa: E402
 from testkit.s3_server import TEST_BUCKET, MotoServer  # noqa: E402
 from testkit.testweb import TestWeb  # noqa: E402

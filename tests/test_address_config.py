@@ -15,12 +15,12 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, read_host_addresses
-from crawlproject.frontier.addresses import AddressConfig, normal_address
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.entries import FrontierMismatch
-from crawlproject.frontier.host_keys import adopt_host_keys
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.crawl.address_settings import AddressConfig, normal_address
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.store.host_keys import adopt_host_keys
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.operation_values import FrontierMismatch
 from crawlproject.guard.errors import BlockedAddressError
 from crawlproject.guard.policy import GuardPolicy
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import (
     REPO_ROOT,
     WorkerProcess,

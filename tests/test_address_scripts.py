@@ -1,5 +1,5 @@
 """Politeness per server at script level, on a real redis-server: places at an
-address (crawlproject/frontier/lua/address_*.lua), hosts waiting for their
+address (crawlproject/frontier/store/lua/address_*.lua), hosts waiting for their
 turn first come first served, places that come back with their lease, and the
 address's own delay in address mode."""
 
@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from scrapy import Request
 
-from crawlproject.frontier.address_client import (
+from crawlproject.frontier.basics.urls import host_key
+from crawlproject.frontier.claims.address_gate import RESOLVE_HOLD_SECONDS, AddressGate, Place
+from crawlproject.frontier.claims.address_scripts import (
     NO_DELAY,
     AddressClient,
     AddressTiming,
@@ -19,12 +21,10 @@ from crawlproject.frontier.address_client import (
     PlaceRelease,
     Wake,
 )
-from crawlproject.frontier.address_gate import RESOLVE_HOLD_SECONDS, AddressGate, Place
-from crawlproject.frontier.addresses import AddressConfig, read_address_overrides
-from crawlproject.frontier.client import Lease, RedisFrontier, Release
-from crawlproject.frontier.entries import AdaptiveDelay
-from crawlproject.frontier.replies import reply_text
-from crawlproject.frontier.urls import host_key
+from crawlproject.frontier.crawl.address_settings import AddressConfig, read_address_overrides
+from crawlproject.frontier.store.operation_values import AdaptiveDelay
+from crawlproject.frontier.store.redis_frontier import Lease, RedisFrontier, Release
+from crawlproject.frontier.store.script_replies import reply_text
 from crawlproject.status.view import collect_status, render
 from testkit.entries import CANON, CODEC, entry
 from tests.conftest import MakeFrontier

@@ -15,10 +15,10 @@ import pytest
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.client import NO_VOTE, SEED_VOTE, HostBudget, RedisFrontier
-from crawlproject.frontier.operator_scope import OperatorScope
-from crawlproject.frontier.outbox import SWEEP_MIN_SECONDS, Outbox
-from crawlproject.frontier.votes import SCOPE_VOTE, vote_of
+from crawlproject.frontier.admission.link_votes import SCOPE_VOTE, vote_of
+from crawlproject.frontier.store.operator_scope import OperatorScope
+from crawlproject.frontier.store.outbox import SWEEP_MIN_SECONDS, Outbox
+from crawlproject.frontier.store.redis_frontier import NO_VOTE, SEED_VOTE, HostBudget, RedisFrontier
 from testkit.entries import CODEC, entry
 from tests.conftest import MakeFrontier
 

@@ -3,7 +3,7 @@ script that writes runs once per call id (crawlproject/lua.py once_per_call).
 
 Replies are lost through testkit/tcp_proxy.py (``drop_next_reply``) in front
 of a real redis-server: a one-node Redis Cluster, whose client (redis-py's,
-its retry kept: connection.py) sends a call again by itself; and a plain one,
+its retry kept: redis_client.py) sends a call again by itself; and a plain one,
 where the worker's outbox sends a failed batch again under its call id.
 Helpers and the plain fixtures are tests/test_lost_reply.py's.
 """
@@ -21,10 +21,10 @@ from redis.exceptions import RedisError
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.outbox import Outbox
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.outbox import Outbox
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from crawlproject.lua import CALL_IDS
 from crawlproject.robots.store import RobotsStore
 from testkit.redis_cluster import cluster_port
@@ -71,7 +71,7 @@ async def test_a_script_sent_again_by_the_cluster_client_runs_once(
 ) -> None:
     """redis-py's cluster client sends a command again (after reading the
     cluster's slots again) on a connection error: its ``retry`` (formerly
-    ``cluster_error_retry_attempts``, 10 in redis-py 8.1), kept (connection.py),
+    ``cluster_error_retry_attempts``, 10 in redis-py 8.1), kept (redis_client.py),
     so a plain command whose reply was lost (INCR) still runs twice there. A
     script runs once per call id (lua.py once_per_call): its resend answers the
     first run's reply. An add of a request that skips the seen set

@@ -1,4 +1,4 @@
-"""The depth guard's count (crawlproject/frontier/chains.py): hops since the last
+"""The depth guard's count (crawlproject/frontier/admission/depth_chains.py): hops since the last
 page that brought new content, set on each link by the dedupe middleware and
 refused by admission past ``CRAWL_MAX_DEPTH``. (Real crawls of a long listing
 and of empty archives: tests/test_stable_ids.py.)"""
@@ -10,13 +10,18 @@ from typing import Any
 from scrapy import Request
 from scrapy.settings import Settings
 
-from crawlproject.frontier.admission import Admission, Refusal
-from crawlproject.frontier.chains import STALE_META_KEY, beyond, mark_link, stale_hops
-from crawlproject.frontier.client import NewEntry
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.priority import DepthPriority
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.admission.admission import Admission, Refusal
+from crawlproject.frontier.admission.depth_chains import (
+    STALE_META_KEY,
+    beyond,
+    mark_link,
+    stale_hops,
+)
+from crawlproject.frontier.admission.priority import DepthPriority
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.redis_frontier import NewEntry
 from crawlproject.rules.url_rules import UrlRules
 
 

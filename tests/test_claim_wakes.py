@@ -1,5 +1,5 @@
 """A host a worker just fetched is claimed again as soon as its release is in
-Redis, not at the next idle poll (crawlproject/frontier/claims.py, ClaimClock).
+Redis, not at the next idle poll (crawlproject/frontier/claims/claims.py, ClaimClock).
 
 The claim that a freed slot triggers races the release on its way to Redis:
 run first, it finds the host still held and its shard with nothing. With 32
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from crawlproject.frontier.claims import ClaimClock
+from crawlproject.frontier.claims.claims import ClaimClock
 
 SHARDS = 32
 

@@ -1,4 +1,4 @@
-"""The compact request form (crawlproject/frontier/codec.py): a link of the web
+"""The compact request form (crawlproject/frontier/store/codec.py): a link of the web
 spider is its URL and depth; everything else round-trips exactly, whole and in
 its stored form (the URL after the host key); the JSON of earlier versions is
 read; broken forms are refused with a clear error."""
@@ -10,7 +10,7 @@ from scrapy import Request, Spider
 from scrapy.http import FormRequest
 
 from crawlproject import default_settings
-from crawlproject.frontier.codec import (
+from crawlproject.frontier.store.codec import (
     RequestCodec,
     RequestDecodeError,
     stored_form,

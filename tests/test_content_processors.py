@@ -19,8 +19,8 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.utils.test import get_crawler
 
 from crawlproject.content import ContentError, ContentProcessor, ProcessedContent, mime_type_of
-from crawlproject.frontier.config import ConfigError
-from crawlproject.frontier.scheduler import SCOPE_META_KEY
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.warc_read import read_payload
 from pipelines.content.feeds import FeedProcessor

@@ -1,4 +1,4 @@
-"""The crawl a spider joins (crawlproject/frontier/crawl_name.py): -a crawl=,
+"""The crawl a spider joins (crawlproject/frontier/crawl/crawl_name.py): -a crawl=,
 then CRAWL_NAME (setting or environment), then the spider's name."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from scrapy import Spider
 from scrapy.settings import Settings
 
-from crawlproject.frontier.crawl_name import CrawlName, crawl_name, crawl_name_of
-from crawlproject.frontier.redis_settings import sources_line
+from crawlproject.frontier.crawl.crawl_name import CrawlName, crawl_name, crawl_name_of
+from crawlproject.frontier.crawl.redis_settings import sources_line
 from crawlproject.setting_values import ConfigError
 
 

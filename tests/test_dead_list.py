@@ -1,6 +1,6 @@
 """``crawlproject dead``: the stored requests workers could not read back are
 listed, explained, requeued (not seen-tested again) and dropped, on a real
-redis-server with real crawl processes (crawlproject/frontier/dead.py)."""
+redis-server with real crawl processes (crawlproject/frontier/crawl/dead.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import redis
 from scrapy import Request
 
 from crawlproject import default_settings
-from crawlproject.frontier.codec import RequestCodec, stored_form
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.codec import RequestCodec, stored_form
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb
 from tests.spiders_for_tests.own_spiders import TutorialSpider

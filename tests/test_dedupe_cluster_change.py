@@ -26,8 +26,8 @@ from redis.exceptions import RedisError
 
 from crawlproject.dedupe.calls import Call, send_calls
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.redis_cluster import RedisCluster
 from testkit.slot_migration import SlotMove, busiest_slots, move_slot
 from tests.test_slot_migration_dedupe import dedupe_slots

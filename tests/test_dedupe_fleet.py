@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.urls import host_key
+from crawlproject.frontier.basics.urls import host_key
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, wait_all
 from testkit.sites import SHARED_PAGES, site_pages
 from testkit.testweb import TestWeb, canonical_url, page_counts

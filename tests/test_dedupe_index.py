@@ -33,7 +33,7 @@ from crawlproject.dedupe.index import (
     index_figures,
 )
 from crawlproject.dedupe.layout import block_layout, layout_problem, near_tables, near_width
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.setting_values import ConfigError
 from testkit.dedupe_table import Layout, resp_for_pages
 

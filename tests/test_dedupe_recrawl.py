@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb
 from tests.test_recrawl import TRACK, Server, page_requests, promoted, recrawl_cli

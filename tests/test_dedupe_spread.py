@@ -37,7 +37,7 @@ from crawlproject.dedupe.spread import (
     part_tags,
     parts_problem,
 )
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.setting_values import ConfigError
 from testkit.dedupe_spread_table import part_resp
 from testkit.redis_cluster import RedisCluster

@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb, canonical_url
 

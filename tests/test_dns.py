@@ -39,9 +39,9 @@ from twisted.python.failure import Failure
 import middlewares.dns as dns_middleware
 from crawlproject import settings as project_settings
 from crawlproject.dns.resolver import CachingResolver, DnsConfig, TtlLru
-from crawlproject.frontier.config import ConfigError
-from crawlproject.frontier.scheduler import FrontierScheduler
-from crawlproject.frontier.urls import host_key
+from crawlproject.frontier.basics.urls import host_key
+from crawlproject.frontier.crawl.config import ConfigError
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from middlewares.dns import DnsFailureMiddleware
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer

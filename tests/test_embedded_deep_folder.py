@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crawlproject.frontier.embedded import (
+from crawlproject.frontier.connection.embedded import (
     MAX_UNIX_SOCKET_PATH,
     EmbeddedRedis,
     EmbeddedRedisError,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import (
     REPO_ROOT,
     start_worker,
@@ -174,7 +174,7 @@ def test_guard_checks_the_target_host_behind_a_proxy(
     (loopback, refused) itself; the worker resolves it and refuses it first,
     while the allowed web (127.0.3.0/24) is crawled through the proxy."""
     # localhost reached by a redirect: a seed of localhost is refused before
-    # it is queued (crawlproject/frontier/seed_check.py), never fetched.
+    # it is queued (crawlproject/frontier/admission/seed_check.py), never fetched.
     go = {"status": 302, "headers": {"Location": "http://localhost:9/"}}
     web = testweb_factory(hosts=1, pages=3, latency_ms=0, links=1, cross_links=0,
                           special={1: {"/go-local": go}})  # fmt: skip

@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from crawlproject.frontier.client import (
+from crawlproject.frontier.store.operation_values import Lease
+from crawlproject.frontier.store.redis_frontier import (
     FrontierMismatch,
     RedisFrontier,
     Release,
 )
-from crawlproject.frontier.entries import Lease
 from testkit.frontier_sim import SyntheticWeb, claim_one, entry, simulated_crawl
 from tests.conftest import MakeFrontier
 

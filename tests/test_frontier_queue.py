@@ -7,10 +7,15 @@ from __future__ import annotations
 import pytest
 from scrapy import Request, Spider
 
-from crawlproject.frontier.client import FrontierMismatch, NewEntry, RedisFrontier, Release
-from crawlproject.frontier.codec import RequestCodec, whole_form
-from crawlproject.frontier.replies import reply_bytes
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.store.codec import RequestCodec, whole_form
+from crawlproject.frontier.store.redis_frontier import (
+    FrontierMismatch,
+    NewEntry,
+    RedisFrontier,
+    Release,
+)
+from crawlproject.frontier.store.script_replies import reply_bytes
 from testkit.frontier_sim import claim_one, entry
 from tests.conftest import MakeFrontier
 

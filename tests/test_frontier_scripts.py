@@ -7,8 +7,14 @@ import time
 
 import pytest
 
-from crawlproject.frontier.client import FrontierMismatch, Lease, NewEntry, RedisFrontier, Release
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.store.redis_frontier import (
+    FrontierMismatch,
+    Lease,
+    NewEntry,
+    RedisFrontier,
+    Release,
+)
 from testkit.entries import CODEC
 from testkit.entries import entry as make_entry
 from tests.conftest import MakeFrontier
@@ -258,7 +264,7 @@ async def test_robots_crawl_delay_raises_the_host_delay_never_lowers_it(
 async def test_adaptive_delay_follows_response_time_and_429_backoff(
     make_frontier: MakeFrontier,
 ) -> None:
-    from crawlproject.frontier.client import AdaptiveDelay
+    from crawlproject.frontier.store.redis_frontier import AdaptiveDelay
 
     f = await make_frontier(shards=1, delay_ms=100)
     f.adaptive = AdaptiveDelay(factor=5, max_ms=1500, backoff_max_ms=4000)
@@ -317,7 +323,7 @@ async def test_a_slot_released_without_contact_does_not_wait_a_delay(
 async def test_park_host_sets_its_queue_aside(
     make_frontier: MakeFrontier, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import crawlproject.frontier.parking as parking
+    import crawlproject.frontier.store.parking as parking
 
     f = await make_frontier(shards=1, delay_ms=0)
     await f.add([entry(f"http://trap.test/{i}") for i in range(5)] + [entry("http://ok.test/1")])

@@ -1,5 +1,5 @@
 """Many fine-grained shards (CRAWL_FRONTIER_SHARDS unset: the crawl's own
-count, crawlproject/frontier/layout.py NEW_CRAWL_SHARDS for a new crawl):
+count, crawlproject/frontier/store/crawl_layout.py NEW_CRAWL_SHARDS for a new crawl):
 a crawl made with 4 shards goes on under the default, and another explicit
 count is refused with one line. Claims over many shards:
 tests/test_frontier_shards_claims.py."""
@@ -17,11 +17,11 @@ from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from scrapy.settings import Settings
 
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.entries import FrontierMismatch
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, crawl_shards
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS, crawl_shards
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.operation_values import FrontierMismatch
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb, page_counts, politeness_report

@@ -1,4 +1,4 @@
-"""Claims over many fine-grained shards (crawlproject/frontier/claims.py): every
+"""Claims over many fine-grained shards (crawlproject/frontier/claims/claims.py): every
 URL handed out once, and a claim's cost that does not grow with the shard
 count (a shard known empty is not asked again until this worker adds, frees a
 slot or reclaims there, or its probe comes: PROBES_PER_POLL per idle poll)."""
@@ -13,14 +13,14 @@ from redis.asyncio import Redis
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.claims import PROBES_PER_POLL, ClaimBuffer, ClaimClock
-from crawlproject.frontier.client import ClaimBatch, RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.entries import NewEntry
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.meta import LEASE_META_KEY
-from crawlproject.frontier.scheduler import FrontierScheduler
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.request_meta import LEASE_META_KEY
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.claims.claims import PROBES_PER_POLL, ClaimBuffer, ClaimClock
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.operation_values import NewEntry
+from crawlproject.frontier.store.redis_frontier import ClaimBatch, RedisFrontier
 
 
 class CountingFrontier(RedisFrontier):

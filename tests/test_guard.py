@@ -27,7 +27,7 @@ from twisted.python.failure import Failure
 
 from crawlproject import settings as project_settings
 from crawlproject.dns.resolver import CachingResolver, DnsConfig
-from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.guard.errors import BlockedAddress, BlockedAddressError, refusal_of
 from crawlproject.guard.policy import GuardPolicy, is_blocked
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all

@@ -22,10 +22,10 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.defer import CancelledError
 
 from crawlproject import limits
-from crawlproject.frontier.client import Lease
-from crawlproject.frontier.leases import LeaseState
-from crawlproject.frontier.meta import LEASE_META_KEY
-from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.basics.request_meta import LEASE_META_KEY
+from crawlproject.frontier.claims.leases import LeaseState
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
+from crawlproject.frontier.store.redis_frontier import Lease
 from middlewares.limits import LimitsMiddleware
 from spiders.web import WebSpider
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all

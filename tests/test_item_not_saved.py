@@ -18,8 +18,8 @@ from pathlib import Path
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.leases import LeaseState
-from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.claims.leases import LeaseState
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from crawlproject.recrawl.store import RecrawlStore
 from testkit.crawlproc import (
     REPO_ROOT,

@@ -1,4 +1,4 @@
-"""Links known by their exact string (crawlproject/frontier/admission.py KnownLinks,
+"""Links known by their exact string (crawlproject/frontier/admission/admission.py KnownLinks,
 middlewares/known_links.py): a repeated link is judged without canonicalizing it,
 exactly as admission would judge it, and a link that differs in any way is not."""
 
@@ -12,21 +12,21 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.admission import (
+from crawlproject.frontier.admission.admission import (
     Admission,
     KnownLink,
     KnownLinks,
     Refusal,
     SeenLocally,
 )
-from crawlproject.frontier.chains import STALE_META_KEY
-from crawlproject.frontier.client import NO_PATTERN, NO_VOTE, SEED_VOTE, NewEntry
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.meta import SEED_META_KEY
-from crawlproject.frontier.priority import DepthPriority
-from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer
-from crawlproject.frontier.votes import LINK_FROM_META_KEY, vote_of
+from crawlproject.frontier.admission.depth_chains import STALE_META_KEY
+from crawlproject.frontier.admission.link_votes import LINK_FROM_META_KEY, vote_of
+from crawlproject.frontier.admission.priority import DepthPriority
+from crawlproject.frontier.basics.request_meta import SEED_META_KEY
+from crawlproject.frontier.basics.urls import InvalidURL, UrlCanonicalizer
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.redis_frontier import NO_PATTERN, NO_VOTE, SEED_VOTE, NewEntry
 from crawlproject.rules.url_rules import UrlRules
 from middlewares.known_links import KnownLinksMiddleware
 
@@ -152,7 +152,7 @@ def test_what_is_not_a_plain_link_goes_the_whole_way() -> None:
     assert isinstance(seen_seed, SeenLocally) and seen_seed.votes is not None
     assert seen_seed.votes.vote == SEED_VOTE
     # Beyond the depth guard (hops through pages that brought nothing new,
-    # crawlproject/frontier/chains.py) admission refuses it, with its own stat.
+    # crawlproject/frontier/admission/depth_chains.py) admission refuses it, with its own stat.
     stale = {STALE_META_KEY: 4}
     assert admission.known_link(_link(url, depth=4, meta=stale), 4, None) is None
     assert admission.admit(_link(url, depth=4, meta=stale), None, None) == Refusal("trap/max_depth")

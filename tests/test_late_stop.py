@@ -12,7 +12,7 @@ from pathlib import Path
 
 import redis
 
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, start_worker, stop_worker, tail, wait_all, wait_until
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb

@@ -1,5 +1,5 @@
 """Every lease ends on every path, whatever the spider: the engine's own end of
-a request (crawlproject/frontier/engine_hooks.py) ends a lease nothing else
+a request (crawlproject/frontier/scrapy_glue/engine_hooks.py) ends a lease nothing else
 ended (LeaseBook.request_ended), once its last carrying request is done.
 
 The real crawls, a spider with no errback failing in every way, are in
@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 from scrapy import Request
 
-from crawlproject.frontier.entries import Lease
-from crawlproject.frontier.leases import LeaseState
+from crawlproject.frontier.claims.leases import LeaseState
+from crawlproject.frontier.store.operation_values import Lease
 from tests.test_lease_outcomes import book, claimed
 
 

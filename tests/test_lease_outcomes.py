@@ -1,5 +1,5 @@
 """The one lease path: what a refusing component raises decides what happens to
-the claimed URL's lease (crawlproject/frontier/leases.py LeaseBook.failed),
+the claimed URL's lease (crawlproject/frontier/claims/leases.py LeaseBook.failed),
 whether the ack middleware or the spider's errback reports it, in any order."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.entries import Lease, NewEntry
-from crawlproject.frontier.leases import LeaseBook, LeaseState
-from crawlproject.frontier.outcomes import Requeue
-from crawlproject.frontier.scheduler import FrontierScheduler
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.outcomes import Requeue
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.claims.leases import LeaseBook, LeaseState
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.operation_values import Lease, NewEntry
 from crawlproject.guard.errors import BlockedAddress
 from crawlproject.robots.errors import RobotsDeferred, RobotsForbidden, RobotsUnreachable
 from tests.conftest import MakeFrontier

@@ -4,7 +4,7 @@ twice behind the crawl's back, and what our own code sends again is safe.
 Each test sends through testkit/tcp_proxy.py, which forwards a command to a
 real redis-server and then shuts the connection down before the reply
 reaches the client (``drop_next_reply``). The plain and embedded clients the
-project builds (connection.py, embedded.py) must raise the connection error
+project builds (redis_client.py, embedded.py) must raise the connection error
 instead of sending the command again themselves; the cluster client still
 sends it again (redis-py's retry), so each script that changes state runs
 once per call id (lua.py once_per_call): sent again under its id, by redis-py
@@ -30,17 +30,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind
-from crawlproject.frontier.address_client import (
+from crawlproject.frontier.claims.address_scripts import (
     AddressClient,
     AddressTiming,
     PlaceAsk,
     PlaceRelease,
 )
-from crawlproject.frontier.client import Lease, RedisFrontier, Release
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.embedded import EmbeddedRedis
-from crawlproject.frontier.entries import AdaptiveDelay
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.connection.embedded import EmbeddedRedis
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.operation_values import AdaptiveDelay
+from crawlproject.frontier.store.redis_frontier import Lease, RedisFrontier, Release
 from testkit.entries import CODEC, entry
 from testkit.redis_server import RedisServer
 from testkit.tcp_proxy import TcpProxy

@@ -26,24 +26,24 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from crawlproject.frontier.address_client import (
+from crawlproject.frontier.claims.address_scripts import (
     AddressClient,
     AddressTiming,
     PlaceAsk,
     PlaceRelease,
     Wake,
 )
-from crawlproject.frontier.client import (
+from crawlproject.frontier.connection.outage import NOT_RUN
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.operation_values import AdaptiveDelay, HostBudget
+from crawlproject.frontier.store.redis_frontier import (
     FRONTIER_SCRIPTS,
     RedisFrontier,
     Release,
     load_lua,
 )
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.entries import AdaptiveDelay, HostBudget
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.outage import NOT_RUN
-from crawlproject.frontier.seen import SeenFilter
+from crawlproject.frontier.store.seen_set import SeenFilter
 from crawlproject.lua import load_script
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
@@ -128,7 +128,7 @@ def server() -> Iterator[RedisServer]:
 
 def script_names(*groups: dict[str, Any]) -> dict[bytes, str]:
     names = {s.sha.encode(): name for group in groups for name, s in group.items()}
-    seen_init = load_script("crawlproject.frontier", "seen_init")
+    seen_init = load_script("crawlproject.frontier.store", "seen_init")
     names[hashlib.sha1(seen_init.encode()).hexdigest().encode()] = "seen_init"
     trim = load_lua("trim_start_urls", False)
     names[hashlib.sha1(trim.encode()).hexdigest().encode()] = "trim_start_urls"

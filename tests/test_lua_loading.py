@@ -9,12 +9,12 @@ import re
 
 import pytest
 
-from crawlproject.frontier.address_client import (
+from crawlproject.frontier.claims.address_scripts import (
     ADDRESS_SCRIPTS,
     HOST_SCRIPTS,
     address_script_preludes,
 )
-from crawlproject.frontier.client import FRONTIER_SCRIPTS, script_preludes
+from crawlproject.frontier.store.scripts import FRONTIER_SCRIPTS, script_preludes
 from crawlproject.lua import (
     SHARD_PRELUDES,
     Prelude,
@@ -75,9 +75,9 @@ def test_statements_that_define_nothing_are_kept() -> None:
 
 # Every script loaded after a prelude, with its preludes, as the clients load them.
 SCRIPTS: list[tuple[str, str, tuple[Prelude, ...]]] = [
-    *[("crawlproject.frontier", n, script_preludes(n)) for n in FRONTIER_SCRIPTS],
+    *[("crawlproject.frontier.store", n, script_preludes(n)) for n in FRONTIER_SCRIPTS],
     *[
-        ("crawlproject.frontier", n, address_script_preludes(n))
+        ("crawlproject.frontier.store", n, address_script_preludes(n))
         for n in (*ADDRESS_SCRIPTS, *HOST_SCRIPTS)
     ],
     ("crawlproject.recrawl", "recrawl_promote", SHARD_PRELUDES),
@@ -117,6 +117,6 @@ def test_a_loaded_script_defines_every_prelude_name_it_mentions(
 
 def test_a_script_that_needs_little_of_its_prelude_gets_little() -> None:
     whole = preludes_text(*SHARD_PRELUDES)
-    loaded = load_script("crawlproject.frontier", "renew", *SHARD_PRELUDES)
+    loaded = load_script("crawlproject.frontier.store", "renew", *SHARD_PRELUDES)
     assert "local P = ARGV[1]" in loaded and "local function queue_pop" not in loaded
     assert len(loaded) < len(whole) / 4

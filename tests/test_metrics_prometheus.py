@@ -102,7 +102,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCrawl]:
                 {"CRAWL_HOST_DELAY": 0.3, "CRAWL_IDLE_CLOSE_SECONDS": 1.5,
                  "CRAWL_IDLE_POLL_SECONDS": 0.2, "CRAWL_STATUS_REPORT_SECONDS": 0.3,
                  "CRAWL_METRICS_PORT": port, "CRAWL_METRICS_LINGER_SECONDS": 120,
-                 # Every page thin (chains.py): the depth guard counts every hop.
+                 # Every page thin (depth_chains.py): the depth guard counts every hop.
                  "CRAWL_MAX_DEPTH": 3, "CRAWL_DEDUPE_MIN_TEXT_CHARS": 10**6,
                  "CRAWL_DENY_PATH_PREFIXES": ["/p/7"],
                  "CRAWL_SEEN_FILTER": "bloom", "CRAWL_SEEN_CAPACITY": SEEN_CAPACITY},

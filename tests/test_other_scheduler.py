@@ -4,7 +4,7 @@ Scrapy's BaseSchedulerMeta duck-types issubclass/isinstance, so
 ``issubclass(scrapy.core.scheduler.Scheduler, FrontierScheduler)`` is True: a
 frontier-only component that tested it would stay on under any scheduler (the
 ack middlewares would then fail every page). They test the class hierarchy
-(crawlproject/frontier/access.py is_frontier) and raise NotConfigured; this
+(crawlproject/frontier/scrapy_glue/frontier_lookup.py is_frontier) and raise NotConfigured; this
 crawl, with nothing switched off by hand, fails if that check regresses.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from scrapy.core.scheduler import Scheduler
 from w3lib.url import canonicalize_url
 
-from crawlproject.frontier.access import is_frontier
-from crawlproject.frontier.scheduler import FrontierScheduler
+from crawlproject.frontier.scrapy_glue.frontier_lookup import is_frontier
+from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb, page_counts
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import redis
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb
 

@@ -14,7 +14,7 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from crawlproject import settings as project_settings
-from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY, SEED_META_KEY
 from middlewares.path_ascending import PathAscendingSpiderMiddleware, parent_directories
 from spiders.web import WebSpider
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all

@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from crawlproject import settings as project_settings
-from crawlproject.frontier.client import Lease, RedisFrontier, Release
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import Lease, RedisFrontier, Release
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, stats_of, tail
 from testkit.entries import CODEC, entry
 from testkit.testweb import TestWeb, page_counts, page_path

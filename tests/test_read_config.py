@@ -14,9 +14,9 @@ from scrapy.settings import Settings
 from crawlproject import default_settings
 from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dns.resolver import DnsConfig
-from crawlproject.frontier.addresses import AddressConfig
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.seen import SeenFilter
+from crawlproject.frontier.crawl.address_settings import AddressConfig
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.seen_set import SeenFilter
 from crawlproject.guard.policy import GuardPolicy
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.robots.config import RobotsConfig

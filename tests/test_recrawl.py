@@ -20,10 +20,10 @@ from typing import Any, Protocol
 import pytest
 import redis
 
-from crawlproject.frontier.connection import cluster_node_url
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.connection.redis_client import cluster_node_url
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.recrawl.schedule import FetchState, decode_state
 from crawlproject.store.warc_read import read_payload
 from testkit.crawlproc import (

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.schedule import (
     STATE_VERSION,

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from scrapy import Spider
 
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from crawlproject.recrawl.schedule import FetchState, encode_state
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
 from tests.conftest import MakeFrontier

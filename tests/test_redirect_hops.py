@@ -17,7 +17,7 @@ from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 from crawlproject import default_settings
-from crawlproject.frontier.codec import RequestCodec
+from crawlproject.frontier.store.codec import RequestCodec
 from crawlproject.store.hops import (
     BODY_MAX_BYTES,
     HEADER_MAX_LINES,

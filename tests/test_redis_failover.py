@@ -20,8 +20,8 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.urls import host_key
+from crawlproject.frontier.basics.urls import host_key
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, WorkerProcess, start_worker, tail, wait_all, wait_until
 from testkit.redis_cluster import RedisCluster
 from testkit.slot_migration import busiest_slots, move_slot

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from crawlproject.frontier.cluster_check import (
+from crawlproject.frontier.connection.cluster_check import (
     config_gaps,
     masters_without_replica,
     warn_cluster_gaps,
 )
-from crawlproject.frontier.connection import evalsha_many, redis_client
-from crawlproject.frontier.outage import SEND_FRAMES, redis_py_frame
+from crawlproject.frontier.connection.outage import SEND_FRAMES, redis_py_frame
+from crawlproject.frontier.connection.redis_client import evalsha_many, redis_client
 from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_all, wait_until
 from testkit.processes import free_port
 from testkit.redis_cluster import RedisCluster
@@ -137,7 +137,7 @@ def test_a_connection_dropped_under_redis_py_is_told_from_a_bug() -> None:
     # another task just closed: AttributeError from its send (nothing sent).
     code = compile(
         "def _send_packed_command(writer):\n    writer.writelines([])\n",
-        f"{os.sep}site-packages{os.sep}redis{os.sep}asyncio{os.sep}connection.py",
+        f"{os.sep}site-packages{os.sep}redis{os.sep}asyncio{os.sep}redis_client.py",
         "exec",
     )
     space: dict[str, Any] = {}

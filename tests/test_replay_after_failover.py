@@ -23,11 +23,11 @@ from redis.crc import key_slot
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.client import RedisFrontier
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.outbox import Outbox
-from crawlproject.frontier.replay import RecentAdds
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.outbox import Outbox
+from crawlproject.frontier.store.redis_frontier import RedisFrontier
+from crawlproject.frontier.store.replay import RecentAdds
 from testkit.entries import entry
 from testkit.redis_cluster import RedisCluster
 

@@ -8,7 +8,7 @@ import zlib
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.policy import (
     FetchOutcome,

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 from crawlproject.robots.store import PLAIN_RECORD_GRACE_MS, RobotsStore
 

@@ -1,5 +1,5 @@
 """A Scrapy user's own politeness settings taken as the fleet's
-(crawlproject/frontier/scrapy_politeness.py): the pure mapping, settings in
+(crawlproject/frontier/scrapy_glue/scrapy_politeness.py): the pure mapping, settings in
 and settings out, its refusals, and the add-on inside a real Crawler (before
 Scrapy's own bridge of the ``download_delay`` attribute and the freeze)."""
 
@@ -16,9 +16,12 @@ from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler, get_reactor_settings
 
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.host_overrides import HostOverride
-from crawlproject.frontier.scrapy_politeness import ScrapyPoliteness, take_scrapy_politeness
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.crawl.host_overrides import HostOverride
+from crawlproject.frontier.scrapy_glue.scrapy_politeness import (
+    ScrapyPoliteness,
+    take_scrapy_politeness,
+)
 from testkit.crawlproc import REPO_ROOT, start_worker, wait_all
 from testkit.testweb import TestWeb, page_counts, politeness_report
 from tests.spiders_for_tests.polite_spiders import DELAY

@@ -2,7 +2,7 @@
 installed Scrapy so that an upgrade that changes them fails here, by name,
 instead of silently slowing every crawl.
 
-crawlproject/frontier/engine_hooks.py, the one module that touches Scrapy's
+crawlproject/frontier/scrapy_glue/engine_hooks.py, the one module that touches Scrapy's
 engine, reaches the engine's ``_slot.nextcall`` (a CallLaterOnce) to make the
 engine poll the scheduler at once: Scrapy has no public "poll now" call, and
 without it a delay-bound crawl runs at the engine's 5 s heartbeat.
@@ -49,13 +49,13 @@ from scrapy.utils.reactor import CallLaterOnce
 from scrapy.utils.test import get_crawler
 
 from crawlproject import limits
-from crawlproject.frontier.engine_hooks import (
+from crawlproject.frontier.basics.outcomes import FRONTIER_ERROR
+from crawlproject.frontier.scrapy_glue.engine_hooks import (
     EngineMisfit,
     check_engine,
     wake_engine,
     watch_request_ends,
 )
-from crawlproject.frontier.outcomes import FRONTIER_ERROR
 from testkit import REPO_ROOT
 
 # The engine's private names: its slot and what hangs on it.
@@ -212,7 +212,7 @@ def test_the_compression_middleware_still_raises_ignore_request_from_it() -> Non
     assert limits.limit_of_failure(caught.value) == limits.DECOMPRESSED_TOO_LARGE
 
 
-# crawlproject/frontier/engine_hooks.py ends every lease on the engine's own
+# crawlproject/frontier/scrapy_glue/engine_hooks.py ends every lease on the engine's own
 # end of a request: it wraps ``_Slot.remove_request``, which the engine calls
 # only after the scraper finished the response or failure (callback or errback,
 # its output, its items through the pipelines).
@@ -224,7 +224,7 @@ def test_the_engine_removes_a_request_only_after_the_scraper_finished_it() -> No
     removed = start.find("d.addBoth(partial(self._remove_request, request=request))")
     assert 0 <= handled < removed, (
         "ExecutionEngine._start_scheduled_request no longer removes a request after "
-        "handling its download output: crawlproject/frontier/engine_hooks.py would end "
+        "handling its download output: crawlproject/frontier/scrapy_glue/engine_hooks.py would end "
         "leases too early or never"
     )
     assert "self._slot.remove_request(request)" in inspect.getsource(

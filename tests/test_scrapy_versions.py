@@ -1,4 +1,4 @@
-"""The engine hooks (crawlproject/frontier/engine_hooks.py) against every Scrapy
+"""The engine hooks (crawlproject/frontier/scrapy_glue/engine_hooks.py) against every Scrapy
 the requirements allow, and against one that lacks a hook.
 
 Each released Scrapy that requirements.txt's pin admits is downloaded once

@@ -64,7 +64,7 @@ def test_egg_is_complete_and_imports_from_the_zip(tmp_path: Path) -> None:
     # The Lua scripts load through importlib.resources from inside the zip.
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from crawlproject.frontier.client import load_lua;"
+        "from crawlproject.frontier.store.scripts import load_lua;"
         "from crawlproject.dedupe.index import _load_lua;"
         "import spiders.web, crawlproject.frontier as f;"
         "assert f.__file__.startswith(sys.argv[1]), f.__file__;"
@@ -188,5 +188,5 @@ def test_deploy_wants_setup_py_and_scrapyd_deploys_own_egg_is_complete(
     assert built.returncode == 0, built.stderr
     with zipfile.ZipFile(egg) as built_egg:
         names_in_egg = built_egg.namelist()
-    assert "crawlproject/frontier/scheduler.py" in names_in_egg
-    assert "crawlproject/frontier/lua/claim.lua" in names_in_egg
+    assert "crawlproject/frontier/scrapy_glue/scheduler.py" in names_in_egg
+    assert "crawlproject/frontier/store/lua/claim.lua" in names_in_egg

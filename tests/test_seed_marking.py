@@ -1,4 +1,4 @@
-"""Seeds carry the operator's vote whatever the spider (crawlproject/frontier/seeds.py,
+"""Seeds carry the operator's vote whatever the spider (crawlproject/frontier/admission/seeds.py,
 admission.py): start requests, ``-a seeds=`` a spider does not take, and the
 start-URLs list; and an unstorable request is refused before it is seen."""
 
@@ -10,14 +10,14 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.admission import Admission, Refusal
-from crawlproject.frontier.client import SEED_VOTE, NewEntry
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.meta import SCOPE_META_KEY, SEED_META_KEY
-from crawlproject.frontier.priority import DepthPriority
-from crawlproject.frontier.seeds import SeedReader, argument_seeds, mark_seed
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.admission.admission import Admission, Refusal
+from crawlproject.frontier.admission.priority import DepthPriority
+from crawlproject.frontier.admission.seeds import SeedReader, argument_seeds, mark_seed
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.codec import RequestCodec
+from crawlproject.frontier.store.redis_frontier import SEED_VOTE, NewEntry
 from crawlproject.rules.url_rules import UrlRules
 
 

@@ -21,7 +21,7 @@ import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
-from crawlproject.frontier.meta import SEED_META_KEY
+from crawlproject.frontier.basics.request_meta import SEED_META_KEY
 from crawlproject.guard.errors import BlockedAddress
 from middlewares.guard import AddressGuardMiddleware
 from testkit.crawlproc import (

@@ -1,4 +1,4 @@
-"""The frontier's seen set (crawlproject/frontier/lua/_seen.lua, seen.py) on a
+"""The frontier's seen set (crawlproject/frontier/store/lua/_seen.lua, seen_set.py) on a
 real redis-server: exact across growth, Bloom within its error rate, old
 crawls and conflicting settings refused."""
 
@@ -17,11 +17,12 @@ import redis
 from redis.asyncio import Redis as AsyncRedis
 from scrapy.settings import Settings
 
-from crawlproject.frontier.client import FrontierMismatch, NewEntry
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS
-from crawlproject.frontier.seen import (
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS
+from crawlproject.frontier.store.hash_slots import PLAIN
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import FrontierMismatch, NewEntry
+from crawlproject.frontier.store.seen_set import (
     BLOCK_BYTES,
     INTSET_ENTRIES_NEEDED,
     MAX_SEGMENT_BYTES,
@@ -33,7 +34,6 @@ from crawlproject.frontier.seen import (
     seen_figures,
     size_class,
 )
-from crawlproject.frontier.slots import PLAIN
 from crawlproject.status.view import collect_status
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
@@ -227,7 +227,7 @@ async def test_a_redis_without_config_get_is_taken_at_the_default(
     server = redis_server_factory(extra_args=["--rename-command", "CONFIG", ""])
     r = AsyncRedis.from_url(server.url)
     try:
-        with caplog.at_level(logging.INFO, logger="crawlproject.frontier.seen"):
+        with caplog.at_level(logging.INFO, logger="crawlproject.frontier.store.seen_set"):
             await prepare_seen(r, CrawlKeys("m", 1), SeenFilter())
         assert await r.hget("cp:{m}:meta", "seen_layout") == b"exact3"
     finally:

@@ -1,14 +1,15 @@
-"""The worker's memory of the (vote, host) pairs it sent (frontier/votes.py SentVotes):
-each pair once while remembered, never more than its size, the pairs a site
-repeats kept while others come and go. Pure logic."""
+"""The worker's memory of the (vote, host) pairs it sent
+(frontier/admission/link_votes.py SentVotes): each pair once while
+remembered, never more than its size, the pairs a site repeats kept while
+others come and go. Pure logic."""
 
 from __future__ import annotations
 
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.votes import LinkVotes, SentVotes, vote_of
+from crawlproject.frontier.admission.link_votes import LinkVotes, SentVotes, vote_of
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
 
 VOTE = vote_of("other.org")
 

@@ -15,9 +15,9 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlproject.dns.resolver import DnsConfig
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.host_overrides import OverrideKeyError, politeness_keys
-from crawlproject.frontier.redis_settings import redis_target, refuse_scrapy_redis
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.crawl.host_overrides import OverrideKeyError, politeness_keys
+from crawlproject.frontier.crawl.redis_settings import redis_target, refuse_scrapy_redis
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.rules.url_rules import HostPatterns, UrlRules
 
@@ -106,7 +106,7 @@ def test_environment_read_by_the_settings_module(tmp_path: Path) -> None:
     code = (
         "import json, sys\n"
         "from scrapy.utils.project import get_project_settings\n"
-        "from crawlproject.frontier.config import FrontierConfig\n"
+        "from crawlproject.frontier.crawl.config import FrontierConfig\n"
         "s = get_project_settings()\n"
         "for pair in sys.argv[1:]:\n"
         "    s.set(*pair.split('=', 1), priority='cmdline')\n"

@@ -1,5 +1,5 @@
 """The frontier's shard tags placed one per equal run of Redis Cluster's slots
-(crawlproject/frontier/slots.py; meta ``shard_tags`` = ``even``), and an older
+(crawlproject/frontier/store/hash_slots.py; meta ``shard_tags`` = ``even``), and an older
 crawl (meta with ``shards``, no ``shard_tags``) read and crawled on its plain
 tags ``C/s``."""
 
@@ -19,15 +19,22 @@ from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from crawlproject.dedupe.spread import part_tags
-from crawlproject.frontier.client import NewEntry, RedisFrontier
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.entries import FrontierMismatch
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.layout import NEW_CRAWL_SHARDS, QUEUE_LAYOUT
-from crawlproject.frontier.persist import delete_crawl
-from crawlproject.frontier.slots import EVEN, PLAIN, RUN_HEAD, SLOTS, shard_tags, tag_in_run
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.crawl.persist import delete_crawl
+from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS, QUEUE_LAYOUT
+from crawlproject.frontier.store.hash_slots import (
+    EVEN,
+    PLAIN,
+    RUN_HEAD,
+    SLOTS,
+    shard_tags,
+    tag_in_run,
+)
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.operation_values import FrontierMismatch
+from crawlproject.frontier.store.redis_frontier import NewEntry, RedisFrontier
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.entries import entry as make_entry
 from testkit.redis_cluster import RedisCluster

@@ -17,7 +17,7 @@ from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 import spiders.sitemaps as sitemaps
-from crawlproject.frontier.scheduler import SCOPE_META_KEY, SEED_META_KEY
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY, SEED_META_KEY
 from spiders.web import (
     CHANGEFREQ_META_KEY,
     LASTMOD_META_KEY,

@@ -16,7 +16,7 @@ import redis
 from redis.asyncio import Redis
 
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.redis_cluster import RedisCluster
 from testkit.slot_migration import LAYOUTS, run_held
 from tests.test_slot_migration_scripts import client, cluster

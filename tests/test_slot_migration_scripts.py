@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from crawlproject.frontier.address_client import AddressClient, PlaceAsk, PlaceRelease, Wake
-from crawlproject.frontier.client import HostBudget, Lease, RedisFrontier, Release
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.seen import SeenFilter
+from crawlproject.frontier.claims.address_scripts import AddressClient, PlaceAsk, PlaceRelease, Wake
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.redis_frontier import HostBudget, Lease, RedisFrontier, Release
+from crawlproject.frontier.store.seen_set import SeenFilter
 from testkit.redis_cluster import RedisCluster
 from testkit.slot_migration import LAYOUTS, key_slot, run_held
 from tests.test_address_scripts import ADDRESS, BLOCK_MS, client_of

@@ -24,8 +24,8 @@ from crawlproject.dedupe.soft404 import (
     soft404_hosts,
     strip_echo,
 )
-from crawlproject.frontier.config import ConfigError
-from crawlproject.frontier.connection import redis_client
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.crawl.config import ConfigError
 from testkit.testweb import TestWeb
 from tests.test_testweb import crawl_over_http, get, links_of
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from crawlproject.frontier.urls import host_key
+from crawlproject.frontier.basics.urls import host_key
 from testkit.blog import BlogWeb
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer

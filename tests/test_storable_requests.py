@@ -1,4 +1,4 @@
-"""What Scrapy can serialize, the frontier stores (crawlproject/frontier/codec.py,
+"""What Scrapy can serialize, the frontier stores (crawlproject/frontier/store/codec.py,
 storable.py): a property test of the round trip against Scrapy's own
 Request.to_dict rule, and what is refused, with its kind."""
 
@@ -14,7 +14,7 @@ from scrapy import Request, Spider
 from scrapy.http import FormRequest, JsonRequest
 
 from crawlproject import default_settings
-from crawlproject.frontier.codec import (
+from crawlproject.frontier.store.codec import (
     RequestCodec,
     RequestDecodeError,
     RequestEncodeError,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.store.base import BodyStore
 from crawlproject.store.config import StoreConfig
 from crawlproject.store.errors import StoreError, StoreUnavailable

@@ -20,7 +20,7 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlproject.body_digest import payload_digest
-from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import find
 from crawlproject.store.local import LocalStore

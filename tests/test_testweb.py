@@ -288,7 +288,7 @@ def test_scrapy_link_extractor_and_project_canonicalizer_agree() -> None:
     from scrapy.linkextractors import LinkExtractor
 
     from crawlproject.default_settings import CRAWL_SESSION_PARAMS
-    from crawlproject.frontier.urls import UrlCanonicalizer
+    from crawlproject.frontier.basics.urls import UrlCanonicalizer
 
     web = TestWeb(hosts=3, pages=10, links_out_of_scope=1, query_variants=2, port=8123)
     project = UrlCanonicalizer(CRAWL_SESSION_PARAMS)

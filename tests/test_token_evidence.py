@@ -1,5 +1,5 @@
 """Which pages and links the token guard's evidence counts
-(crawlproject/frontier/token_evidence.py); what add.lua makes of it:
+(crawlproject/frontier/admission/token_evidence.py); what add.lua makes of it:
 tests/test_trap_budgets.py, and real crawls: tests/test_stable_ids.py,
 tests/test_trap_families.py."""
 
@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.admission import Admission
-from crawlproject.frontier.codec import RequestCodec
-from crawlproject.frontier.config import FrontierConfig
-from crawlproject.frontier.priority import DepthPriority
-from crawlproject.frontier.token_evidence import TokenEvidence, same_shape, token_page
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.admission.admission import Admission
+from crawlproject.frontier.admission.priority import DepthPriority
+from crawlproject.frontier.admission.token_evidence import TokenEvidence, same_shape, token_page
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.store.codec import RequestCodec
 from crawlproject.rules.url_rules import UrlRules
 
 SESSION = "http://t.test/ps/8f3a91c2e07d4b5a/page3.html"

@@ -11,7 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from crawlproject.frontier.client import (
+from crawlproject.frontier.admission.link_votes import LinkVotes, vote_of
+from crawlproject.frontier.admission.token_evidence import TokenEvidence
+from crawlproject.frontier.store.redis_frontier import (
     NO_VOTE,
     SEED_VOTE,
     HostBudget,
@@ -19,8 +21,6 @@ from crawlproject.frontier.client import (
     NewEntry,
     RedisFrontier,
 )
-from crawlproject.frontier.token_evidence import TokenEvidence
-from crawlproject.frontier.votes import LinkVotes, vote_of
 from crawlproject.rules.traps import is_token, token_shape
 from testkit.entries import CODEC
 from testkit.entries import entry as make_entry

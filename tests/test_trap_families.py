@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from crawlproject.frontier.urls import host_key
+from crawlproject.frontier.basics.urls import host_key
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb, page_counts, politeness_report

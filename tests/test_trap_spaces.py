@@ -28,8 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crawlproject.dedupe.soft404 import soft404_hosts
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, crawl_status, start_worker, stats_of, wait_all
 from testkit.redis_server import RedisServer
 from testkit.testweb import TestWeb, host_ip, page_counts, politeness_report

@@ -8,8 +8,8 @@ import time
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError
-from crawlproject.frontier.urls import UrlCanonicalizer
+from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.rules.traps import (
     OncePerKey,
     PathRepeatsRule,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError
+from crawlproject.frontier.crawl.config import ConfigError
 from crawlproject.rules.url_rules import HostPatterns, ParsedUrl, UrlRules
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb, page_counts

@@ -8,9 +8,9 @@ from scrapy.http import FormRequest
 from scrapy.settings import Settings
 
 from crawlproject import default_settings
-from crawlproject.frontier.codec import RequestCodec, RequestDecodeError, RequestEncodeError
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
+from crawlproject.frontier.basics.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.store.codec import RequestCodec, RequestDecodeError, RequestEncodeError
 
 CANON = UrlCanonicalizer(default_settings.CRAWL_SESSION_PARAMS)
 CODEC = RequestCodec(default_settings.CRAWL_REQUEST_CLASSES)

@@ -14,8 +14,8 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from crawlproject.body_digest import payload_digest
-from crawlproject.frontier.connection import redis_client
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.store.index import index_bytes
 from crawlproject.store.revisits import (
     IDENTICAL_PAYLOAD_DIGEST,

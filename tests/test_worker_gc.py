@@ -1,4 +1,4 @@
-"""The worker's garbage collector (crawlproject/frontier/gc_tuning.py): tuned once
+"""The worker's garbage collector (crawlproject/frontier/scrapy_glue/gc_tuning.py): tuned once
 per process when the frontier opens, or left to Python's defaults."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import sys
 import pytest
 from scrapy.settings import Settings
 
-from crawlproject.frontier.config import ConfigError, FrontierConfig
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
 
 
 def test_the_worker_gc_is_tuned_once_and_can_be_left_alone() -> None:
     code = """
 import gc
-from crawlproject.frontier.gc_tuning import PYTHON_DEFAULT_THRESHOLD, tune_gc
+from crawlproject.frontier.scrapy_glue.gc_tuning import PYTHON_DEFAULT_THRESHOLD, tune_gc
 assert gc.get_threshold()[0] == PYTHON_DEFAULT_THRESHOLD
 assert not tune_gc(0) and gc.get_threshold()[0] == PYTHON_DEFAULT_THRESHOLD
 assert gc.get_freeze_count() == 0

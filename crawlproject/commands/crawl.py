@@ -4,7 +4,7 @@ Scrapy exits 1 only when a crawl fails before its spider opens. A worker whose
 frontier cannot be opened or fails mid-crawl, or whose pipelines cannot save
 what it fetches, closes its spider with a reason of its own
 (``frontier_unavailable``, ``frontier_error``, ``item_not_saved``:
-crawlproject/frontier/outcomes.py) and Scrapy would exit 0: Scrapyd, systemd
+crawlproject/frontier/basics/outcomes.py) and Scrapy would exit 0: Scrapyd, systemd
 or a shell loop would take a broken worker for a finished crawl. Here those
 reasons exit 1.
 
@@ -26,13 +26,13 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.dns.resolver import DnsConfig
-from crawlproject.frontier.access import is_frontier
-from crawlproject.frontier.config import ConfigError, FrontierConfig
-from crawlproject.frontier.outage import outage_seconds
-from crawlproject.frontier.outcomes import FAILED_FINISH_REASONS
-from crawlproject.frontier.redis_settings import refuse_scrapy_redis
-from crawlproject.frontier.scrapy_politeness import as_taken
-from crawlproject.frontier.scrapy_scheduling import refuse_scrapy_scheduling
+from crawlproject.frontier.basics.outcomes import FAILED_FINISH_REASONS
+from crawlproject.frontier.connection.outage import outage_seconds
+from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
+from crawlproject.frontier.crawl.redis_settings import refuse_scrapy_redis
+from crawlproject.frontier.scrapy_glue.frontier_lookup import is_frontier
+from crawlproject.frontier.scrapy_glue.scrapy_politeness import as_taken
+from crawlproject.frontier.scrapy_glue.scrapy_scheduling import refuse_scrapy_scheduling
 from crawlproject.rules.url_rules import UrlRules
 from crawlproject.setting_check import misspelt_settings, refuse_unreadable
 from crawlproject.setting_values import crawl_setting

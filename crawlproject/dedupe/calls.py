@@ -47,7 +47,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from crawlproject.frontier.outage import (
+from crawlproject.frontier.connection.outage import (
     FIRST_DELAY_SECONDS,
     MAX_DELAY_SECONDS,
     NOT_RUN,

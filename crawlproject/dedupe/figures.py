@@ -9,8 +9,8 @@ from redis.asyncio import Redis
 
 from crawlproject.dedupe.layout import near_tables
 from crawlproject.dedupe.spread import Spread
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.replies import reply_text
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.script_replies import reply_text
 
 
 async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:

@@ -9,7 +9,7 @@ script run per page (lua/dedupe.lua) tests the page against every page stored
 before and stores it when it is new (of two copies, near or exact, checked at
 the same moment exactly one is new). A worker uses the crawl's layout, never
 its own: ``parts`` (DEDUPE_PARTS; 0: one tag) only chooses a new index's. The
-keys are documented in :mod:`crawlproject.frontier.dedupe_keys`.
+keys are documented in :mod:`crawlproject.frontier.store.dedupe_keys`.
 
 * Exact: the SHA-1 of the body (its first 80 bits), in packed 8-byte entries
   per bucket.
@@ -64,9 +64,9 @@ from crawlproject.dedupe.layout import (
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
 from crawlproject.dedupe.spread_index import SpreadIndex
 from crawlproject.dedupe.spread_pages import SAME_URL, Page
-from crawlproject.frontier.connection import evalsha_many
-from crawlproject.frontier.keys import CrawlKeys
-from crawlproject.frontier.outage import OUTAGE_ERRORS, as_redis_error, redis_py_frame
+from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, as_redis_error, redis_py_frame
+from crawlproject.frontier.connection.redis_client import evalsha_many
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.recrawl.config import MAX_SIMHASH_K
 
 DIGEST_BYTES = 20  # SHA-1

@@ -19,8 +19,8 @@ from scrapy.http import Response
 
 from crawlproject.body_digest import body_sha1
 from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, Soft404Registry, probe_url
-from crawlproject.frontier.access import crawl_redis_of
-from crawlproject.frontier.meta import SCOPE_META_KEY
+from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY
+from crawlproject.frontier.scrapy_glue.frontier_lookup import crawl_redis_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

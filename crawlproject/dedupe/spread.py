@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from crawlproject.dedupe.layout import NearTable, near_tables, split_blocks
 
 # The search for a tag in its run is shared with the frontier's shards.
-from crawlproject.frontier.slots import SLOTS, tag_in_run
+from crawlproject.frontier.store.hash_slots import SLOTS, tag_in_run
 
 # Parts per table (and of the exact index, originals, hosts) of a new index:
 # 7 x 16 = 112 tags for k = 3, 16 of each family, so any master that owns a

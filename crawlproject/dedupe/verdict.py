@@ -68,7 +68,7 @@ class Links(enum.Enum):
 class Outcome:
     links: Links
     probe: Request | None = None
-    novel: bool = True  # it brought new content (the depth guard's count, chains.py)
+    novel: bool = True  # it brought new content (the depth guard's count, depth_chains.py)
     content: bool | None = None  # the token guard's (token_evidence.py); None: not judged
     verdict: PageVerdict | None = None  # None: not judged (the check failed)
     drop_items: bool = False  # an exact copy's items (CRAWL_DEDUPE_DROP_ITEMS)

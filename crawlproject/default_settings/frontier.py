@@ -10,7 +10,7 @@ REDIS_URL: str | None = None
 # that fails (a restart, a cluster failover or slot move: connection errors,
 # CLUSTERDOWN, TRYAGAIN, MOVED/ASK, NOSCRIPT), backing off; past it a worker
 # logs one line and exits with status 1 (its leases expire and their URLs
-# return), a command exits 1 (crawlproject/frontier/outage.py).
+# return), a command exits 1 (crawlproject/frontier/connection/outage.py).
 CRAWL_REDIS_OUTAGE_SECONDS = 60.0
 
 # Folder for the embedded Redis and other local crawl data.
@@ -19,7 +19,7 @@ CRAWL_DATA_DIR = "crawl-data"
 # Name of the crawl; every process with the same Redis and name joins it.
 # The spider argument ``-a crawl=NAME`` overrides it; None: the spider's name
 # (each spider its own crawl; ``crawlproject`` commands: ``web``), see
-# crawlproject/frontier/crawl_name.py.
+# crawlproject/frontier/crawl/crawl_name.py.
 CRAWL_NAME: str | None = None
 
 # Politeness: seconds between the end of one fetch from a host and the start of
@@ -60,11 +60,11 @@ CRAWL_IDLE_CLOSE_SECONDS = 10.0
 
 # Frontier partitions. Each host lives in one shard; all keys of a shard share
 # one Redis Cluster hash tag. Fixed for the life of a crawl: None takes the
-# crawl's own count (32 for a new crawl, crawlproject/frontier/layout.py); a
+# crawl's own count (32 for a new crawl, crawlproject/frontier/store/crawl_layout.py); a
 # worker that sets another count than its crawl's is refused at start.
 CRAWL_FRONTIER_SHARDS: int | None = None
 # The crawl's seen-URL set, fixed when the crawl is created
-# (crawlproject/frontier/seen.py): "exact" (grows by itself, 8-9.4 bytes per URL,
+# (crawlproject/frontier/store/seen_set.py): "exact" (grows by itself, 8-9.4 bytes per URL,
 # never wrong) or "bloom" (a Bloom filter sized for CRAWL_SEEN_CAPACITY URLs of
 # the whole crawl at CRAWL_SEEN_ERROR_RATE false positives: ~1.8 bytes per URL,
 # but a URL it wrongly calls seen is never crawled; the capacity is required).
@@ -85,12 +85,12 @@ CRAWL_LOCAL_SEEN_SIZE = 100_000
 # ~22 MB per worker.
 CRAWL_KNOWN_LINKS_SIZE = 50_000
 # (vote, host) pairs a worker remembers having sent (crawlproject/frontier/
-# votes.py; two generations of half each): a host budget's vote (CRAWL_HOST_BUDGET)
+# link_votes.py; two generations of half each): a host budget's vote (CRAWL_HOST_BUDGET)
 # goes to the frontier once per pair, not once per link. About 77 bytes a pair:
 # the default costs up to ~15 MB per worker. Forgetting a pair only sends its
 # vote again (the frontier counts a host's voters as a set). At least 2.
 CRAWL_SENT_VOTES_SIZE = 200_000
-# The worker's garbage collector (crawlproject/frontier/gc_tuning.py): when the
+# The worker's garbage collector (crawlproject/frontier/scrapy_glue/gc_tuning.py): when the
 # frontier opens, the start-up heap is frozen out of collections and the
 # youngest generation is collected every this many allocations (Python: 700).
 # 0 leaves Python's defaults.
@@ -118,7 +118,7 @@ CRAWL_SESSION_PARAMS: list[str] = [
 # or "package.*" for any class below it); a scrapy.Request subclass of a module
 # the worker imported already (the spider's own) needs no entry. Anything that
 # is not a Request subclass is refused, so a Redis writer cannot make workers
-# import or run arbitrary code (crawlproject/frontier/storable.py).
+# import or run arbitrary code (crawlproject/frontier/store/storable.py).
 CRAWL_REQUEST_CLASSES: list[str] = [
     "scrapy.http.request.Request",
     "scrapy.http.request.form.FormRequest",
@@ -139,7 +139,7 @@ CRAWL_FLUSH_INTERVAL_SECONDS = 0.02
 #     credit; a fetched page pays CRAWL_AOPIC_TAX of its credit to the lambda
 #     page and shares the rest equally among its links (new or still queued);
 #     the lambda credit is spread evenly over all queued URLs; best credit first;
-#   or the dotted path of a class of yours (see crawlproject/frontier/priority.py).
+#   or the dotted path of a class of yours (see crawlproject/frontier/admission/priority.py).
 CRAWL_PRIORITY_POLICY = "depth"
 CRAWL_AOPIC_TAX = 0.1
 # Credit of a URL that no fetched page passed credit to (a seed).

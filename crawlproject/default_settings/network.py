@@ -37,7 +37,7 @@ CRAWL_CONNECT_PARK_AFTER = 3
 CRAWL_GUARD_ENABLED = True
 CRAWL_GUARD_ALLOW: list[str] = []
 
-# Politeness per server (crawlproject/frontier/addresses.py, docs/frontier.md):
+# Politeness per server (crawlproject/frontier/crawl/address_settings.py, docs/frontier.md):
 # every name of one machine counts against it. A claimed URL needs its host
 # slot and a place at the IP address its host resolves to: at most this many
 # requests in flight per address, fleet-wide (0: no address cap). Hosts that

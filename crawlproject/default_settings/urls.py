@@ -6,7 +6,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS as _SCRAPY_IGNORED_EXTENSIO
 
 # Spider-trap guards, each counted (trap/<guard>) and logged once per host.
 # Links more than this many hops from the last page that brought new content
-# (crawlproject/frontier/chains.py: not a duplicate of a page of its own host,
+# (crawlproject/frontier/admission/depth_chains.py: not a duplicate of a page of its own host,
 # not thin) are not queued: pagination is followed to its end, a calendar or an
 # empty archive is not (0: no limit).
 CRAWL_MAX_DEPTH = 20

@@ -73,7 +73,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from crawlproject.dns.cache import TtlLru
-from crawlproject.frontier.addresses import normal_address
+from crawlproject.frontier.crawl.address_settings import normal_address
 from crawlproject.guard.errors import BlockedAddressError
 from crawlproject.guard.policy import GuardPolicy
 from crawlproject.setting_values import (

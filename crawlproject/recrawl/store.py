@@ -1,6 +1,6 @@
 """The recrawl state in Redis: per-URL fetch states and the due schedule.
 
-Keys (per frontier shard, documented with the rest in crawlproject/frontier/keys.py):
+Keys (per frontier shard, documented with the rest in crawlproject/frontier/store/keys.py):
 ``fs:<pkey>`` HASH (URL fingerprint, 8 bytes -> state text, see schedule.py) and
 ``rdue`` ZSET (fingerprint .. pkey -> due time, unix s). A URL is in ``rdue``
 while it waits for its next fetch, and out of it while queued or in flight:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 class RecrawlKeys(Protocol):
     """The key names the recrawl store uses: the crawl's CrawlKeys
-    (crawlproject/frontier/keys.py, the one place keys are built); a protocol
+    (crawlproject/frontier/store/keys.py, the one place keys are built); a protocol
     so that this package does not import the frontier, which imports it."""
 
     shards: int

@@ -23,7 +23,7 @@ from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawlproject.frontier.politeness import retry_after_seconds
+from crawlproject.frontier.claims.retry_after import retry_after_seconds
 from crawlproject.guard.errors import BlockedAddress, refusal_of
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.policy import FetchOutcome, truncate

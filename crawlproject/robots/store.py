@@ -1,5 +1,5 @@
 """robots.txt records in Redis, shared by the fleet (keys ``r:`` and ``rl:`` in
-:mod:`crawlproject.frontier.keys`). Cluster-safe: a script touches an origin's
+:mod:`crawlproject.frontier.store.keys`). Cluster-safe: a script touches an origin's
 record and its lock, which share their shard's hash tag (one slot).
 
 A worker that has no fresh copy makes two calls per fetch: ``get_or_lock``
@@ -14,7 +14,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from crawlproject.frontier.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.lua import CALL_IDS, call_reply_ms, load_script, once_per_call
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 

@@ -20,7 +20,7 @@ Two shapes of trap make a site's URL space unbounded:
   (and digits) blanked; the frontier counts, per host and shape, the new URLs
   and the links that were seen before, and what the shape's pages showed
   (copies of the host's pages, links of the same shape:
-  crawlproject/frontier/token_evidence.py), and contains a shape whose tokens
+  crawlproject/frontier/admission/token_evidence.py), and contains a shape whose tokens
   never repeat and whose pages show them minted (add.lua,
   ``CRAWL_TRAP_TOKEN_URLS``): a stable id linked once is not a token.
 

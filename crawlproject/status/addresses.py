@@ -2,7 +2,7 @@
 
 Politeness per server (docs/frontier.md) keeps, on each address's home shard,
 an index of the busy addresses (``afull``: at their cap; ``aqd``: with hosts
-waiting, crawlproject/frontier/keys.py). This reads the busiest of them:
+waiting, crawlproject/frontier/store/keys.py). This reads the busiest of them:
 an address shown at its cap with many hosts waiting is a shared host (or a
 CDN) the crawl is queuing behind; ``CRAWL_ADDRESS_OVERRIDES`` can give its
 network more places, or none.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from crawlproject.frontier.keys import CrawlKeys
+    from crawlproject.frontier.store.keys import CrawlKeys
 
 ADDRESSES_SHOWN = 20  # per list, the busiest first
 HOSTS_SHOWN = 5  # waiting hosts named per address, the longest waiting first

@@ -1,9 +1,9 @@
 """``crawlproject status``: which crawl to show, and showing it once or every S seconds.
 
 Without ``--crawl`` (nor ``CRAWL_NAME``) the command looks at ``web``. A
-user's own spider crawls under its own name (crawlproject/frontier/crawl_name.py),
+user's own spider crawls under its own name (crawlproject/frontier/crawl/crawl_name.py),
 so where ``web`` has nothing the command looks for the crawls that Redis
-holds (each has its ``cp:{NAME}:meta``, crawlproject/frontier/keys.py: a
+holds (each has its ``cp:{NAME}:meta``, crawlproject/frontier/store/keys.py: a
 bounded SCAN, on every master of a cluster) and shows the only one, or lists
 them with how to choose (``--crawl NAME``); ``--json`` says the same as JSON.
 
@@ -27,8 +27,8 @@ from crawlproject.status.view import collect_status, render
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from crawlproject.frontier.config import FrontierConfig
-    from crawlproject.frontier.keys import CrawlKeys
+    from crawlproject.frontier.crawl.config import FrontierConfig
+    from crawlproject.frontier.store.keys import CrawlKeys
 
 LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"  # as Scrapy's
 # Every crawl writes its layout in cp:{NAME}:meta when its first worker starts.

@@ -42,9 +42,14 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.access import crawl_redis_of, frontier_closing, frontier_of, is_frontier
-from crawlproject.frontier.budgets import waiting_over_budget
-from crawlproject.frontier.crawl_name import crawl_name
+from crawlproject.frontier.crawl.crawl_name import crawl_name
+from crawlproject.frontier.scrapy_glue.frontier_lookup import (
+    crawl_redis_of,
+    frontier_closing,
+    frontier_of,
+    is_frontier,
+)
+from crawlproject.frontier.store.budgets import waiting_over_budget
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 from crawlproject.status.hosts import HostTally
 from crawlproject.status.metrics import MetricsServer, StatsExporter

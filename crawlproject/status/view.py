@@ -36,9 +36,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from crawlproject.dedupe.index import index_figures
-from crawlproject.frontier.budgets import waiting_over_budget
-from crawlproject.frontier.keys import BANDS
-from crawlproject.frontier.seen import seen_figures
+from crawlproject.frontier.store.budgets import waiting_over_budget
+from crawlproject.frontier.store.keys import BANDS
+from crawlproject.frontier.store.seen_set import seen_figures
 from crawlproject.recrawl.store import RecrawlStore
 from crawlproject.status.addresses import address_tables, collect_addresses, display_text
 from crawlproject.status.hosts import merge_reports
@@ -51,10 +51,12 @@ from crawlproject.status.reporter import (
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from crawlproject.frontier.keys import CrawlKeys
+    from crawlproject.frontier.store.keys import CrawlKeys
 
 THROUGHPUT_WINDOW_SECONDS = 60
-STAT_GROUPS = ("robotstxt/", "dedupe/", "store/", "recrawl/", "trap/", "sitemap/", "web/error/")
+STAT_GROUPS = (
+    "robotstxt/", "dedupe/", "store/", "recrawl/", "trap/", "sitemap/", "web/error/", "render/"
+)  # fmt: skip
 
 
 async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[str, Any]:
@@ -146,7 +148,7 @@ async def collect_status(redis: Redis, keys: CrawlKeys, lease_ms: int) -> dict[s
             "leases_in_flight": leases,
             "leases_expired": leases_expired,
             # The seen set: URLs in it; a Bloom filter's capacity used and
-            # false-positive rate expected at that fill (crawlproject/frontier/seen.py).
+            # false-positive rate expected at that fill (crawlproject/frontier/store/seen_set.py).
             "seen": seen.as_dict(),
         },
         "throughput": {

@@ -12,7 +12,7 @@ first 8 bytes of that body's SHA-1: the index is keyed by them, so a 304 finds
 its original with no other state).
 
 The index in Redis (one HASH per frontier shard, ``wd`` in
-crawlproject/frontier/keys.py; the shard is the digest's first 4 bytes modulo
+crawlproject/frontier/store/keys.py; the shard is the digest's first 4 bytes modulo
 the shards, so the index spreads over a cluster's slots as the frontier does):
 
 * field: the first 8 bytes of the payload's SHA-1;
@@ -42,7 +42,7 @@ from crawlproject.body_digest import payload_digest_of
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from crawlproject.frontier.keys import CrawlKeys
+    from crawlproject.frontier.store.keys import CrawlKeys
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A spider of one's own that keeps to its ``allowed_domains`` (Scrapy's
 offsite rule), as a user writes one: its hosts are the operator's, crawled
-whole, not budgeted (crawlproject/frontier/operator_scope.py)."""
+whole, not budgeted (crawlproject/frontier/store/operator_scope.py)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from scrapy.crawler import Crawler
 
-from crawlproject.frontier.outcomes import ItemNotSaved
+from crawlproject.frontier.basics.outcomes import ItemNotSaved
 
 
 class UnsavedPipeline:

@@ -1,6 +1,6 @@
 -- check_and_add(P, k, record, host, url, digest10, simhash8, filters, fv, blocks,
 --               load, near_min_level, table keys...)
--- The fleet's duplicate index (schema: "dedupe index" in frontier/keys.py).
+-- The fleet's duplicate index (schema: "dedupe index" in frontier/store/keys.py).
 -- KEYS[1] is the crawl's dedupe `cfg` key (it routes the call on Redis Cluster);
 -- ARGV[1] is the prefix "cp:{crawl/dd}:"; every key used starts with it.
 --   k        the near distance (fixed in `cfg` by the first call)

@@ -1,7 +1,7 @@
 -- lookup(k, L, Lmin, {filter, a, simhash8}...): the near lookups in one part
 -- of one near group of the spread index (the tables whose first block is the
 -- group's; crawlproject/dedupe/spread_index.py; keys: "dedupe index,
--- spread" in frontier/keys.py). Read-only.
+-- spread" in frontier/store/keys.py). Read-only.
 -- KEYS[1]: the part's state (HASH L, s, n: its tables hold the same pages, so
 -- they share it); then per query two buckets of its table: at level L
 -- (a = key mod 2^L) and at level L + 1, of which the split pointer s picks

@@ -1,0 +1,155 @@
+"""The frontier's Redis client from ``REDIS_URL``: one server, or a Redis Cluster.
+
+``redis://`` / ``rediss://`` (TLS) / ``unix://`` URLs give a plain client;
+``redis+cluster://host:port`` (or ``rediss+cluster://``) gives redis-py's
+cluster client, which finds the other nodes itself. Every key the crawl uses
+carries a hash tag (``cp:{crawl/s~n}:``, ``cp:{crawl/dd...}:``, ``cp:{crawl}:``:
+crawlproject/frontier/store/keys.py), so each script touches one slot, and the
+cluster client routes it by its first key; pipelines of several slots are
+split by node (``transaction=False`` everywhere).
+
+A plain client never resends a command on its own: redis-py's ``Redis(...)``
+default ``Retry`` sends a command (a whole pipeline) again after a connection
+error or timeout — a script that ran but whose reply was lost would run
+twice. Plain clients here have ``Retry(NoBackoff(), 0)``: the error reaches
+the caller (the scheduler's loops wait it out,
+crawlproject/frontier/scrapy_glue/background_loops.py).
+The cluster client still has redis-py's (see :func:`redis_client`): there the
+scripts that write run once per call id (crawlproject/lua.py once_per_call),
+a plain command may run twice. What the clients still ride through is what
+certainly did not run (outage.py: a refused connection, ``CLUSTERDOWN``, a
+slot moving; redis-py's own MOVED/ASK redirections, refused before running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Sequence
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from crawlproject.frontier.connection.outage import (
+    CONNECTION_ERRORS,
+    NOT_RUN,
+    RideThroughCluster,
+    RideThroughRedis,
+)
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def cluster_node_url(url: str) -> str | None:
+    """A cluster URL's node as a plain ``redis://``/``rediss://`` URL (what
+    redis-py's cluster clients take); None if ``url`` is not a cluster URL."""
+    scheme, _, rest = url.partition("://")
+    plain = CLUSTER_SCHEMES.get(scheme.lower())
+    return None if plain is None else f"{plain}://{rest}"
+
+
+def redis_client(
+    url: str,
+    client_name: str | None = None,
+    outage_seconds: float | None = None,
+    retry_connections: bool = False,
+) -> Redis:
+    """A client of ``url`` (bytes replies). The cluster client offers the same
+    commands, scripts and pipelines the frontier uses, so it is typed as one.
+
+    A cluster client rides through a changing cluster for ``outage_seconds``
+    (outage.py; default: the setting's default); with ``retry_connections``
+    (the ``crawlproject`` commands) connection errors too. A plain client
+    rides through what certainly did not run as well (a refused connection:
+    a Redis restarting); a worker's loops wait out the rest."""
+    retried = NOT_RUN + CONNECTION_ERRORS if retry_connections else NOT_RUN
+    node = cluster_node_url(url)
+    client: RideThroughRedis | RideThroughCluster
+    options = no_resend_options(client_name)
+    if node is None:
+        plain = RideThroughRedis.from_url(url, **options)
+        client = cast(RideThroughRedis, plain)
+    else:
+        # The cluster client keeps redis-py's own retry for now: without it,
+        # a call made while a slot migrates fails with "Connection closed by
+        # server" when another task's MOVED makes redis-py close the client's
+        # connections under it (tests/test_lua_declared_keys.py failed 4 of
+        # 4), and nothing tells whether that call was sent. So a cluster
+        # call whose reply was lost is sent again: a script that writes
+        # answers its first run's reply (lua.py once_per_call), a plain
+        # command runs twice (tests/test_lost_reply.py).
+        options.pop("retry")
+        cluster = RideThroughCluster.from_url(node, **options)
+        client = cast(RideThroughCluster, cluster)
+    client.retried, client.url_for_errors, client.warns = retried, url, not retry_connections
+    if outage_seconds is not None:
+        client.outage_seconds = outage_seconds
+    return cast(Redis, client)
+
+
+def no_resend_options(client_name: str | None = None) -> dict[str, Any]:
+    """``from_url`` options of a client that never resends a command itself
+    (see the module docstring): no retry of a connection error or timeout,
+    on the connection (plain client) nor over the cluster (cluster client)."""
+    return {
+        "client_name": client_name,
+        "decode_responses": False,
+        "retry": Retry(NoBackoff(), 0),
+    }
+
+
+def is_setup_error(exc: BaseException, url: str) -> bool:
+    """A connection error that waiting cannot cure: the TLS handshake failed
+    (certificate not trusted, client certificate refused, TLS to a plain port)
+    or a certificate file of a ``rediss`` URL cannot be read. redis-py raises
+    its ConnectionError with the original error as the cause or context. A
+    lost connection (EOF, reset, refused) may be a Redis starting up: not this."""
+    tls_url = url.split("://", 1)[0].lower().startswith("rediss")
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLError) and not isinstance(
+            cause, ssl.SSLEOFError | ssl.SSLZeroReturnError
+        ):
+            return True
+        if tls_url and isinstance(cause, FileNotFoundError | PermissionError | IsADirectoryError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def is_cluster(redis: object) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
+async def evalsha_many(
+    redis: Redis, calls: Sequence[tuple[str, str | Sequence[str], Sequence[Any]]]
+) -> list[Any]:
+    """EVALSHA ``(sha, keys, args)`` for each call (``keys``: one key or a
+    list), replies in order, in one round trip on one server (a pipeline).
+    redis-py refuses scripts in a cluster pipeline: there the calls go
+    concurrently, each to its slot's node (the calls of one first key still
+    run in order)."""
+    if not is_cluster(redis):
+        pipe = redis.pipeline(transaction=False)
+        for sha, keys, args in calls:
+            keys = [keys] if isinstance(keys, str) else keys
+            pipe.evalsha(sha, len(keys), *keys, *args)
+        return list(await pipe.execute())
+    by_key: dict[str, list[int]] = {}
+    for i, (_, keys, _) in enumerate(calls):
+        by_key.setdefault(keys if isinstance(keys, str) else keys[0], []).append(i)
+    replies: list[Any] = [None] * len(calls)
+
+    async def run_key(indexes: list[int]) -> None:
+        for i in indexes:
+            sha, keys, args = calls[i]
+            keys = [keys] if isinstance(keys, str) else keys
+            replies[i] = await redis.evalsha(sha, len(keys), *keys, *args)
+
+    await asyncio.gather(*(run_key(ix) for ix in by_key.values()))
+    return replies
