@@ -36,7 +36,12 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 32
 # A spider's own DOWNLOAD_DELAY, CONCURRENT_REQUESTS_PER_DOMAIN, AUTOTHROTTLE_*
 # and DOWNLOAD_SLOTS (custom_settings, -s, download_delay attribute) are taken
 # as the fleet's CRAWL_HOST_* settings instead (docs/settings.md).
-ADDONS = {"crawlproject.frontier.scrapy_politeness.ScrapyPoliteness": 0}
+ADDONS = {
+    "crawlproject.frontier.scrapy_politeness.ScrapyPoliteness": 0,
+    # Rendering (CRAWL_RENDER*): scrapy-playwright's launch options from
+    # CRAWL_BROWSER_PATH; a spider's scrapy-playwright handler becomes ours.
+    "crawlproject.render.addon.RenderAddon": 10,
+}
 # Limits on one fetch (outcomes and their stats: crawlproject/limits.py).
 # Scrapy's 180 s timeout lets one dead-slow host hold its politeness slot for
 # minutes; 30 s is plenty for a page, and RetryMiddleware still tries it again.
@@ -67,6 +72,9 @@ CONCURRENT_ITEMS = 2
 # reached the frontier: the spider middleware sits next to the engine (lowest
 # order), the downloader middleware too, so each sees the final outcome.
 SPIDER_MIDDLEWARES = {
+    # Requests that ask for a render (meta playwright_page_methods) stored as
+    # data, live objects dropped: the closest to the spider.
+    "middlewares.render.RenderRequestsMiddleware": 990,
     "middlewares.frontier_ack.FrontierAckSpiderMiddleware": 10,
     # AOPIC (CRAWL_PRIORITY_POLICY = "aopic"): shares a page's credit among the
     # links that remain after every other spider middleware.
@@ -127,6 +135,13 @@ DOWNLOADER_MIDDLEWARES = {
     # Stops a redirect loop at its first repeat (above RedirectMiddleware, 600,
     # which would follow it first) and lets sitemaps be larger than pages.
     "middlewares.limits.LimitsMiddleware": 610,
+}
+# http(s) downloads: fetched by Scrapy's HTTP/1.1 client, then rendered in
+# the system's Chromium through scrapy-playwright only where needed
+# (CRAWL_RENDER, docs/rendering.md).
+DOWNLOAD_HANDLERS = {
+    "http": "middlewares.render_handler.RenderDownloadHandler",
+    "https": "middlewares.render_handler.RenderDownloadHandler",
 }
 # DNS: a large expiring cache that also remembers failures (CRAWL_DNS_*);
 # Scrapy's keeps 10,000 names for ever and forgets failures.

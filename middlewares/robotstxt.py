@@ -221,6 +221,24 @@ class RobotsTxtMiddleware:
     def _scheduler(self) -> FrontierScheduler:
         return frontier_of(self.crawler)
 
+    def allows(self, url: str) -> bool | None:
+        """Whether robots.txt allows ``url``, from this worker's cache only
+        (no fetch, no wait): None when its origin's rules are not cached.
+        For requests a rendered page makes (middlewares/render_handler.py)."""
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            return None
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+            return None
+        if parts.path == "/robots.txt":
+            return True
+        rules = self._cached(origin_of(parts.scheme, parts.hostname, port))
+        if rules is None:
+            return None
+        return rules.verdict(url, _now_ms()) is Verdict.ALLOW
+
     def _cached(self, origin: str) -> RobotsRules | None:
         rules = self._local.get(origin)
         if rules is None:

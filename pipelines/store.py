@@ -74,13 +74,14 @@ from crawlproject.frontier.basics.outcomes import ItemNotSaved
 from crawlproject.frontier.crawl.crawl_name import crawl_name
 from crawlproject.frontier.scrapy_glue.engine_hooks import wake_engine
 from crawlproject.frontier.scrapy_glue.frontier_lookup import crawl_redis_of, is_frontier
+from crawlproject.render.archive import archived_response
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
 from crawlproject.store.factory import open_store
 from crawlproject.store.hops import TRUNCATED_DISCONNECT, Hop
 from crawlproject.store.revisit_choice import NOT_MODIFIED, RevisitChooser
 from crawlproject.store.revisits import LocalRevisitIndex, PayloadIndex, RevisitIndex
-from crawlproject.store.signals import redirect_received
+from crawlproject.store.signals import redirect_received, render_resource_received
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.writer_thread import WriterThread
 from crawlproject.store.writers import BodyWriter, PageToStore, body_writer
@@ -88,6 +89,8 @@ from crawlproject.store.writers import BodyWriter, PageToStore, body_writer
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
+
+    from crawlproject.store.warc import HttpExchange
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +123,7 @@ class BodyStorePipeline:
         self._revisits: RevisitChooser | None = None  # WARC format only
         # Sent by middlewares/redirect_hops.py (WARC format only).
         crawler.signals.connect(self._redirect_received, signal=redirect_received)
+        crawler.signals.connect(self._resource_received, signal=render_resource_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BodyStorePipeline:
@@ -232,6 +236,9 @@ class BodyStorePipeline:
         writer = self._writer
         if not isinstance(response, Response) or writer is None:
             return item
+        # A rendered page is archived as the server sent it (its scripts and
+        # their answers beside it: _resource_received), not as the DOM.
+        response = archived_response(response)
         fetched_at = _fetched_at(adapter.get("fetched_at"))
         adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
         adapter["final_url"] = response.url
@@ -304,6 +311,21 @@ class BodyStorePipeline:
             return
         if written:
             self.stats.inc_value("store/redirects")
+
+    async def _resource_received(self, exchange: HttpExchange) -> None:
+        """Writes a rendered page's subresource (``render_resource_received``)
+        as a response record of its own, so the page replays as it was seen."""
+        writer = self._writer
+        if writer is None or not writer.archives_redirects:  # not open, closed, or objects
+            return
+        try:
+            written = await self._write(
+                partial(writer.write_exchange, exchange), exchange.url, exchange.body
+            )
+        except ItemNotSaved:
+            return  # logged; the next page's write fails the same way and stops the worker
+        if written:
+            self.stats.inc_value("store/render_resources")
 
     async def close_spider(self) -> None:
         if self._rotation_task is not None:

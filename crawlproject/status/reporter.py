@@ -85,6 +85,8 @@ COUNTER_PREFIXES = (
     "store/backpressure_pauses",
     "store/backpressure_seconds",
     "store/write_failed",
+    "store/render_resources",
+    "render/",
     "recrawl/",
     "trap/",
     "sitemap/",

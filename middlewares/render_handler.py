@@ -1,0 +1,248 @@
+"""The download handler of http(s): every page fetched by the crawler's own
+client, then rendered in a browser only where needed (docs/rendering.md).
+
+1. The page is fetched as always (Scrapy's HTTP/1.1 handler, the caching
+   resolver and its address guard).
+2. Rendered or not: ``CRAWL_RENDER`` ``never``: no; ``always``, or the request
+   asks (``meta["render"]``, scrapy-playwright's ``meta["playwright"]``): yes;
+   ``auto``: an HTML page with a script, as the fleet learned for its host and
+   template (crawlproject/render/learning.py).
+3. A render drives scrapy-playwright's download handler through its public
+   meta keys: its document is the answer of step 1 (never fetched twice), every
+   other request of the page goes through the gate and the crawler's client
+   (crawlproject/render/session.py), the page methods of the request (stored as
+   data, crawlproject/render/page_methods.py) run after the page is quiet.
+   At most ``CRAWL_RENDER_CONCURRENCY`` pages at once; the DOM is compared with
+   the raw document and what was learned written to Redis.
+
+All of it happens inside the download: the request's end, where the frontier
+releases its host's politeness slot and starts the host's delay, is the
+render's last request. The spider gets the DOM; the archive the raw document
+(crawlproject/render/archive.py) and every subresource fetched
+(``render_resource_received``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from weakref import WeakKeyDictionary
+
+from scrapy import Request
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.crawler import Crawler
+from scrapy.http import HtmlResponse, Response
+from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
+from scrapy_playwright.page import PageMethod
+
+from crawlproject.frontier.scrapy_glue.frontier_lookup import crawl_redis_of, is_frontier
+from crawlproject.guard.policy import GuardPolicy
+from crawlproject.render.archive import RENDERED_FLAG, keep_raw
+from crawlproject.render.compare import PageContent, difference, has_script
+from crawlproject.render.config import RenderConfig
+from crawlproject.render.gate import BrowserGate, RobotsCheck
+from crawlproject.render.learning import RenderLearning, Verdict, Why
+from crawlproject.render.page_methods import LIVE_META_KEYS, from_data
+from crawlproject.render.session import RenderSession, decoded_body
+from crawlproject.render.templates import host_of, page_template
+from crawlproject.store.signals import render_resource_received
+
+logger = logging.getLogger(__name__)
+
+LEARNING_KEY = "render"  # cp:{C}:render (crawlproject/render/learning.py)
+_HANDLERS: WeakKeyDictionary[Crawler, RenderDownloadHandler] = WeakKeyDictionary()
+
+
+class RenderDownloadHandler:
+    lazy = False
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self.config = RenderConfig.from_settings(crawler.settings)
+        self.guard = GuardPolicy.from_settings(crawler.settings)
+        self.user_agent = str(crawler.settings.get("USER_AGENT") or "")
+        self.http = HTTP11DownloadHandler(crawler)
+        self.browser_path = None if self.config.mode == "never" else self.config.browser_path()
+        self.playwright: ScrapyPlaywrightDownloadHandler | None = None
+        if self.browser_path is not None:
+            self.playwright = ScrapyPlaywrightDownloadHandler.from_crawler(crawler)
+        self.pool = asyncio.Semaphore(self.config.concurrency)
+        self._learning: RenderLearning | None = None
+        self._robots: RobotsCheck | None = None
+        self._closed = False
+        self._seconds = 0.0
+        self._say_mode()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RenderDownloadHandler:
+        # One for http and https: one browser, one page pool per worker.
+        handler = _HANDLERS.get(crawler)
+        if handler is None:
+            handler = _HANDLERS[crawler] = cls(crawler)
+        return handler
+
+    def _say_mode(self) -> None:
+        c = self.config
+        if c.mode == "never":
+            logger.info("Rendering: never (CRAWL_RENDER)")
+        elif self.browser_path is None:
+            given = c.browser_setting.strip()
+            logger.warning(
+                "Rendering: no browser %s: nothing is rendered (CRAWL_RENDER=%s). Install "
+                "Chromium (Debian: apt-get install chromium) or set CRAWL_BROWSER_PATH",
+                f"at CRAWL_BROWSER_PATH={given!r}" if given else "on PATH (chromium, "
+                "chromium-browser, google-chrome)", c.mode,
+            )  # fmt: skip
+        else:
+            logger.info(
+                "Rendering: %s, with %s (%d pages at once, %.0f s each at most)",
+                c.mode, self.browser_path, c.concurrency, c.timeout_seconds,
+            )  # fmt: skip
+
+    async def close(self) -> None:
+        if self._closed:  # called once per scheme
+            return
+        self._closed = True
+        await self.http.close()
+        if self.playwright is not None:
+            await self.playwright.close()  # the browser and Playwright's driver with it
+
+    # -- the download ----------------------------------------------------------------
+
+    async def download_request(self, request: Request) -> Response:
+        raw = await self.http.download_request(request)
+        asked = bool(request.meta.get("render") or request.meta.get("playwright"))
+        if not asked and self.config.mode == "never":
+            return raw
+        if raw.status != 200 or not isinstance(raw, HtmlResponse):
+            return raw  # only a page's HTML is rendered
+        if self.config.mode == "never" or self.playwright is None:
+            if asked or (self.config.mode != "never" and has_script(raw.body)):
+                self._skipped(Why.NEVER if self.config.mode == "never" else Why.NO_BROWSER)
+            return raw
+        document = decoded_body(raw)
+        if document is None:  # an encoding not decoded here (br, zstd)
+            self._skipped(Why.NO_SCRIPT)
+            return raw
+        verdict, content = await self._decide(request, raw, document, asked)
+        if not verdict.render:
+            self._skipped(verdict.why)
+            return raw
+        rendered = await self._render(request, raw, document)
+        if rendered is None:
+            return raw
+        if content is not None:
+            await self._learn(raw.url, verdict, content, rendered)
+        return rendered
+
+    def _skipped(self, why: Why) -> None:
+        self.stats.inc_value("render/skipped")
+        self.stats.inc_value(f"render/why/{why.value}")
+
+    async def _decide(
+        self, request: Request, raw: Response, document: bytes, asked: bool
+    ) -> tuple[Verdict, PageContent | None]:
+        if asked or self.config.mode == "always":
+            return Verdict(Why.FORCED, None), None
+        if not has_script(document):
+            return Verdict(Why.NO_SCRIPT, None), None
+        learning = self.learning()
+        if learning is None:  # no frontier: no fleet to learn with
+            return Verdict(Why.LEARN, None), PageContent.of(document, raw.url)
+        content = PageContent.of(document, raw.url)
+        verdict = await learning.decide(host_of(raw.url), page_template(raw.url), content)
+        return verdict, content
+
+    async def _learn(
+        self, url: str, verdict: Verdict, raw: PageContent, rendered: Response
+    ) -> None:
+        diff = difference(raw, PageContent.of(rendered.body, url))
+        self.stats.inc_value(f"render/learned/{'js' if diff.matters else 'static'}")
+        learning = self.learning()
+        if learning is not None:
+            await learning.learn(host_of(url), page_template(url), verdict.prior, diff)
+
+    def learning(self) -> RenderLearning | None:
+        if self._learning is None:
+            engine = self.crawler.engine
+            if engine is None or not is_frontier(engine.scheduler):
+                return None
+            shared = crawl_redis_of(self.crawler)
+            if shared is None:
+                return None
+            key = shared.keys.crawl_prefix + LEARNING_KEY
+            self._learning = RenderLearning(shared.redis, key, self.config.sample_every)
+        return self._learning
+
+    def robots(self) -> RobotsCheck | None:
+        """The robots middleware's cached rules (middlewares/robotstxt.py), if it runs."""
+        if self._robots is None and self.crawler.engine is not None:
+            manager = self.crawler.engine.downloader.middleware
+            for mw in manager.middlewares:
+                allows = getattr(mw, "allows", None)
+                if type(mw).__name__ == "RobotsTxtMiddleware" and callable(allows):
+                    self._robots = allows
+        return self._robots
+
+    # -- the render ------------------------------------------------------------------
+
+    async def _render(self, request: Request, raw: Response, document: bytes) -> Response | None:
+        assert self.playwright is not None
+        robots = self.robots()
+        gate = BrowserGate(raw.url, self.guard, (lambda u: robots(u) is True) if robots else None)
+        session = RenderSession(
+            raw, document, gate, self.http.download_request, self.user_agent, self.stats,
+            self.config.timeout_seconds,
+        )  # fmt: skip
+        meta = {
+            k: v for k, v in request.meta.items()
+            if k.startswith("playwright_") and k not in LIVE_META_KEYS
+        }  # fmt: skip
+        meta.update(
+            playwright=True,
+            playwright_page_init_callback=session.install,
+            playwright_page_goto_kwargs={
+                "wait_until": "load",
+                "timeout": self.config.timeout_seconds * 1000,
+            },
+            playwright_page_methods=[
+                PageMethod(session.wait_quiet),
+                *from_data(request.meta.get("playwright_page_methods")),
+            ],
+        )
+        ours = Request(raw.url, meta=meta, dont_filter=True)
+        started = time.monotonic()
+        async with self.pool:
+            try:
+                page = await asyncio.wait_for(
+                    self.playwright.download_request(ours), self.config.timeout_seconds + 10
+                )
+            except Exception as exc:  # whatever the browser raised: the raw page stands
+                self.stats.inc_value("render/failed")
+                logger.warning("Render of %s failed (%s: %s); its raw HTML is used",
+                               raw.url, type(exc).__name__, exc)  # fmt: skip
+                return None
+            finally:
+                # Whole seconds so far, as an integer counter (`crawlproject
+                # status` sums integer counters over the fleet).
+                self._seconds += time.monotonic() - started
+                self.stats.set_value("render/seconds", round(self._seconds))
+        self.stats.inc_value("render/pages")
+        for exchange in session.resources:
+            await self.crawler.signals.send_catch_log_async(
+                signal=render_resource_received, exchange=exchange
+            )
+        headers = raw.headers.copy()
+        for name in (b"Content-Encoding", b"Content-Length"):
+            headers.pop(name, None)
+        rendered = HtmlResponse(
+            url=raw.url, status=raw.status, headers=headers, body=page.body,
+            encoding=getattr(page, "encoding", None) or "utf-8", request=request,
+            flags=[*raw.flags, RENDERED_FLAG], certificate=raw.certificate,
+            ip_address=raw.ip_address, protocol=raw.protocol,
+        )  # fmt: skip
+        keep_raw(rendered, raw.replace(body=document, headers=headers, request=request))
+        return rendered
