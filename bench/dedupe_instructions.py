@@ -1,7 +1,8 @@
 """Redis instructions per duplicate-index call (dedupe.lua), under callgrind.
 
     .venv/bin/python bench/dedupe_instructions.py                  # growing, 200,000 pages
-    .venv/bin/python bench/dedupe_instructions.py --layout fixed --pages 2000000 --revs 8fcbdc4,HEAD
+    .venv/bin/python bench/dedupe_instructions.py --layout fixed --pages 2000000 \\
+        --revs 8fcbdc4,dcf59d4
 
 A redis-server runs under valgrind's callgrind, instrumented only while the
 calls run: the index (k = 3) is loaded with ``--pages`` random pages as the
@@ -33,7 +34,7 @@ from benchlib import ensure_valgrind, result_record, write_result
 from redis.asyncio import Redis as AsyncRedis
 
 from crawlproject.dedupe.index import DedupeIndex
-from crawlproject.dedupe.layout import block_layout
+from crawlproject.dedupe.layout import split_blocks
 from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.dedupe_table import Layout, resp_for_pages
 from testkit.processes import free_port
@@ -53,7 +54,7 @@ def script_of(rev: str) -> str:
 
 def old_arguments(digest: bytes, simhash: int, url: str) -> list[Any]:
     """ARGV of a dedupe.lua from before the growing layout (fixed buckets only)."""
-    blocks = block_layout(3)
+    blocks = split_blocks(3 + 1)  # the fixed layout's k + 1 blocks
     order = "".join("b" if 64 - b.shift - b.bits / 2 < 32 else "f" for b in blocks)
     keys = [KEYS.dedupe_near(i, b.value(simhash)) for i, b in enumerate(blocks)]
     head = [KEYS.dedupe_prefix, 3, 1, "h", url, digest[:10], simhash.to_bytes(8, "big"), order, 2]
@@ -94,6 +95,8 @@ def count(source: str, growing: bool, pages: int, calls: int, workdir: Path) -> 
         old = "'nmin'" not in source  # from before the growing layout
         if old and growing:
             raise SystemExit("a script from before the growing layout reads --layout fixed only")
+        if not growing and "created with fixed buckets" in source:
+            raise SystemExit("this script refuses the fixed buckets (issue 42): --layout growing")
         plan_rng = random.Random(2)
         args = []
         for _ in range(calls // 2 + 25):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import logging
 import math
 import random
 import socket
@@ -26,13 +25,14 @@ from crawlproject.dedupe.batcher import DedupeBatcher
 from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.index import (
+    FIXED_BUCKETS,
     DedupeIndex,
     DedupeKind,
     DedupeMismatch,
     DedupeVerdict,
     index_figures,
 )
-from crawlproject.dedupe.layout import block_layout, layout_problem, near_tables, near_width
+from crawlproject.dedupe.layout import layout_problem, near_tables, near_width, split_blocks
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.setting_values import ConfigError
 from testkit.dedupe_table import Layout, resp_for_pages
@@ -198,7 +198,8 @@ async def test_an_index_from_before_the_features_version_is_version_1(
     make_index: MakeIndex,
 ) -> None:
     """An index the previous release created holds ``k`` only: its SimHashes are
-    of version 1, so a version-2 worker is refused and a version-1 one is not."""
+    of version 1, so a version-2 worker is refused; a version-1 one is refused
+    too, for its fixed buckets (no ``b``: from before the growing layout)."""
     index = make_index("before")
     await index.redis.hset(index.keys.dedupe_config, "k", "3")
     with pytest.raises(DedupeMismatch, match="features version 1, this worker has version 2"):
@@ -206,8 +207,10 @@ async def test_an_index_from_before_the_features_version_is_version_1(
     with pytest.raises(DedupeMismatch, match="features version 1"):
         await index.verify()
     v1 = make_index("before", features_version=1)
-    await v1.verify()
-    assert (await v1.check_and_add(sha1("a"), BASE, "u", "h")).kind is DedupeKind.NEW
+    with pytest.raises(DedupeMismatch, match="created with fixed buckets"):
+        await v1.verify()
+    with pytest.raises(DedupeMismatch, match="created with fixed buckets"):
+        await v1.check_and_add(sha1("a"), BASE, "u", "h")
     cfg = await index.redis.hgetall(index.keys.dedupe_config)
     assert cfg == {b"k": b"3"}  # not rewritten
 
@@ -265,10 +268,9 @@ async def test_random_fingerprints_are_new(make_index: MakeIndex) -> None:
 
 async def test_a_match_straddling_two_entries_does_not_count(make_index: MakeIndex) -> None:
     index = make_index()
-    await index.redis.hset(index.keys.dedupe_config, mapping={"k": 3, "fv": 2})  # fixed buckets
-    await index.verify()
-    # Exact: two digests in one bucket; a third whose 8 stored bytes are the
-    # tail of the first entry and the head of the second.
+    # Exact: two digests in one bucket (a new index's level 16: SHA-1 bytes
+    # 1-2); a third whose 8 stored bytes are the tail of the first entry and
+    # the head of the second.
     d1 = bytes.fromhex("abcd" + "1111111122222222") + bytes(10)
     d2 = bytes.fromhex("abcd" + "3333333344444444") + bytes(10)
     straddle = bytes.fromhex("abcd" + "2222222233333333") + bytes(10)
@@ -277,14 +279,18 @@ async def test_a_match_straddling_two_entries_does_not_count(make_index: MakeInd
     assert await index.redis.get(index.keys.dedupe_exact(0xABCD)) == d1[2:10] + d2[2:10]
     assert (await index.check_and_add(straddle, None, "u2", "h")).kind is DedupeKind.NEW
     assert (await index.check_and_add(d2, None, "u3", "h")).kind is DedupeKind.EXACT
-    # Near: S1 and S2 share block 0 (v); Q = S1's tail + S2's head shares block 0
-    # and block 2 with S1 but is far from both.
-    s1, s2, q = 0xF00D_0000_F00D_FFFF, 0xF00D_0000_1234_5678, 0xF00D_FFFF_F00D_0000
+    # Near: S1 and S2 in one bucket of table 0 (level 10: bits 38-47); Q = S1's
+    # tail + S2's head is in that bucket too, passes table 0's filter (byte 1)
+    # like them, and is far from both.
+    s1, s2, q = 0x019960C3017760D6, 0x019960E7145DBB2B, 0x017760D6019960E7
+    table = index.tables[0]
+    assert {table.key(s) % 1024 for s in (s1, s2, q)} == {387} and table.filter == "1ff"
+    assert {s >> 56 for s in (s1, s2, q)} == {0x01}
     for n, s in enumerate((s1, s2)):
         assert (await index.check_and_add(sha1(f"s{n}"), s, f"s{n}", "h")).kind is DedupeKind.NEW
     joined = s1.to_bytes(8, "big") + s2.to_bytes(8, "big")
     assert joined[4:12] == q.to_bytes(8, "big")
-    assert await index.redis.get(index.keys.dedupe_near(0, 0xF00D)) == joined
+    assert await index.redis.get(index.keys.dedupe_near(0, 387)) == joined
     assert (await index.check_and_add(sha1("q"), q, "q", "h")).kind is DedupeKind.NEW
 
 
@@ -421,11 +427,11 @@ async def test_a_script_flush_in_between_still_works(make_index: MakeIndex) -> N
     assert [v.kind for v in many] == [DedupeKind.NEAR, DedupeKind.NEW]
 
 
-def test_block_layout_covers_the_64_bits() -> None:
-    assert [(b.shift, b.bits) for b in block_layout(3)] == [(48, 16), (32, 16), (16, 16), (0, 16)]
-    assert [b.bits for b in block_layout(5)] == [11, 11, 11, 11, 10, 10]
+def test_split_blocks_covers_the_64_bits() -> None:
+    assert [(b.shift, b.bits) for b in split_blocks(4)] == [(48, 16), (32, 16), (16, 16), (0, 16)]
+    assert [b.bits for b in split_blocks(6)] == [11, 11, 11, 11, 10, 10]
     for k in range(16):
-        blocks = block_layout(k)
+        blocks = split_blocks(k + 1)
         assert len(blocks) == k + 1 and sum(b.bits for b in blocks) == 64
         assert all(a.shift == b.shift + b.bits for a, b in itertools.pairwise(blocks))
         assert blocks[-1].shift == 0
@@ -580,52 +586,30 @@ async def test_the_exact_buckets_split_past_level_16(make_index: MakeIndex) -> N
     assert {v.kind for v in verdicts} == {DedupeKind.NEW}
 
 
-def old_release_writes(index: DedupeIndex, digest: bytes, simhash: int) -> list[tuple[str, bytes]]:
-    """The APPENDs the release before the growing layout made for a new page."""
-    writes = [(index.keys.dedupe_exact(digest[0] * 256 + digest[1]), digest[2:10])]
-    for i, block in enumerate(block_layout(index.k)):
-        writes.append((index.keys.dedupe_near(i, block.value(simhash)), simhash.to_bytes(8, "big")))
-    return writes
-
-
-async def test_an_index_from_before_the_growing_layout_is_read_as_it_is(
-    make_index: MakeIndex, caplog: pytest.LogCaptureFixture
+async def test_an_index_from_before_the_growing_layout_is_refused_in_one_line(
+    make_index: MakeIndex,
 ) -> None:
-    """Its cfg has no ``b``: a worker that did not verify first is told so by
-    the script (nothing written), takes the old layout and sends again; its
-    pages are judged against the old pages and stored in the old buckets."""
+    """Its cfg has no ``b`` (fixed buckets, a release before 2026-11-27): a
+    worker that verifies is refused before its first page, one that did not is
+    refused by the script; the same line says how, and nothing is written."""
     index = make_index("old")
-    rng = random.Random(3)
-    old = [(rng.randbytes(20), rng.getrandbits(64)) for _ in range(400)]
-    pipe = index.redis.pipeline(transaction=False)
-    for digest, simhash in old:
-        for key, entry in old_release_writes(index, digest, simhash):
-            pipe.append(key, entry)
-    pipe.hset(index.keys.dedupe_config, mapping={"k": 3, "fv": 2})
-    await pipe.execute()
-    before = set(await index.redis.keys("*"))
-    assert index.n_blocks == 5
-    with caplog.at_level(logging.INFO, logger="crawlproject.dedupe.index"):
-        verdicts = await index.check_and_add_many(
-            [(d, None, "x", "h") for d, _ in old[:50]]
-            + [(rng.randbytes(20), flip(s, 1, 40), "n", "h") for _, s in old[50:100]]
-        )
-    assert "layout of 4 blocks (4 near tables, fixed buckets" in caplog.text
-    assert [v.kind for v in verdicts] == [DedupeKind.EXACT] * 50 + [DedupeKind.NEAR] * 50
-    assert index.n_blocks == 4
-    fresh = (rng.randbytes(20), rng.getrandbits(64))
-    assert (await index.check_and_add(*fresh, "f", "h")).kind is DedupeKind.NEW
-    assert await index.redis.hgetall(index.keys.dedupe_config) == {b"k": b"3", b"fv": b"2"}
-    for key, entry in old_release_writes(index, *fresh):
-        assert (await index.redis.get(key) or b"").endswith(entry)
-    # A worker that verifies first takes the old layout before its first page.
-    other = make_index("old")
-    await other.verify()
-    assert other.n_blocks == 4
-    assert (await other.check_and_add(*old[7], "y", "h")).kind is DedupeKind.EXACT
-    new_keys = set(await index.redis.keys("*")) - before
-    made = {k for k in new_keys if k.split(b"}:", 1)[1][:2] in (b"x:", b"s:")}
-    assert made <= {key.encode() for key, _ in old_release_writes(index, *fresh)}
+    digest, simhash = sha1("old"), BASE
+    await index.redis.append(index.keys.dedupe_exact(digest[0] * 256 + digest[1]), digest[2:10])
+    await index.redis.hset(index.keys.dedupe_config, mapping={"k": 3, "fv": 2})
+    before = {key: await index.redis.dump(key) for key in await index.redis.keys("*")}
+    line = FIXED_BUCKETS.format(crawl="old")
+    assert "\n" not in line and "crawlproject reset --crawl old" in line
+    with pytest.raises(DedupeMismatch) as refused:
+        await make_index("old").verify()
+    assert str(refused.value) == line
+    with pytest.raises(DedupeMismatch) as refused:
+        await index.check_and_add_many([(digest, simhash, "u", "h"), (sha1("n"), None, "n", "h")])
+    assert str(refused.value) == line  # the script's (this one-tag index verified nothing)
+    spread = make_index("old", parts=16)  # a new index's layout: its opening reads the cfg
+    with pytest.raises(DedupeMismatch) as refused:
+        await spread.check_and_add(sha1("x"), BASE, "x", "h")
+    assert str(refused.value) == line
+    assert {key: await index.redis.dump(key) for key in await index.redis.keys("*")} == before
 
 
 def send_resp(redis_url: str, data: bytes) -> None:
@@ -636,22 +620,19 @@ def send_resp(redis_url: str, data: bytes) -> None:
         assert sock.recv(64) == b"+OK\r\n"
 
 
-@pytest.mark.parametrize("growing", [True, False])
 async def test_the_benchmark_model_builds_the_scripts_strings(
-    make_index: MakeIndex, redis_url: str, growing: bool
+    make_index: MakeIndex, redis_url: str
 ) -> None:
     """testkit/dedupe_table.py (the benchmark's loader) and dedupe.lua build
     the same buckets from the same new pages, splits included: the growing
     layout with a load of 1 splits its near tables from level 1 and its exact
-    buckets past 65,536 pages; the fixed one never."""
-    n = 70_000 if growing else 3_000
+    buckets past 65,536 pages."""
+    n = 70_000
     rng = np.random.default_rng(5)
     digests = rng.integers(0, 256, size=(n, 10), dtype=np.uint8)
     sims = np.frombuffer(rng.bytes(8 * n), dtype=">u8").astype(np.uint64)
-    layout = Layout(k=3, n=n, growing=growing, load=1, near_min_level=1)
+    layout = Layout(k=3, n=n, load=1, near_min_level=1)
     script = make_index("script", record_originals=False, load=1, near_min_level=1)
-    if not growing:
-        await script.redis.hset(script.keys.dedupe_config, mapping={"k": 3, "fv": 2})
     pages = [(bytes(d) + bytes(10), int(s), "u", "h") for d, s in zip(digests, sims, strict=True)]
     for start in range(0, n, 5000):
         verdicts = await script.check_and_add_many(pages[start : start + 5000])
@@ -661,8 +642,7 @@ async def test_the_benchmark_model_builds_the_scripts_strings(
     r = script.redis
     cfg = {k.decode(): int(v) for k, v in (await r.hgetall(script.keys.dedupe_config)).items()}
     assert cfg == layout.config()
-    if growing:
-        assert cfg["xs"] == n - 65_536 and cfg["nL"] >= 15
+    assert cfg["xs"] == n - 65_536 and cfg["nL"] >= 15
     # SCAN, not KEYS: one reply of tens of thousands of names can outlast the
     # client's 5 s socket timeout on a loaded machine.
     ours_names = [k async for k in r.scan_iter(script.keys.dedupe_prefix + "*", count=5000)]
@@ -670,7 +650,7 @@ async def test_the_benchmark_model_builds_the_scripts_strings(
     tails = sorted(k.split(b"}:", 1)[1] for k in names)
     model_names = [k async for k in r.scan_iter(model.dedupe_prefix + "*", count=5000)]
     theirs = sorted(k.split(b"}:", 1)[1] for k in model_names)
-    assert tails == theirs and len(tails) > (20_000 if growing else 2_000)
+    assert tails == theirs and len(tails) > 20_000
     for start in range(0, len(tails), 1000):
         chunk = tails[start : start + 1000]
         ours = await r.mget([script.keys.dedupe_prefix.encode() + t for t in chunk])
@@ -757,9 +737,10 @@ async def test_the_status_shows_the_index_and_its_layout(make_index: MakeIndex) 
         "near_level": int(cfg[b"nL"]),
     }
     assert figures["near_level"] > 1 and figures["exact"] == 1 and figures["near"] > 0
+    # An index from before the growing layout (refused by workers) is shown as it is.
     old = make_index("old")
     await old.redis.hset(old.keys.dedupe_config, mapping={"k": 3, "fv": 2})
-    await old.check_and_add(sha1("a"), BASE, "u", "h")
+    await old.redis.hset(old.keys.dedupe_counters, "new", 1)
     figures = await index_figures(old.redis, old.keys)
     assert (figures["layout"], figures["near_tables"], figures["near_level"]) == ("fixed", 4, None)
     assert figures["pages"] == 1

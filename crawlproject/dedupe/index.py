@@ -26,8 +26,8 @@ until a table's buckets are as many as its key has values. ``b`` is k + 2 for
 k <= 5 (k = 3: 10 tables keyed by 25 or 26 bits, flat to about 2**25 x load
 pages, 8 bytes per table per page), else k + 1 (k + 1 tables of one block of
 64 / (k+1) bits: for small indexes only). An index from before these layouts
-(no ``b`` in its ``cfg``) keeps its fixed buckets (b = k + 1, never split): a
-worker reads it as it is.
+(no ``b`` in its ``cfg``: fixed buckets, never split) is refused, as one of
+other features is (:data:`FIXED_BUCKETS`).
 
 The index's ``cfg`` fixes k and the SimHash features version at its first page;
 a worker with another of either is refused (DedupeMismatch) on every page, and
@@ -109,6 +109,16 @@ class DedupeMismatch(ResponseError):
     version (``FEATURES_VERSION``): its SimHashes cannot be compared with this
     worker's. A RedisError, so callers that keep a page when Redis fails keep
     it; the message (one line) names what differs."""
+
+
+# The one line a worker stops with on an index from before the growing layout
+# (a release before 2026-11-27, dcf59d4), whose fixed buckets it no longer reads.
+FIXED_BUCKETS = (
+    "dedupe index of crawl {crawl} was created with fixed buckets (no 'b' in its cfg) by a "
+    "release before the growing layout, which this release no longer reads: finish the "
+    "crawl with the release that started it, or start it over (crawlproject reset --crawl "
+    "{crawl}) or under another CRAWL_NAME"
+)
 
 
 def _load_lua(name: str = "dedupe") -> str:
@@ -237,16 +247,16 @@ class DedupeIndex:
         self._take(cfg)
 
     def _adopt(self, have_b: bytes | str | None) -> None:
-        """Uses the index's layout: its ``b`` (None: an index from before the
-        layouts, b = k + 1 with fixed buckets)."""
-        blocks = self.k + 1 if have_b is None else int(have_b)
+        """Uses the index's layout: its ``b``. None: an index from before the
+        layouts (fixed buckets), refused."""
+        if have_b is None:
+            raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl))
+        blocks = int(have_b)
         if blocks != self.n_blocks:
-            old = "" if have_b else ", fixed buckets: an index from before the growing layout"
             logger.info(
-                "Duplicate index: using the crawl's layout of %d blocks (%d near tables%s)",
+                "Duplicate index: using the crawl's layout of %d blocks (%d near tables)",
                 blocks,
                 len(near_tables(self.k, blocks)),
-                old,
             )
             self._use_layout(blocks)
 
@@ -321,6 +331,8 @@ class DedupeIndex:
                 await self.redis.script_load(self._script.script)
                 continue
             except ResponseError as exc:
+                if "dedupe index was created with fixed buckets" in str(exc):
+                    raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl)) from exc
                 if "dedupe index was created with" in str(exc):
                     raise DedupeMismatch(str(exc)) from exc
                 raise

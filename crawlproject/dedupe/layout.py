@@ -43,11 +43,6 @@ def split_blocks(n: int) -> tuple[Block, ...]:
     return tuple(blocks)
 
 
-def block_layout(k: int) -> tuple[Block, ...]:
-    """The k+1 blocks of an index from before the wide layouts (and of k > 5)."""
-    return split_blocks(k + 1)
-
-
 def default_blocks(k: int) -> int:
     """b for a new index: k + 2 (C(k+2, 2) tables keyed by two blocks) up to k = 5."""
     return k + 2 if k <= WIDE_LAYOUT_MAX_K else k + 1

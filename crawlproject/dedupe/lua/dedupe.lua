@@ -35,9 +35,8 @@
 -- 16 is the index's first layout) + 2^16 x bytes 3-6 read little-endian; an
 -- entry is bytes 3-10, and its level starts at 16, so that bucket and entry
 -- hold all 80 bits. Near: a table's key is its blocks' bits; entries are the
--- whole SimHash. An index from before this layout (no `b` in `cfg`) keeps its
--- fixed buckets: exact by bytes 1-2, near by block value (b = k + 1 tables of
--- one block each), never split.
+-- whole SimHash. An index from before this layout (no `b` in `cfg`: fixed
+-- buckets, never split) is refused, nothing written (index.py says how).
 local P = ARGV[1]
 local K = tonumber(ARGV[2])
 local record = ARGV[3] == '1'
@@ -54,7 +53,6 @@ local MAX_LEVEL = 40  -- key values and their bucket numbers stay exact in Lua's
 local cfg = redis.call('HMGET', KEYS[1], 'k', 'fv', 'b', 'load', 'nmin', 'xL', 'xs', 'xn',
   'nL', 'ns', 'nn', 'parts')
 local have, have_fv, have_b = cfg[1], cfg[2], cfg[3]
-local legacy = false
 if cfg[12] then
   -- Spread over hash tags (crawlproject/dedupe/spread_index.py): nothing
   -- written; the worker reads the index's layout and sends again.
@@ -73,14 +71,15 @@ elseif (have_fv or '1') ~= FV then
     .. (have_fv or '1') .. ', this worker has version ' .. FV
     .. ' (crawlproject/dedupe/fingerprint.py FEATURES_VERSION): finish the crawl with'
     .. ' the release that started it, or start a new crawl')
-else
-  legacy = not have_b
-  if (have_b or tostring(K + 1)) ~= ARGV[10] then
-    -- Nothing written: the worker reads the index's layout and sends again.
-    return redis.error_reply('ERR dedupe index layout: ' .. (have_b or 'legacy'))
-  end
+elseif not have_b then
+  -- Fixed buckets, from a release before this layout: refused (index.py's
+  -- DedupeIndex says how), nothing written.
+  return redis.error_reply('ERR dedupe index was created with fixed buckets')
+elseif have_b ~= ARGV[10] then
+  -- Nothing written: the worker reads the index's layout and sends again.
+  return redis.error_reply('ERR dedupe index layout: ' .. have_b)
 end
-local B = tonumber(cfg[3] or K + 1)
+local B = tonumber(cfg[3])
 local LOAD = tonumber(cfg[4]) or 0
 local NEAR_MIN = tonumber(cfg[5]) or 0
 
@@ -92,12 +91,9 @@ local xL, xs_, xn = tonumber(cfg[6]) or EXACT_MIN_LEVEL, tonumber(cfg[7]) or 0, 
 local nL, ns, nn = tonumber(cfg[9]) or NEAR_MIN, tonumber(cfg[10]) or 0, tonumber(cfg[11]) or 0
 
 local b1, b2, b3, b4, b5, b6 = byte(digest, 1, 6)
-local xa = b1 * 256 + b2  -- the bucket of level 16
-if not legacy then
-  local x = xa + 65536 * (((b6 * 256 + b5) * 256 + b4) * 256 + b3)
-  xa = x % 2 ^ xL
-  if xa < xs_ then xa = x % 2 ^ (xL + 1) end
-end
+local x = b1 * 256 + b2 + 65536 * (((b6 * 256 + b5) * 256 + b4) * 256 + b3)
+local xa = x % 2 ^ xL
+if xa < xs_ then xa = x % 2 ^ (xL + 1) end
 local xk = fmt('%sx:%04x', P, xa)
 
 -- Originals: 8-byte page id -> (hash key, field).
@@ -158,12 +154,9 @@ local nkeys, strings = {}, {}
 if #sim == 8 then
   local span = 2 ^ nL
   for t = 1, T do
-    local a = tonumber(ARGV[FIRST_KEY + t - 1])
-    if not legacy then
-      local x = a
-      a = x % span
-      if a < ns then a = x % (2 * span) end
-    end
+    local key = tonumber(ARGV[FIRST_KEY + t - 1])
+    local a = key % span
+    if a < ns then a = key % (2 * span) end
     nkeys[t] = fmt('%ss:%d:%04x', P, t - 1, a)
   end
   local bxor, band = bit.bxor, bit.band
@@ -204,7 +197,7 @@ if #sim == 8 then
     -- an entry, mask the key's bits in it. Only an entry whose byte agrees
     -- there is read further: 1 in 256 when the mask is a whole byte.
     local at = byte(filters, 3 * i - 2) - 48
-    if s and not legacy then
+    if s then
       local mask = tonumber(sub(filters, 3 * i - 1, 3 * i), 16)
       local want = band(byte(sim, at), mask)
       if mask == 255 then
@@ -222,47 +215,6 @@ if #sim == 8 then
           end
         end
       end
-    elseif s then
-      -- The fixed buckets of an index from before: every entry shares the
-      -- table's one block, so no filter; the distance is taken from the end
-      -- away from that block (which it finds equal). The two loops differ
-      -- only in that order: written out twice on purpose, as a test or a byte
-      -- permutation per entry would cost in this hottest loop.
-      if not POP then make_pop() end
-      local lim = best - 1
-      if at > 4 then
-        for p = 1, #s - 7, 8 do
-          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
-          local d = POP[bxor(a1, q1)]
-          if d <= lim then d = d + POP[bxor(a2, q2)]
-          if d <= lim then d = d + POP[bxor(a3, q3)]
-          if d <= lim then d = d + POP[bxor(a4, q4)]
-          if d <= lim then d = d + POP[bxor(a5, q5)]
-          if d <= lim then d = d + POP[bxor(a6, q6)]
-          if d <= lim then d = d + POP[bxor(a7, q7)]
-          if d <= lim then d = d + POP[bxor(a8, q8)]
-          if d <= lim then
-            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
-            if lim < 0 then break end
-          end end end end end end end end
-        end
-      else
-        for p = 1, #s - 7, 8 do
-          local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, p, p + 7)
-          local d = POP[bxor(a8, q8)]
-          if d <= lim then d = d + POP[bxor(a7, q7)]
-          if d <= lim then d = d + POP[bxor(a6, q6)]
-          if d <= lim then d = d + POP[bxor(a5, q5)]
-          if d <= lim then d = d + POP[bxor(a4, q4)]
-          if d <= lim then d = d + POP[bxor(a3, q3)]
-          if d <= lim then d = d + POP[bxor(a2, q2)]
-          if d <= lim then d = d + POP[bxor(a1, q1)]
-          if d <= lim then
-            best, bestfp, lim = d, sub(s, p, p + 7), d - 1
-            if lim < 0 then break end
-          end end end end end end end end
-        end
-      end
     end
     if best == 0 then break end
   end
@@ -272,14 +224,7 @@ if bestfp then return duplicate(2, best, {bestfp}) end
 -- New: into the exact bucket and every table's; then its origin. A bucket is
 -- written whole (it was read whole above): APPEND would leave it room to grow
 -- (Redis doubles a string it appends to), half again its bytes on average.
--- The fixed buckets of an index from before keep growing by APPEND: they are
--- long.
-if legacy then
-  redis.call('APPEND', xk, xfp)
-  if #sim == 8 then
-    for t = 1, T do redis.call('APPEND', nkeys[t], sim) end
-  end
-else
+do
   redis.call('SET', xk, (xs or '') .. xfp)
   if #sim == 8 then
     for t = 1, T do redis.call('SET', nkeys[t], (strings[t] or '') .. sim) end

@@ -22,8 +22,8 @@ distance <= k). A new index is spread (see "dedupe index, spread" below).
                          level); the growth (linear hashing, dedupe.lua): exact
                          ``xL`` (level), ``xs`` (split pointer), ``xn`` (pages),
                          near ``nL``, ``ns``, ``nn``. No ``b``: an index from
-                         before the growing layout, read as it is (fixed buckets:
-                         b = k + 1, exact by SHA-1 bytes 1-2, near by block value).
+                         before the growing layout (fixed buckets), refused in one
+                         line (crawlproject/dedupe/index.py FIXED_BUCKETS).
                          ``parts``: the index is spread over that many parts per
                          family (below; its growth is in each part's ``st``).
 ``x:<a>``          STRING exact index: SHA-1 bytes 3-10 (8 bytes each) of the pages
@@ -90,15 +90,9 @@ class DedupeKeys:
     dedupe_prefix: str
 
     def dedupe_exact(self, bucket: int) -> str:
-        """Exact-index string of bucket ``bucket`` (of an index from before the
-        growing layout: the SHA-1's first 2 bytes, 0..65535)."""
+        """Exact-index string of bucket ``bucket``."""
         return f"{self.dedupe_prefix}x:{bucket:04x}"
 
     def dedupe_near(self, table: int, bucket: int) -> str:
-        """Near-index string of table ``table``'s bucket ``bucket`` (of an index
-        from before the growing layout: block ``table``'s value)."""
+        """Near-index string of table ``table``'s bucket ``bucket``."""
         return f"{self.dedupe_prefix}s:{table}:{bucket:04x}"
-
-    def dedupe_originals(self, bucket: int) -> str:
-        """Originals hash of page-id bucket ``bucket`` (the id's first 2 bytes)."""
-        return f"{self.dedupe_prefix}o:{bucket:04x}"
