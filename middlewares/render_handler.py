@@ -152,9 +152,15 @@ class RenderDownloadHandler:
         learning = self.learning()
         if learning is None:  # no frontier: no fleet to learn with
             return Verdict(Why.LEARN, None), PageContent.of(document, raw.url)
-        content = PageContent.of(document, raw.url)
+        parsed: list[PageContent] = []
+
+        def content() -> PageContent:  # parsed only where the decision needs it
+            if not parsed:
+                parsed.append(PageContent.of(document, raw.url))
+            return parsed[0]
+
         verdict = await learning.decide(host_of(raw.url), page_template(raw.url), content)
-        return verdict, content
+        return verdict, content() if verdict.render else None
 
     async def _learn(
         self, url: str, verdict: Verdict, raw: PageContent, rendered: Response

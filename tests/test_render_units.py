@@ -70,19 +70,19 @@ def test_the_fleet_learns_per_host_and_template(learning: RenderLearning) -> Non
 
     async def run() -> None:
         # An unknown host: its first page is rendered to learn.
-        first = await learning.decide("h", "/", rich)
+        first = await learning.decide("h", "/", lambda: rich)
         assert first.why is Why.LEARN
         assert await learning.learn("h", "/", first.prior, difference(rich, rich)) == "static"
         # A rich page of a new template on that host: static like the others,
         # re-checked once in 5 pages.
-        whys = [(await learning.decide("h", "/p/N", rich)).why for _ in range(10)]
+        whys = [(await learning.decide("h", "/p/N", lambda: rich)).why for _ in range(10)]
         assert whys.count(Why.SAMPLE) == 2 and whys.count(Why.STATIC) == 8
         # A shell of a new template is rendered to learn; it needs rendering.
-        item = await learning.decide("h", "/item/N", shell)
+        item = await learning.decide("h", "/item/N", lambda: shell)
         assert item.why is Why.LEARN
         built = PageContent(frozenset({"http://h/x"}), frozenset(), 500)
         assert await learning.learn("h", "/item/N", item.prior, difference(shell, built)) == "js:0"
-        again = await learning.decide("h", "/item/N", shell)
+        again = await learning.decide("h", "/item/N", lambda: shell)
         assert again.why is Why.JS
         # Two renders in a row that change nothing: static again.
         state = await learning.learn("h", "/item/N", again.prior, difference(shell, shell))

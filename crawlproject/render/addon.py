@@ -5,6 +5,7 @@ crawlproject/settings.py), before the crawler reads them:
   Chromium; Playwright's own browser download is not needed), merged under
   any ``PLAYWRIGHT_LAUNCH_OPTIONS`` the user gave, and the page pool's size
   (``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT``) from ``CRAWL_RENDER_CONCURRENCY``;
+  Playwright's driver started at the first render (``provider.py``);
 * a spider written for scrapy-playwright names its download handler in
   ``DOWNLOAD_HANDLERS``: the crawler's own handler takes its place (it drives
   scrapy-playwright's, with every browser request gated: docs/rendering.md).
@@ -23,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 RENDER_HANDLER = "middlewares.render_handler.RenderDownloadHandler"
 PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+# Playwright's driver started at the first render, not at every worker's start.
+LAZY_PROVIDER = "crawlproject.render.provider.LazyBrowserProvider"
 # No network of the browser's own: every request it makes is the page's,
 # routed through the gate (crawlproject/render/gate.py).
 CHROMIUM_ARGS = [
@@ -61,6 +64,8 @@ class RenderAddon:
         _set(settings, "PLAYWRIGHT_LAUNCH_OPTIONS", options)
         _set(settings, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT", config.concurrency)
         _set(settings, "PLAYWRIGHT_BROWSER_TYPE", "chromium")
+        if not settings.get("PLAYWRIGHT_BROWSER_PROVIDER"):
+            _set(settings, "PLAYWRIGHT_BROWSER_PROVIDER", LAZY_PROVIDER)
 
 
 def _set(settings: BaseSettings, name: str, value: object) -> None:

@@ -234,6 +234,10 @@ Per crawl, prefix ``cp:{C}:``
 ``hr``             HASH  worker id -> its busiest and failing hosts, JSON (its top 20
                          by pages and by errors: crawlproject/status/hosts.py); a
                          field not refreshed for an hour is deleted by the workers.
+``render``         HASH  where pages need rendering in a browser, learned by the fleet
+                         (crawlproject/render/learning.py): ``t|<host>|<template>``
+                         -> ``js:<k>`` or ``static``; ``h|<host>`` -> ``js`` or
+                         ``static`` (docs/rendering.md).
 
 Per crawl, the duplicate index, prefix ``cp:{C/dd}:`` (an index made before
 the spread layout) or its parts' ``cp:{C/dd/<family>.<p>[~<n>]}:``: documented
