@@ -20,10 +20,13 @@ A. Delay-bound (``--part delay``): 100 hosts x 30 pages, per-host latency
    (every host fetched back to back, one delay after each answer).
 
 B. CPU-bound (``--part cpu``): 250 hosts x 40 pages, latency 0-2 ms, no delay.
-   ONE frontier worker (real redis-server) against plain single-process Scrapy
-   running the same ``web`` spider with Scrapy's own scheduler and dupefilter,
-   same CONCURRENT_REQUESTS, alternating runs (A B A B ...), with each
-   process's CPU seconds.
+   ONE frontier worker (real redis-server), every default on, against plain
+   single-process Scrapy: pip's Scrapy of the same version in a venv of its own
+   (bench/plain_venv.py, made on first use), running bench/plain_project's
+   spider (Scrapy's LinkExtractor, OffsiteMiddleware, duplicate filter and
+   scheduler, robots.txt obeyed, an item a page to a JSON lines feed), same
+   CONCURRENT_REQUESTS, alternating runs (A B A B ...), with each process's
+   CPU seconds.
 
 Diagnostics (not part of the benchmark figures):
 
@@ -88,6 +91,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import benchlib  # noqa: E402, F401  (Debian's redis-server whatever PATH says; also for robots_overhead, store_puts)
+import plain_venv  # noqa: E402
 
 from testkit.crawlproc import WorkerProcess, start_worker, stats_of, tail  # noqa: E402
 from testkit.redis_server import RedisServer  # noqa: E402
@@ -312,7 +316,8 @@ def run_crawl(
 ) -> dict[str, Any]:
     """One crawl on a fresh web (and a fresh redis-server unless plain Scrapy).
 
-    variant: ``frontier`` (scrapy crawl web), ``scrapy-redis`` (bench/baseline_spiders)
+    variant: ``frontier`` (scrapy crawl web), ``scrapy-redis`` (bench/baseline_spiders),
+    ``scrapy`` (pip's Scrapy in a venv of its own: bench/plain_venv.py)
     or ``plain`` (scrapy crawl web on Scrapy's own scheduler, one process).
     code_root: the project code the workers run (default: CODE_ROOT, see --rev).
     """
@@ -323,7 +328,7 @@ def run_crawl(
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     web = WebProcess(workdir / "web", dict(web_opts)).start()
-    redis_server = RedisServer().start() if variant != "plain" else None
+    redis_server = RedisServer().start() if variant not in ("plain", "scrapy") else None
     spy: subprocess.Popen[bytes] | None = None
     try:
         # Plain Scrapy ignores REDIS_URL; a closed port makes sure it never connects.
@@ -331,6 +336,16 @@ def run_crawl(
         root, spider = (
             (BASELINE_PROJECT, "redisweb") if variant == "scrapy-redis" else (code_root, "web")
         )
+        # scrapy: pip's Scrapy in its own venv (bench/plain_venv.py), items to a feed.
+        python, crawl, feed = None, "bench", ()
+        if variant == "scrapy":
+            root, spider, python, crawl = (
+                plain_venv.PROJECT,
+                plain_venv.SPIDER,
+                plain_venv.python(),
+                None,
+            )
+            feed = ("-O", str(workdir / "items-{i}.jsonl"))
         launched = time.time()
         busy0 = system_busy_seconds()
         web_cpu0 = proc_cpu_seconds(web.proc.pid) if web.proc else None
@@ -338,11 +353,13 @@ def run_crawl(
             start_worker(
                 root,
                 url,
-                "bench",
+                crawl,
                 web.seeds,
                 per_worker(settings, i, workdir),
                 workdir / f"worker-{i}.log",
+                [arg.replace("{i}", str(i)) for arg in feed],
                 spider=spider,
+                python=python,
             )
             for i in range(workers)
         ]
@@ -972,7 +989,9 @@ def print_trace(section: dict[str, Any]) -> None:
 def cpu_sides(cfg: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     common = {"CONCURRENT_REQUESTS": cfg["concurrency"], "LOG_LEVEL": "INFO"}
     frontier = {**common, "CRAWL_HOST_DELAY": 0, "CRAWL_IDLE_CLOSE_SECONDS": cfg["idle_close"]}
-    return {"frontier": ("frontier", frontier), "plain": ("plain", {**common, **PLAIN_SCRAPY})}
+    # plain: pip's Scrapy alone in its own venv (bench/plain_project), not this project
+    # with parts turned off (issue 43); "project" was that anchor until then.
+    return {"frontier": ("frontier", frontier), "plain": ("scrapy", common)}
 
 
 def rounds(code: list[tuple[str, Path]], repeats: int) -> list[tuple[int, str, Path]]:

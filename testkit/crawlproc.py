@@ -45,14 +45,16 @@ def start_worker(
     extra_args: Sequence[str] = (),
     spider: str = "web",
     env: Mapping[str, str] | None = None,
+    python: str | Path | None = None,
 ) -> WorkerProcess:
     """Start one worker of crawl ``crawl``; the repo root holds scrapy.cfg.
     ``crawl`` None: no ``-a crawl=`` (the crawl the project names by default);
     no ``seeds``: no ``-a seeds=`` (a spider with its own start URLs).
     ``redis_url`` None: no REDIS_URL setting (the environment's, REDIS_HOST or
-    the embedded Redis); ``env``: extra environment variables."""
+    the embedded Redis); ``env``: extra environment variables; ``python``: the
+    interpreter (default this one; bench/plain_venv.py's runs pip's Scrapy alone)."""
     root = Path(cwd_repo_root).resolve()
-    cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
+    cmd = [str(python or sys.executable), "-m", "scrapy", "crawl", spider]
     if crawl is not None:
         cmd += ["-a", f"crawl={crawl}"]
     if seeds:
