@@ -58,6 +58,11 @@ def test_a_worker_of_other_features_is_refused_at_start_in_one_line(
         hosts=2, pages=12, links=3, cross_links=0, query_variants=0, body_bytes=6000,
         realistic=True, mirrors={2: 1},
     )  # fmt: skip
+    # The mirror answers later than its source: two hosts of one graph crawled in
+    # lockstep check each page's two copies at one moment, and of two near copies
+    # checked at once the spread index keeps at least one (crawlproject/dedupe/
+    # index.py), not exactly one: 9 of 11 judged in one CI run.
+    web.latency[web.ips[1]] = 0.3
     keys = CrawlKeys("before", 4)
     with redis.Redis.from_url(redis_url) as client:
         client.hset(keys.dedupe_config, "k", "3")  # as the previous release left it
@@ -83,5 +88,6 @@ def test_a_worker_of_other_features_is_refused_at_start_in_one_line(
             b"b": b"5",  # a new index: the growing layout of 10 tables
         }
     assert stats["dedupe/redis_error"] == 0
-    assert stats["dedupe/near"] + stats["dedupe/exact"] >= 10  # of the 12 mirror copies
+    # Of the 12 mirror copies, the 11 within k bits of their source (one is 4 apart).
+    assert stats["dedupe/near"] + stats["dedupe/exact"] == 11
     assert len(urls) == len(web.expected_urls) - stats["dedupe/near"] - stats["dedupe/exact"]
