@@ -6,8 +6,10 @@ script and a mixed site (static listings, JavaScript detail pages).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,3 +215,23 @@ def test_a_scrapy_playwright_spider_runs_unchanged(tmp_path: Path) -> None:
     log = (tmp_path / "w.log").read_text()
     assert "names scrapy-playwright's handler" in log
     assert " ERROR: " not in log
+
+
+def test_a_browser_that_dies_is_started_again(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    site = JsOnlySite(pages=4)
+    with RedisServer() as redis, JsWeb({JS_IP: site}) as web:
+        settings = {**SETTINGS, "CRAWL_HOST_DELAY": 0.5, "CRAWL_DATA_DIR": str(tmp_path / "data")}
+        proc = start_worker(REPO_ROOT, redis.url, "dies", [web.base_url(JS_IP) + "/"], settings,
+                            tmp_path / "w.log", env={"RENDER_TEST_MARKER": marker})  # fmt: skip
+        # The home page rendered (its API answered): its links are queued.
+        wait_until(lambda: any(r.path == "/api/index.json" for r in web.log), timeout=60)
+        for pid in _browser_pids(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert wait_all([proc], timeout=90, check=False) == [0], (tmp_path / "w.log").read_text()
+        later = [r.path for r in web.log if r.path.startswith("/api/app/")]
+    stats = stats_of(tmp_path / "w.log")
+    assert stats["playwright/browser_count"] == 2  # launched again after the kill
+    assert later, "pages rendered after the browser died"
+    wait_until(lambda: not _browser_pids(marker), timeout=10)

@@ -97,7 +97,7 @@ class RenderSession:
         self.blocked = 0
         self.in_flight = 0
         self._changed = asyncio.Event()
-        self._document_served = False
+        self._document_served: set[int] = set()
         self._page_url = urldefrag(raw.url)[0]
 
     # -- scrapy-playwright's hooks ---------------------------------------------------
@@ -140,9 +140,12 @@ class RenderSession:
             logger.debug("Render of %s: %s for %s", self.raw.url, exc, request.url)
 
     async def _navigation(self, route: Route, request: BrowserRequest) -> None:
-        if not self._document_served and urldefrag(request.url)[0] == self._page_url:
+        page = id(request.frame.page)
+        # Once per browser page: scrapy-playwright renders again on a new page
+        # when the browser died under the first (TargetClosedError).
+        if page not in self._document_served and urldefrag(request.url)[0] == self._page_url:
             logger.debug("Render of %s: document", self.raw.url)
-            self._document_served = True
+            self._document_served.add(page)
             await route.fulfill(
                 status=self.raw.status, headers=browser_headers(self.raw), body=self.document
             )
