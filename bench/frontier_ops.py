@@ -142,7 +142,7 @@ except ImportError:
     stored_form = None  # type: ignore[assignment]
 
 try:  # which shards a claim asks (revisions before it ask them all: --revs)
-    from crawlproject.frontier.claims.claims import ClaimClock
+    from crawlproject.frontier.claims.claim_clock import ClaimClock
 except ImportError:
     ClaimClock = None  # type: ignore[assignment,misc]
 try:  # a new crawl's shard count (before it: CRAWL_FRONTIER_SHARDS' default)

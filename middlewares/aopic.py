@@ -23,12 +23,11 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
 from crawlproject.component_off import switched_off
-from crawlproject.frontier.admission.priority import (
+from crawlproject.frontier.admission.priority import CREDIT_MODE, policy_class
+from crawlproject.frontier.basics.request_meta import (
     CREDIT_META_KEY,
-    CREDIT_MODE,
     CREDIT_WEIGHT_META_KEY,
     SHARE_META_KEY,
-    policy_class,
 )
 from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
 from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from crawlproject.frontier.claims.claims import ClaimClock
+from crawlproject.frontier.claims.claim_clock import ClaimClock
 
 SHARDS = 32
 

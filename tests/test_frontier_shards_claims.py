@@ -15,7 +15,8 @@ from scrapy.utils.test import get_crawler
 
 from crawlproject.frontier.basics.request_meta import LEASE_META_KEY
 from crawlproject.frontier.basics.urls import UrlCanonicalizer, host_key
-from crawlproject.frontier.claims.claims import PROBES_PER_POLL, ClaimBuffer, ClaimClock
+from crawlproject.frontier.claims.claim_clock import PROBES_PER_POLL, ClaimClock
+from crawlproject.frontier.claims.claims import ClaimBuffer
 from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from crawlproject.frontier.store.codec import RequestCodec
 from crawlproject.frontier.store.keys import CrawlKeys

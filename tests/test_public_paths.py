@@ -14,8 +14,8 @@ from scrapy.utils.misc import load_object
 
 from crawlproject import settings
 from crawlproject.frontier.basics.outcomes import ItemNotSaved
+from crawlproject.frontier.crawl.scrapy_politeness import ScrapyPoliteness
 from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
-from crawlproject.frontier.scrapy_glue.scrapy_politeness import ScrapyPoliteness
 
 REPO = Path(__file__).resolve().parent.parent
 DOTTED = re.compile(r"\bcrawlproject(?:\.[A-Za-z_][A-Za-z0-9_]*)+")

@@ -1,5 +1,5 @@
 """A Scrapy user's own politeness settings taken as the fleet's
-(crawlproject/frontier/scrapy_glue/scrapy_politeness.py): the pure mapping, settings in
+(crawlproject/frontier/crawl/scrapy_politeness.py): the pure mapping, settings in
 and settings out, its refusals, and the add-on inside a real Crawler (before
 Scrapy's own bridge of the ``download_delay`` attribute and the freeze)."""
 
@@ -18,7 +18,7 @@ from scrapy.utils.test import get_crawler, get_reactor_settings
 
 from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
 from crawlproject.frontier.crawl.host_overrides import HostOverride
-from crawlproject.frontier.scrapy_glue.scrapy_politeness import (
+from crawlproject.frontier.crawl.scrapy_politeness import (
     ScrapyPoliteness,
     take_scrapy_politeness,
 )

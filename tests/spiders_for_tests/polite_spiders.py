@@ -1,7 +1,7 @@
 """Spiders that set their own politeness the way Scrapy's tutorial and docs
 teach (a ``DOWNLOAD_DELAY`` in ``custom_settings``, the ``download_delay``
 class attribute): the frontier takes it as the fleet's per-host delay
-(crawlproject/frontier/scrapy_glue/scrapy_politeness.py)."""
+(crawlproject/frontier/crawl/scrapy_politeness.py)."""
 
 from __future__ import annotations
 

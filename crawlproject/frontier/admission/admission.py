@@ -30,10 +30,10 @@ from scrapy import Request, Spider
 
 from crawlproject.frontier.admission.depth_chains import beyond
 from crawlproject.frontier.admission.link_votes import LINK_FROM_META_KEY, LinkVotes
-from crawlproject.frontier.admission.priority import CREDIT_META_KEY, SHARE_META_KEY, PriorityPolicy
+from crawlproject.frontier.admission.priority import PriorityPolicy
 from crawlproject.frontier.admission.seed_check import SEEDS_REFUSED, SeedCheck
 from crawlproject.frontier.admission.seeds import START_META_KEY, mark_seed
-from crawlproject.frontier.basics.request_meta import SEED_META_KEY
+from crawlproject.frontier.basics.request_meta import CREDIT_META_KEY, SEED_META_KEY, SHARE_META_KEY
 from crawlproject.frontier.basics.urls import InvalidURL, UrlCanonicalizer, domain_key, host_key
 from crawlproject.frontier.crawl.config import FrontierConfig
 from crawlproject.frontier.store.codec import RequestCodec, RequestEncodeError

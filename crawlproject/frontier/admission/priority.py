@@ -43,20 +43,16 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler, load_object
 
+from crawlproject.frontier.basics.request_meta import CREDIT_META_KEY, SHARE_META_KEY
+from crawlproject.frontier.basics.request_meta import (
+    CREDIT_WEIGHT_META_KEY as CREDIT_WEIGHT_META_KEY,  # re-exported: middlewares/dedupe.py
+)
 from crawlproject.frontier.crawl.config import ConfigError
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-# Request.meta keys. The credit a request brings (set on links by the AOPIC
-# middleware); the credit the claimed page may pass on (set at claim time).
-CREDIT_META_KEY = "crawl_credit"
-SHARE_META_KEY = "crawl_credit_share"
-# A link's weight in its page's share (1 when absent): the AOPIC middleware
-# gives it weight x share / links; what is held back goes to the lambda cash.
-# Set below 1 on the links of a mirror's copy (middlewares/dedupe.py).
-CREDIT_WEIGHT_META_KEY = "crawl_credit_weight"
 
 SCORE_MODE = "score"
 CREDIT_MODE = "credit"

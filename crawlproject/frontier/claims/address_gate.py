@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
     from scrapy.statscollectors import StatsCollector
 
-    from crawlproject.frontier.claims.leases import LeaseBook
+    from crawlproject.frontier.claims.claim_clock import ClaimClock
     from crawlproject.frontier.crawl.config import FrontierConfig
     from crawlproject.frontier.store.keys import CrawlKeys
 
@@ -315,10 +315,13 @@ def open_gate(
     redis: Redis,
     keys: CrawlKeys,
     stats: StatsCollector,
-    leases: LeaseBook,
+    clock: ClaimClock,
+    release_event: asyncio.Event,
     resolve: Resolve = resolve_with_reactor,
 ) -> AddressGate | None:
-    """The worker's gate when any address is capped (else None)."""
+    """The worker's gate when any address is capped (else None); a host's
+    wake tells ``clock`` (the lease book's) that its shard has a free slot,
+    and a freed place sets ``release_event`` (the lease book's)."""
     a = config.addresses
     if not a.enabled:
         return None
@@ -336,7 +339,7 @@ def open_gate(
     loop = asyncio.get_running_loop()
 
     def on_woken(shard: int) -> None:
-        leases.clock.slot_freed(shard, loop.time())
+        clock.slot_freed(shard, loop.time())
 
     # The key a URL's host queue lives under (admission.py): its host part
     # alone decides it, so the stored URL gives it without canonicalizing.
@@ -347,4 +350,4 @@ def open_gate(
         ", the slot itself per address" if a.by_address else "",
     )
     client = AddressClient(redis, keys, timing)
-    return AddressGate(a, client, stats, resolve, pkey_of, on_woken, leases.release_event)
+    return AddressGate(a, client, stats, resolve, pkey_of, on_woken, release_event)

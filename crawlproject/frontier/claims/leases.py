@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from crawlproject.frontier.claims.address_gate import AddressGate
-    from crawlproject.frontier.claims.claims import ClaimClock
+    from crawlproject.frontier.claims.claim_clock import ClaimClock
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from redis.asyncio import Redis
 from scrapy.settings import BaseSettings
 
+from crawlproject.frontier.crawl import scrapy_politeness
 from crawlproject.frontier.crawl.address_settings import AddressConfig
 from crawlproject.frontier.crawl.host_overrides import HostOverride, read_host_overrides
 from crawlproject.frontier.crawl.redis_settings import (
@@ -15,7 +16,6 @@ from crawlproject.frontier.crawl.redis_settings import (
     refuse_scrapy_redis,
     start_urls_key,
 )
-from crawlproject.frontier.scrapy_glue import scrapy_politeness
 from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS, crawl_layout
 from crawlproject.frontier.store.hash_slots import EVEN, SLOTS
 from crawlproject.frontier.store.keys import CrawlKeys

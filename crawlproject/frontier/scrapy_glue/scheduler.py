@@ -43,7 +43,8 @@ from crawlproject.frontier.admission.seeds import SeedReader
 from crawlproject.frontier.basics.outcomes import FRONTIER_ERROR, FRONTIER_UNAVAILABLE
 from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY, SEED_META_KEY
 from crawlproject.frontier.basics.urls import UrlCanonicalizer
-from crawlproject.frontier.claims.claims import ClaimBuffer, ClaimClock
+from crawlproject.frontier.claims.claim_clock import ClaimClock
+from crawlproject.frontier.claims.claims import ClaimBuffer
 from crawlproject.frontier.claims.leases import LeaseBook
 from crawlproject.frontier.connection.cluster_check import warn_cluster_gaps
 from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, outage_seconds
@@ -51,6 +52,7 @@ from crawlproject.frontier.crawl.config import FrontierConfig
 from crawlproject.frontier.crawl.crawl_name import crawl_name_of
 from crawlproject.frontier.crawl.crawl_redis import CrawlRedis, new_worker_id, open_frontier
 from crawlproject.frontier.crawl.fresh_start import flush_on_start
+from crawlproject.frontier.crawl.on_frontier import FrontierMark
 from crawlproject.frontier.crawl.persist import end_crawl
 from crawlproject.frontier.crawl.redis_settings import sources_line
 from crawlproject.frontier.scrapy_glue.background_loops import (
@@ -66,7 +68,6 @@ from crawlproject.frontier.scrapy_glue.engine_hooks import (
     wake_engine,
     watch_request_ends,
 )
-from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_closing
 from crawlproject.frontier.scrapy_glue.gc_tuning import tune_gc
 from crawlproject.frontier.scrapy_glue.middleware_calls import MiddlewareCalls
 from crawlproject.frontier.scrapy_glue.opening_lines import (
@@ -92,8 +93,13 @@ logger = logging.getLogger("crawlproject.frontier.scheduler")  # the name operat
 MAINTENANCE_MAX_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
 
+# Signal sent when the frontier scheduler starts closing, while its Redis is
+# still open (no arguments). Connect with crawler.signals.connect(handler,
+# signal=frontier_closing).
+frontier_closing = object()
 
-class FrontierScheduler(MiddlewareCalls, BaseScheduler):
+
+class FrontierScheduler(MiddlewareCalls, FrontierMark, BaseScheduler):
     def __init__(
         self,
         crawler: Crawler,

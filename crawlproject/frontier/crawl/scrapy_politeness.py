@@ -39,13 +39,13 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
 from crawlproject.frontier.crawl.host_overrides import read_host_overrides
-from crawlproject.frontier.scrapy_glue.frontier_lookup import is_frontier
+from crawlproject.frontier.crawl.on_frontier import is_frontier
 from crawlproject.setting_values import ConfigError, crawl_setting, is_given
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("crawlproject.frontier.scrapy_politeness")  # its documented path
 
 SPIDER = SETTINGS_PRIORITIES["spider"]
 _SLOT_KEYS = frozenset({"delay", "concurrency", "jitter", "randomize_delay"})
