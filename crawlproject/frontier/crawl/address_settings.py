@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-from crawlproject.setting_values import ConfigError, Setting, crawl_setting, is_given, read_config
+from crawlproject.given import is_given
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

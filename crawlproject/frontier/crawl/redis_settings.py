@@ -36,16 +36,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
+from scrapy.settings import BaseSettings
 
-from crawlproject.security.redaction import redact
-from crawlproject.setting_values import ConfigError, crawl_setting, is_given
-
-if TYPE_CHECKING:
-    from crawlproject.frontier.crawl.crawl_name import CrawlName
+from crawlproject.given import is_given
+from crawlproject.setting_values import ConfigError
 
 # Environment variables read when the setting is not given (settings.py).
 ENVIRONMENT_SETTINGS = ("REDIS_URL", "CRAWL_NAME", "CRAWL_DATA_DIR")
@@ -130,7 +127,7 @@ def from_environment(
     if env is None or str(settings.get(name) or "") != env:
         return False
     # A -s (or spider, Scrapyd) value equal to the variable's is a setting.
-    return (settings.getpriority(name) or 0) <= SETTINGS_PRIORITIES["project"]
+    return not is_given(settings, name, above_project=True)
 
 
 def redis_target(settings: BaseSettings, environ: Mapping[str, str] | None = None) -> RedisTarget:
@@ -287,23 +284,3 @@ def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in ("", "0", "false", "no", "off", "none")
     return bool(value)
-
-
-def sources_line(
-    settings: BaseSettings, url: str | None, source: str, crawl: CrawlName, data_dir: str
-) -> str:
-    """One line for the start's log: which Redis (password masked) and where
-    the crawl's name (crawl_name.py) and data folder came from."""
-    if url is None:
-        redis = "the embedded Redis (no REDIS_URL setting or environment variable, no REDIS_HOST)"
-    else:
-        redis = f"{redact(url, [])} from {source}"
-    folder = (
-        "spider argument" if data_dir != crawl_setting(settings, "CRAWL_DATA_DIR")
-        else "environment" if from_environment(settings, "CRAWL_DATA_DIR")
-        else "setting" if is_given(settings, "CRAWL_DATA_DIR") else "default"
-    )  # fmt: skip
-    return (
-        f"Redis: {redis}; CRAWL_NAME={crawl.name!r} ({crawl.source}), "
-        f"CRAWL_DATA_DIR={data_dir!r} ({folder})"
-    )

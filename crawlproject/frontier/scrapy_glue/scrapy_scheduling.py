@@ -22,6 +22,7 @@ import logging
 
 from scrapy.settings import BaseSettings
 
+from crawlproject.given import is_given
 from crawlproject.setting_values import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -52,12 +53,6 @@ ORDER = "it crawls each host breadth-first: by depth, then Request.priority"
 DEPTH_FIRST = "asks for depth-first order, which the shared frontier does not keep"
 
 
-def _given(settings: BaseSettings, name: str) -> bool:
-    """Set by the project, the spider or the command line (not Scrapy's default)."""
-    priority = settings.getpriority(name)
-    return priority is not None and priority > 0
-
-
 def _path(settings: BaseSettings, name: str) -> str:
     value = settings.get(name)
     if isinstance(value, type):
@@ -72,7 +67,7 @@ def refuse_scrapy_scheduling(settings: BaseSettings) -> None:
         value = settings.get("DEPTH_PRIORITY")
         raise ConfigError(f"DEPTH_PRIORITY={value} {DEPTH_FIRST} ({ORDER}); remove it")
     for name in (*QUEUE_SETTINGS, "SCHEDULER_PRIORITY_QUEUE"):
-        if not _given(settings, name):
+        if not is_given(settings, name):
             continue
         path = _path(settings, name)
         if path in (FIFO_QUEUES if name in QUEUE_SETTINGS else PRIORITY_QUEUES):
@@ -96,8 +91,8 @@ def checked_scheduling(settings: BaseSettings) -> BaseSettings:
 def log_scrapy_scheduling(settings: BaseSettings) -> None:
     """One INFO line for each kind of Scrapy scheduling setting given that
     keeps its meaning (or has one of its own) with the frontier."""
-    ordering = [n for n in ("DEPTH_PRIORITY", *QUEUE_SETTINGS) if _given(settings, n)]
-    ordering += ["SCHEDULER_PRIORITY_QUEUE"] if _given(settings, "SCHEDULER_PRIORITY_QUEUE") else []
+    names = ("DEPTH_PRIORITY", *QUEUE_SETTINGS, "SCHEDULER_PRIORITY_QUEUE")
+    ordering = [n for n in names if is_given(settings, n)]
     if ordering:
         logger.info(
             "%s: kept, as Scrapy's breadth-first recipe asks: the shared frontier replaces "

@@ -32,8 +32,9 @@ from scrapy.settings import BaseSettings
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.frontier.store.operation_values import SEEN_MEMBER_SHIFT, FrontierMismatch
 from crawlproject.frontier.store.script_replies import reply_text
+from crawlproject.given import is_given
 from crawlproject.lua import load_script
-from crawlproject.setting_values import ConfigError, Setting, crawl_setting, is_given, read_config
+from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
