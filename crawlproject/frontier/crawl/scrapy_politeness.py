@@ -40,7 +40,8 @@ from scrapy.utils.misc import load_object
 
 from crawlproject.frontier.crawl.host_overrides import read_host_overrides
 from crawlproject.frontier.crawl.on_frontier import is_frontier
-from crawlproject.setting_values import ConfigError, crawl_setting, is_given
+from crawlproject.given import is_given
+from crawlproject.setting_values import ConfigError, crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -57,11 +58,6 @@ class Taken:
 
     message: str
     args: tuple[Any, ...]
-
-
-def by_user(settings: BaseSettings, name: str) -> bool:
-    """Set by the user's spider or command line, above the project's settings."""
-    return (settings.getpriority(name) or 0) > SETTINGS_PRIORITIES["project"]
 
 
 def take_scrapy_politeness(settings: BaseSettings, spider: object | None = None) -> list[Taken]:
@@ -87,7 +83,7 @@ def _users_value(
         return name, settings.get(name), settings.getpriority(name) or SPIDER
     if spider is not None and hasattr(spider, attribute):
         return f"spider attribute {attribute}", getattr(spider, attribute), SPIDER
-    if by_user(settings, name):
+    if is_given(settings, name, above_project=True):
         return name, settings.get(name), settings.getpriority(name) or SPIDER
     return None
 
@@ -165,7 +161,8 @@ def _take_concurrency(settings: BaseSettings, spider: object | None) -> list[Tak
 
 
 def _take_autothrottle(settings: BaseSettings) -> list[Taken]:
-    if not (by_user(settings, "AUTOTHROTTLE_ENABLED") and settings.getbool("AUTOTHROTTLE_ENABLED")):
+    on = settings.getbool("AUTOTHROTTLE_ENABLED")
+    if not (on and is_given(settings, "AUTOTHROTTLE_ENABLED", above_project=True)):
         return []
     factor = crawl_setting(settings, "CRAWL_ADAPTIVE_DELAY_FACTOR")
     if factor <= 0:
@@ -186,7 +183,7 @@ def _take_autothrottle(settings: BaseSettings) -> list[Taken]:
             (factor,),
         )
     ]
-    if by_user(settings, "AUTOTHROTTLE_MAX_DELAY"):
+    if is_given(settings, "AUTOTHROTTLE_MAX_DELAY", above_project=True):
         most = settings.getfloat("AUTOTHROTTLE_MAX_DELAY")
         _refuse_other(settings, "CRAWL_ADAPTIVE_DELAY_MAX_SECONDS", most, "AUTOTHROTTLE_MAX_DELAY")
         priority = settings.getpriority("AUTOTHROTTLE_MAX_DELAY") or SPIDER
@@ -198,7 +195,7 @@ def _take_autothrottle(settings: BaseSettings) -> list[Taken]:
 
 
 def _take_slots(settings: BaseSettings) -> list[Taken]:
-    if not by_user(settings, "DOWNLOAD_SLOTS"):
+    if not is_given(settings, "DOWNLOAD_SLOTS", above_project=True):
         return []
     slots = settings.getdict("DOWNLOAD_SLOTS")
     if not slots:
