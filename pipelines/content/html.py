@@ -22,7 +22,7 @@ class HtmlProcessor(ContentProcessor):
 
     def __init__(self, deny_extensions: Sequence[str] = IGNORED_EXTENSIONS) -> None:
         # Scrapy's extractor tests a link's path against each denied extension
-        # in turn (url_has_any_extension: ~170 endswith calls a link, 1-1.5 % of
+        # in turn (url_has_any_extension: ~90 endswith calls a link, 1-1.5 % of
         # a CPU-bound worker, bench/crawl_rate.py --part profile). The same test
         # (urlparse's path, lowercased, ends with ".ext") is one endswith of a
         # tuple here, on the extracted links: the same links, in the same order.
