@@ -41,9 +41,6 @@ class FrontierConfig:
     # Where redis_url came from, for the start's log line (redis_settings.py).
     redis_source: str
     data_dir: Annotated[str, Setting("CRAWL_DATA_DIR")]
-    # The CRAWL_NAME setting, None when not set: readers take the crawl's name
-    # from crawl_name.py (the spider's name then), never from here.
-    crawl: Annotated[str | None, Setting("CRAWL_NAME")]
     # REDIS_START_URLS_KEY (%(name)s: the crawl) and SCHEDULER_PERSIST, as in scrapy-redis.
     start_urls_template: str | None
     persist: bool

@@ -24,9 +24,6 @@ class AddressKeys:
     def address_waiting(self, shard: int, address: str) -> str:
         return self.shard_prefixes[shard] + "aq:" + address
 
-    def address_reserved(self, shard: int, address: str) -> str:
-        return self.shard_prefixes[shard] + "ar:" + address
-
     def address_state(self, shard: int, address: str) -> str:
         return self.shard_prefixes[shard] + "a:" + address
 
