@@ -8,7 +8,7 @@ from scrapy import Spider
 from scrapy.settings import Settings
 
 from crawlproject.frontier.crawl.crawl_name import CrawlName, crawl_name, crawl_name_of
-from crawlproject.frontier.crawl.redis_settings import sources_line
+from crawlproject.frontier.scrapy_glue.opening_lines import sources_line
 from crawlproject.setting_values import ConfigError
 
 

@@ -7,14 +7,19 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.connection.embedded import EmbeddedRedisError
 from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, cause_of, outage_started
 from crawlproject.frontier.crawl.config import FrontierConfig
+from crawlproject.frontier.crawl.crawl_name import CrawlName
 from crawlproject.frontier.crawl.crawl_redis import CrawlRedis
 from crawlproject.frontier.crawl.fresh_start import StartRefused
+from crawlproject.frontier.crawl.redis_settings import from_environment
 from crawlproject.frontier.store.redis_frontier import FrontierMismatch
+from crawlproject.given import is_given
 from crawlproject.security.redaction import redact
+from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -73,4 +78,24 @@ def log_opened(config: FrontierConfig, crawl: str, worker_id: str, shared: Crawl
         "embedded Redis" if shared.embedded else "shared Redis",
         config.host_delay_seconds,
         config.host_concurrency,
+    )
+
+
+def sources_line(
+    settings: BaseSettings, url: str | None, source: str, crawl: CrawlName, data_dir: str
+) -> str:
+    """One line for the start's log: which Redis (password masked) and where
+    the crawl's name (crawl_name.py) and data folder came from."""
+    if url is None:
+        redis = "the embedded Redis (no REDIS_URL setting or environment variable, no REDIS_HOST)"
+    else:
+        redis = f"{redact(url, [])} from {source}"
+    folder = (
+        "spider argument" if data_dir != crawl_setting(settings, "CRAWL_DATA_DIR")
+        else "environment" if from_environment(settings, "CRAWL_DATA_DIR")
+        else "setting" if is_given(settings, "CRAWL_DATA_DIR") else "default"
+    )  # fmt: skip
+    return (
+        f"Redis: {redis}; CRAWL_NAME={crawl.name!r} ({crawl.source}), "
+        f"CRAWL_DATA_DIR={data_dir!r} ({folder})"
     )

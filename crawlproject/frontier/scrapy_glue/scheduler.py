@@ -54,7 +54,6 @@ from crawlproject.frontier.crawl.crawl_redis import CrawlRedis, new_worker_id, o
 from crawlproject.frontier.crawl.fresh_start import flush_on_start
 from crawlproject.frontier.crawl.on_frontier import FrontierMark
 from crawlproject.frontier.crawl.persist import end_crawl
-from crawlproject.frontier.crawl.redis_settings import sources_line
 from crawlproject.frontier.scrapy_glue.background_loops import (
     Backoff,
     close_or_exit,
@@ -74,6 +73,7 @@ from crawlproject.frontier.scrapy_glue.opening_lines import (
     OPEN_ERRORS,
     log_open_failure,
     log_opened,
+    sources_line,
 )
 from crawlproject.frontier.scrapy_glue.scrapy_scheduling import checked_scheduling
 from crawlproject.frontier.scrapy_glue.shutdown import hand_back, stop_loops
