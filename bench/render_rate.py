@@ -4,7 +4,8 @@ One real ``scrapy crawl web`` worker, a fresh redis-server and crawl per run,
 on testkit/js_sites.py's static site served on ``--hosts`` loopback hosts of
 ``--pages`` pages each (every page has a harmless script, so every page is a
 candidate), run alternately with ``CRAWL_RENDER=never`` and ``always``
-(``--repeats`` pairs), ``CRAWL_HOST_DELAY=0`` (the hosts' politeness is not
+(``--repeats`` rounds; ``--modes never,always,auto`` adds the default),
+``CRAWL_HOST_DELAY=0`` (the hosts' politeness is not
 what is measured), the other settings the project's defaults.
 
 * pages/s: pages / (last page request's end - first page request's start),
@@ -13,8 +14,9 @@ what is measured), the other settings the project's defaults.
   (Playwright's driver, Chromium's processes: reaped children's rusage),
   over the whole run including start-up, / pages.
 
-Reports each run, the median per side and the ratios. Run it alone:
-``flock /tmp/bench.lock .venv/bin/python bench/render_rate.py``.
+Reports each run, the median per side and the ratios: ``.venv/bin/python
+bench/render_rate.py`` (alone on the machine: under ``flock /tmp/bench.lock``
+where several sessions share it).
 """
 
 from __future__ import annotations
@@ -73,11 +75,12 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--pages", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--modes", default="never,always", help="CRAWL_RENDER values, in turn")
     args = parser.parse_args()
-    runs: dict[str, list[dict[str, float]]] = {"never": [], "always": []}
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in args.modes.split(",")}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
-            for mode in ("never", "always"):
+            for mode in runs:
                 out = Path(tmp) / f"{mode}-{i}"
                 out.mkdir()
                 result = one_run(mode, args.hosts, args.pages, out)
@@ -88,13 +91,14 @@ def main() -> None:
         for mode, rs in runs.items()
     }
     print("median", json.dumps(med))
-    print(
-        "rendered/not: pages/s x{:.2f}, CPU per page x{:.1f} (load {})".format(
-            med["always"]["pages_per_s"] / med["never"]["pages_per_s"],
-            med["always"]["cpu_ms_per_page"] / med["never"]["cpu_ms_per_page"],
-            os.getloadavg()[0],
-        )
-    )
+    base = med.get("never")
+    for mode, m in med.items():
+        if base is not None and mode != "never":
+            print(
+                f"{mode}/never: pages/s x{m['pages_per_s'] / base['pages_per_s']:.2f}, "
+                f"CPU per page x{m['cpu_ms_per_page'] / base['cpu_ms_per_page']:.1f} "
+                f"(load {os.getloadavg()[0]:.1f})"
+            )
 
 
 if __name__ == "__main__":
