@@ -123,10 +123,6 @@ class StoreConfig:
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
 
-    @property
-    def is_s3(self) -> bool:
-        return self.local_root is None
-
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> StoreConfig:
         uri = crawl_setting(settings, "CRAWL_STORE_URI")

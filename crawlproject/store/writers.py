@@ -126,10 +126,6 @@ class BodyWriter(ABC):
         ``on_finished(path)`` gets each file to upload, from the writing thread."""
         self._writer = self._open(on_finished)
 
-    @property
-    def is_open(self) -> bool:
-        return self._writer is not None
-
     def rotate(self) -> Path | None:
         return self._writer.rotate() if self._writer is not None else None
 
