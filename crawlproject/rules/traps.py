@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 from crawlproject.once import OncePerKey
 
 if TYPE_CHECKING:
-    from crawlproject.rules.url_rules import ParsedUrl
+    from crawlproject.rules.parsed_url import ParsedUrl
 
 logger = logging.getLogger(__name__)
 

@@ -26,53 +26,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import Protocol, runtime_checkable
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
+from crawlproject.rules.parsed_url import ParsedUrl, UrlRule
 from crawlproject.rules.traps import PathRepeatsRule
 from crawlproject.setting_values import ConfigError, crawl_setting
-
-
-@dataclass(frozen=True)
-class ParsedUrl:
-    """A canonical URL and its parts (host lowercase, default port dropped)."""
-
-    url: str
-    scheme: str
-    host: str
-    path: str
-    query: str
-    _extension: str = field(default="", repr=False)
-
-    @classmethod
-    def parse(cls, canonical_url: str) -> ParsedUrl:
-        parts = urlsplit(canonical_url)
-        return cls(
-            canonical_url, parts.scheme, (parts.hostname or "").lower(), parts.path, parts.query
-        )
-
-    @cached_property
-    def query_params(self) -> dict[str, str]:
-        return dict(parse_qsl(self.query, keep_blank_values=True))
-
-    @property
-    def extension(self) -> str:
-        """The last path segment's extension, lowercase ("" without one)."""
-        name = self.path.rsplit("/", 1)[-1]
-        return name.rsplit(".", 1)[-1].lower() if "." in name else ""
-
-
-@runtime_checkable
-class UrlRule(Protocol):
-    def check(self, url: ParsedUrl) -> str | None:
-        """Why ``url`` is refused (a stat-friendly name), or None."""
-
 
 # A host name (letters, digits, "-", "_"; IDN as typed or punycode) or an IP address.
 _HOST_PATTERN = re.compile(r"\.?(?:[^\W_]|[_-])(?:[\w.-]*[^\W_])?|\[?[0-9a-f:.]+\]?", re.I)
