@@ -30,8 +30,8 @@ class ClaimClock:
     (the shard would wait its probe's turn, up to shards / PROBES_PER_POLL idle
     polls): a reply with nothing that comes after this worker changed the shard
     (``changes``: a slot freed, an add, a reclaim) asks it again, and a shard
-    found with nothing is asked again once a release there is in Redis
-    (:meth:`released`)."""
+    found with nothing (whether or not another of its hosts is due later) is
+    asked again once a release there is in Redis (:meth:`released`)."""
 
     def __init__(self, poll: float = 0.5) -> None:
         self.event = asyncio.Event()
@@ -42,7 +42,7 @@ class ClaimClock:
         self.next_shard = 0
         self.next_probe = 0.0  # loop time of the next probe of empty shards
         self.changes: dict[int, int] = {}  # shard -> what this worker did there, counted
-        self.found_none: set[int] = set()  # empty shards whose last claim got nothing
+        self.found_none: set[int] = set()  # shards whose last claim got nothing
         # Loop time of the earliest host due that a wake named while a claim
         # round was on its way (see :meth:`round_wait`).
         self.woken_due = math.inf
@@ -133,10 +133,14 @@ class ClaimClock:
             self.shard_ready.pop(shard, None)
             self.empty.pop(shard, None)
             self.empty[shard] = now
-            if not got:
-                self.found_none.add(shard)
         else:
             self.shard_ready[shard] = next_ready
+        if not got:
+            # Asked again when a release here lands, even with another host due
+            # later: a slot freed without contact (robots.txt forbade its URL) makes
+            # its host due at once, and nothing else would look before that later
+            # time (up to a delay: issue 43).
+            self.found_none.add(shard)
         return False
 
     def to_ask(self, shards: int, now: float) -> tuple[list[int], float]:

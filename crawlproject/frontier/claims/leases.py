@@ -87,6 +87,8 @@ class LeaseBook:
         # (loop time of the response, its release): the host's delay runs from
         # the response; the release's age is filled in when it is sent.
         self._releases: list[tuple[float, Release]] = []
+        self._sending = asyncio.Lock()  # held while a batch of releases is on its way
+        outbox.before_acks = self.releases_before_acks
         # Places at addresses held by fetching leases (address_gate.py): freed
         # with their slot, or when a fetching lease ends otherwise.
         self.places: AddressGate | None = None
@@ -205,18 +207,36 @@ class LeaseBook:
         )
 
     def _queue_release(self, release: Release, at: float | None = None) -> None:
-        now = asyncio.get_event_loop().time()
-        self._releases.append((now if at is None else at, release))
+        at = asyncio.get_event_loop().time() if at is None else at
+        self._releases.append((at, release))
         self.release_event.set()
-        # The host will be due again about one delay from now.
-        due = now + max(self.config.host_delay_seconds, release.hold_ms / 1000)
-        self.clock.slot_freed(release.lease.shard, due)
+        self.clock.slot_freed(release.lease.shard, self._due(at, release))
+
+    def _due(self, at: float, release: Release) -> float:
+        """About when the host is due again: a delay after its answer (``at``), or at
+        once if the slot made no contact (release.lua frees it with no delay)."""
+        delay = self.config.host_delay_seconds if release.contacted else 0.0
+        return at + max(delay, release.hold_ms / 1000)
 
     def _drop_place(self, held: HeldLease) -> None:
         if self.places is not None and held.state is LeaseState.FETCHING:
             self.places.drop(held.lease)
 
     async def send_releases(self, frontier: RedisFrontier) -> None:
+        async with self._sending:
+            await self._send_releases(frontier)
+
+    async def releases_before_acks(self, frontier: RedisFrontier) -> None:
+        """The outbox awaits this before an ack call: the releases queued before are
+        in Redis first. ack.lua frees a slot still held as a fetch's, one delay from
+        then: an ack that overtook the release of a slot that made no contact
+        (robots.txt forbade the URL) cost its host a whole delay (issue 43)."""
+        if self._releases or self._sending.locked():
+            async with self._sending:
+                if self._releases:
+                    await self._send_releases(frontier)
+
+    async def _send_releases(self, frontier: RedisFrontier) -> None:
         if not self._releases:
             if self.places is not None:
                 await self.places.send(())
@@ -233,9 +253,8 @@ class LeaseBook:
             raise
         # In Redis now: a claim sent at the slot's release (slot_freed) may
         # have run first and found the host still held.
-        delay = self.config.host_delay_seconds
         for at, release in batch:
-            self.clock.released(release.lease.shard, at + max(delay, release.hold_ms / 1000))
+            self.clock.released(release.lease.shard, self._due(at, release))
         if self.places is not None:
             await self.places.send(releases)
 
