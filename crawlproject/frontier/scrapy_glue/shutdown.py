@@ -56,7 +56,16 @@ async def hand_back(
     """Writes what is pending and returns unfinished URLs to their queues;
     if Redis fails meanwhile, their leases expire and they come back then."""
     try:
-        await _hand_back(frontier, worker_id, leases, claims, write_once, seen, stats)
+        unfinished = leases.take_all()
+        claims.clear()
+        await leases.send_releases(frontier)
+        await write_once()
+        await seen.check(frontier.redis, frontier.keys, force=True)  # final stats
+        if unfinished:
+            acked, _ = await frontier.ack(unfinished, mode="return")
+            stats.inc_value("frontier/returned", acked)
+            logger.info("Returned %d unfinished URL(s) to the frontier", acked)
+        await frontier.forget_worker(worker_id)
     except RedisError as exc:
         logger.warning(
             "Could not hand unfinished work back (%s): its leases expire within "
@@ -64,24 +73,3 @@ async def hand_back(
             exc,
             lease_seconds,
         )
-
-
-async def _hand_back(
-    frontier: RedisFrontier,
-    worker_id: str,
-    leases: LeaseBook,
-    claims: ClaimBuffer,
-    write_once: Callable[[], Awaitable[None]],
-    seen: SeenWatch,
-    stats: StatsCollector,
-) -> None:
-    unfinished = leases.take_all()
-    claims.clear()
-    await leases.send_releases(frontier)
-    await write_once()
-    await seen.check(frontier.redis, frontier.keys, force=True)  # final stats
-    if unfinished:
-        acked, _ = await frontier.ack(unfinished, mode="return")
-        stats.inc_value("frontier/returned", acked)
-        logger.info("Returned %d unfinished URL(s) to the frontier", acked)
-    await frontier.forget_worker(worker_id)
