@@ -17,7 +17,15 @@ A. Delay-bound (``--part delay``): 100 hosts x 30 pages, per-host latency
    to the start of the host's next, the gap the delay governs, p50 and p99
    over all pairs of all hosts and the worst host's p99, against the target
    delay + 0.1 s; start-to-start too) and the run's end against the ideal
-   (every host fetched back to back, one delay after each answer).
+   (every host fetched back to back, one delay after each answer). Gaps and
+   politeness count every request a host served, robots.txt included.
+   ``--farm web`` (the default since issue 43) is testkit/web_like.py's farm:
+   robots.txt with ``Crawl-delay`` and a ``Disallow`` every page links, a third
+   of the hosts mirrors (near-duplicate pages), redirects, 404s, links across
+   hosts; ``--farm plain`` the pages-only farm of the figures before it.
+   ``--delay-size 20x15`` a smaller farm (a diagnosis on a loaded machine),
+   ``--no-baselines`` our frontier only, ``--code-dir DIR`` an export changed
+   for an experiment.
 
 B. CPU-bound (``--part cpu``): 250 hosts x 40 pages, latency 0-2 ms, no delay.
    ONE frontier worker (real redis-server), every default on, against plain
@@ -102,6 +110,7 @@ from testkit.testweb import (  # noqa: E402
     fetch_counts,
     politeness_report,
 )
+from testkit.web_like import web_like_options  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 BASELINE_PROJECT = REPO / "bench" / "baseline_spiders"
@@ -126,12 +135,23 @@ PLAIN_SCRAPY = {  # Scrapy's own scheduler and dupefilter, the frontier's ack mi
 # -- sizes ---------------------------------------------------------------------------
 
 
-def delay_config(quick: bool) -> dict[str, Any]:
-    web = dict(hosts=20, pages=5) if quick else dict(hosts=100, pages=30)
+def delay_config(
+    quick: bool, farm: str = "plain", size: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """``farm``: ``plain`` (pages linking pages) or ``web`` (testkit/web_like.py: robots.txt
+    with a Crawl-delay and a Disallow every page links, mirrors, redirects, 404s);
+    ``size``: (hosts, pages) instead of 100 x 30 (20 x 5 with ``quick``)."""
+    delay = 1.0
+    web: dict[str, Any] = dict(hosts=20, pages=5) if quick else dict(hosts=100, pages=30)
+    if size:
+        web = dict(hosts=size[0], pages=size[1])
+    if farm == "web":
+        web = web_like_options(web["hosts"], web["pages"], delay, latency_ms=(10, 80), seed=1)
     web.update(latency_ms=(10, 80), seed=1)
     return {
+        "farm": farm,
         "web": web,
-        "delay": 1.0,
+        "delay": delay,
         "frontier_workers": [1, 2] if quick else [1, 2, 4],
         "redis_workers": 2,
         # Our frontier claims only ready hosts, so the project default (32) is plenty.
@@ -433,6 +453,11 @@ def page_records(log: list[RequestRecord]) -> list[RequestRecord]:
     return [r for r in log if r.path != "/robots.txt" and r.host_ip != OUT_OF_SCOPE_IP]
 
 
+def host_records(log: list[RequestRecord]) -> list[RequestRecord]:
+    """Every request a host of the web served, robots.txt included: its delay covers all."""
+    return [r for r in log if r.host_ip != OUT_OF_SCOPE_IP]
+
+
 def rates(pages: list[RequestRecord]) -> dict[str, float]:
     """Whole-run rate and the steady rate over the middle 80 % of requests (by start)."""
     n = len(pages)
@@ -508,6 +533,7 @@ def host_gap_report(
         "start_gap_p99_s": pct(starts, 0.99),
         "target_s": target,
         "idle_over_target": sum(x > target for x in idles),
+        "idle_over_1_5s": sum(x > 1.5 for x in idles),
         "idle_over_2s": sum(x > 2.0 for x in idles),
         "end_s": last - first,
         "ideal_end_s": ideal_end,
@@ -537,7 +563,7 @@ def analyse(run: dict[str, Any], delay: float) -> dict[str, Any]:
         robots_requests=sum(r.path == "/robots.txt" for r in log),
         non_200=sum(r.status != 200 for r in pages),
     )
-    report = politeness_report(pages, delay)
+    report = politeness_report(host_records(log), delay)  # robots.txt fetches included
     gaps, idles = host_gaps(pages)
     out["politeness"] = {
         "max_in_flight_per_host": max(p.max_in_flight for p in report.values()),
@@ -654,13 +680,14 @@ def delay_run(
         variant,
         workers,
         settings,
-        timeout=120 + 4 * cfg["web"]["pages"] * delay,
+        # The web farm's hosts also serve redirects, 404s and robots.txt: ~1.4 x the pages.
+        timeout=120 + (6 if cfg.get("farm") == "web" else 4) * cfg["web"]["pages"] * delay,
         code_root=code_root,
     )
     res = analyse(run, delay)
     ideal = ideals(run["description"], delay)
     res["host_gaps"] = host_gap_report(
-        page_records(run["log"]), delay, run["description"]["latency_s"]
+        host_records(run["log"]), delay, run["description"]["latency_s"]
     )
     res.update(name=name, variant=variant, workers=workers, settings=settings, ideal=ideal)
     res["harness_s"] = time.monotonic() - t
@@ -673,7 +700,7 @@ def delay_run(
 def part_delay(args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Our frontier with 1, 2 and 4 workers, then the baselines. With --revs only our
     frontier runs, once per revision in each round (the baselines are not what changed)."""
-    cfg = delay_config(args.quick)
+    cfg = delay_config(args.quick, args.farm, args.delay_size)
     if args.delay_workers:
         cfg["frontier_workers"] = args.delay_workers
     runs: list[dict[str, Any]] = []
@@ -681,7 +708,7 @@ def part_delay(args: argparse.Namespace, out: dict[str, Any]) -> None:
     several = len(args.code) > 1
     for i, rev, root in rounds(args.code, args.delay_repeats):
         for base, variant, workers, settings in delay_plan(cfg):
-            if several and variant != "frontier":
+            if (several or args.no_baselines) and variant != "frontier":
                 continue
             name = run_name(rev, base, i if args.delay_repeats > 1 else None)
             print(f"[delay-bound] {name} ...", flush=True)
@@ -739,7 +766,8 @@ def print_delay(section: dict[str, Any]) -> None:
     ideal = runs[0]["ideal"]
     w = cfg["web"]
     print(
-        f"\nA. Delay-bound: {w['hosts']} hosts x {w['pages']} pages, latency "
+        f"\nA. Delay-bound, {cfg.get('farm', 'plain')} farm: {w['hosts']} hosts x {w['pages']} "
+        "pages, latency "
         f"{w['latency_ms'][0]}-{w['latency_ms'][1]} ms, delay {cfg['delay']} s; ideal "
         f"{ideal['nominal']:.1f} pages/s nominal, {ideal['latency_adjusted']:.1f} latency-adjusted "
         f"(mean latency {1000 * ideal['mean_latency_s']:.0f} ms)"
@@ -774,7 +802,8 @@ def print_delay(section: dict[str, Any]) -> None:
     width = table_head(
         runs,
         16,
-        f"{'idle p50':>9}{'p99':>7}{'max':>7}{'worst host p99':>15}{'>target':>8}{'>2 s':>6}"
+        f"{'idle p50':>9}{'p99':>7}{'max':>7}{'worst host p99':>15}{'>target':>8}{'>1.5 s':>7}"
+        f"{'>2 s':>6}"
         f"{'start p50':>10}{'p99':>7}{'end s':>7}{'ideal s':>8}{'end/ideal':>10}",
     )
     for r in runs:
@@ -784,7 +813,8 @@ def print_delay(section: dict[str, Any]) -> None:
         print(
             f"{r['name']:<{width}}{g['idle_p50_s']:>9.3f}{g['idle_p99_s']:>7.3f}"
             f"{g['idle_max_s']:>7.3f}{g['worst_host_idle_p99_s']:>15.3f}"
-            f"{g['idle_over_target']:>8}{g['idle_over_2s']:>6}{g['start_gap_p50_s']:>10.3f}"
+            f"{g['idle_over_target']:>8}{g.get('idle_over_1_5s', 0):>7}{g['idle_over_2s']:>6}"
+            f"{g['start_gap_p50_s']:>10.3f}"
             f"{g['start_gap_p99_s']:>7.3f}{g['end_s']:>7.1f}{g['ideal_end_s']:>8.1f}"
             f"{g['end_vs_ideal']:>10.3f}"
         )
@@ -802,7 +832,7 @@ def print_delay(section: dict[str, Any]) -> None:
 
 def part_trace(args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Delay-bound frontier run(s) with bench/crawl_trace.py: the per-fetch chain."""
-    cfg = delay_config(args.quick)
+    cfg = delay_config(args.quick, args.farm, args.delay_size)
     section: dict[str, Any] = {"config": cfg, "runs": []}
     out["delay_trace"] = section
     plan = delay_plan(cfg)
@@ -1140,10 +1170,7 @@ CATEGORIES = (  # (label, substring of a frame's file); a sample counts once per
     ("frontier scheduler (crawlproject/frontier)", "/crawlproject/frontier/"),
     ("  frontier URL canonicalize/fingerprint", "/crawlproject/frontier/basics/urls.py"),
     ("  frontier request JSON codec", "/crawlproject/frontier/store/codec.py"),
-    (
-        "  frontier Redis calls (redis_frontier.py)",
-        "/frontier/store/redis_frontier.py",
-    ),
+    ("  frontier Redis calls (redis_frontier.py)", "/frontier/store/redis_frontier.py"),
     ("  known links (middlewares/known_links.py)", "/middlewares/known_links.py"),
     ("redis-py (redis/)", "/site-packages/redis/"),
     ("duplicate filter (middlewares/dedupe.py)", "/middlewares/dedupe.py"),
@@ -1406,6 +1433,11 @@ def main(argv: list[str] | None = None) -> None:
         "--live", action="store_true", help="run the working tree as it is instead of --rev"
     )
     ap.add_argument(
+        "--code-dir",
+        type=Path,
+        help="run the project code in this directory (an export changed for an experiment)",
+    )
+    ap.add_argument(
         "--revs",
         metavar="BASE,REV[,REV...]",
         help="compare revisions in one run (delay, cpu): each round runs every revision, "
@@ -1422,6 +1454,20 @@ def main(argv: list[str] | None = None) -> None:
         metavar="N",
         help="delay-bound: our frontier's worker counts (default 1 2 4)",
     )
+    ap.add_argument(
+        "--farm",
+        choices=("web", "plain"),
+        default="web",
+        help="delay, trace: web = robots.txt Crawl-delay and Disallow, mirrors, redirects, "
+        "404s (testkit/web_like.py); plain = pages linking pages, as before issue 43",
+    )
+    ap.add_argument(
+        "--delay-size",
+        type=lambda v: tuple(int(x) for x in v.split("x")),
+        metavar="HOSTSxPAGES",
+        help="delay, trace: another web size (a diagnosis on a loaded machine: 20x15)",
+    )
+    ap.add_argument("--no-baselines", action="store_true", help="delay: our frontier only")
     ap.add_argument(
         "--trace-workers", type=int, nargs="+", default=[1], help="trace: worker counts to run"
     )
@@ -1469,6 +1515,11 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(str(exc))
         args.code = [(label, root) for label, root, _ in exports]
         out["code"] = {"revs": [info for _, _, info in exports], "baseline": args.code[0][0]}
+    elif args.code_dir:
+        global CODE_ROOT
+        CODE_ROOT = args.code_dir.resolve()
+        out["code"] = {"code_dir": str(CODE_ROOT)}
+        args.code = [("", CODE_ROOT)]
     else:
         out["code"] = {"live_working_tree": str(REPO)} if args.live else snapshot_code(args.rev)
         args.code = [("", CODE_ROOT)]

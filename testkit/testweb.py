@@ -115,6 +115,15 @@ links. Trap URLs are not part of ``graph`` nor of ``expected_urls``;
 ``trap_kind(url)`` tells them apart, ``trap_fetches(log)`` counts them per trap
 host and ``fetches_by_host(log)`` counts every request per host IP.
 
+``site_links`` (``--site-links JSON``: ``{"href template": every}``) gives pages
+the links a real site's menu and footer carry on every page: page k of every
+host (trap pages excepted) links to each template with ``{k}`` replaced by k,
+when k % every == 0; root-relative templates (``/private/login``,
+``/private/share?page={k}``: paths a robots.txt ``Disallow`` names; ``/go/{k}``: a
+302 to ``/p/k``; ``/gone/{k}``: a 404). Realistic pages carry them in their
+``<nav>`` (boilerplate: no near-duplicate verdict changes), plain ones after
+their other links. Their URLs are not part of ``graph`` nor of ``expected_urls``.
+
 ``popular`` (``--popular H:/path``; ``(host, path)``) adds a page at ``path``
 on host H (served 200, in ``graph`` as page ``POPULAR_PAGE`` (-1), in
 ``expected_urls``) that the ``/`` page of *every* host links to, after its
@@ -418,6 +427,18 @@ def _check_traps(traps: dict[int, str], hosts: int) -> dict[int, str]:
     return dict(sorted(traps.items()))
 
 
+def _check_site_links(site_links: Any) -> dict[str, int]:
+    """``{root-relative href template: every}``, validated (JSON gives the same dict)."""
+    if not isinstance(site_links, dict):
+        raise ValueError(f"site_links: {site_links!r} is not {{href template: every}}")
+    for template, every in site_links.items():
+        if not isinstance(template, str) or not template.startswith("/"):
+            raise ValueError(f"site_links: {template!r} is not a root-relative href")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"site_links: {template!r} every {every!r} is not an int >= 1")
+    return dict(site_links)
+
+
 def _check_popular(popular: Any, hosts: int) -> tuple[int, str] | None:
     """``(host, path)`` (a list from JSON too) -> a tuple; the path must be free."""
     if popular is None:
@@ -688,6 +709,7 @@ class TestWeb:
         traps: dict[int, str] | None = None,
         popular: tuple[int, str] | None = None,
         validators: bool = False,
+        site_links: dict[str, int] | None = None,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS or pages < 1:
             raise ValueError("need 1 <= hosts <= MAX_HOSTS and pages >= 1")
@@ -698,6 +720,7 @@ class TestWeb:
         self.popular = _check_popular(popular, hosts)  # (host, path) or None
         self.realistic = bool(realistic)
         self.validators = bool(validators)
+        self.site_links = _check_site_links(site_links or {})
         lo, hi = latency_ms if isinstance(latency_ms, tuple) else (latency_ms, latency_ms)
         self.params: dict[str, Any] = dict(
             hosts=hosts,
@@ -716,6 +739,7 @@ class TestWeb:
             traps=self.traps,
             popular=self.popular,
             validators=self.validators,
+            site_links=self.site_links,
         )
         self.hosts, self.pages, self.body_bytes, self.seed = hosts, pages, body_bytes, seed
         self.port = port or 0
@@ -977,10 +1001,14 @@ class TestWeb:
             return self._render_realistic(h, k, version)
         src = self.mirrors.get(h, h)  # a mirror shows its source's title and text
         title = f"Host {src} popular page" if k == POPULAR_PAGE else f"Host {src} page {k}"
-        items = "".join(
-            f'<li><a href="{html.escape(self.href(link))}">{_plain_link_text(link)}</a></li>\n'
-            for link in self.graph[h, k]
-        ) + _items_html(self._trap_entry(h) if k == 0 else [])
+        items = (
+            "".join(
+                f'<li><a href="{html.escape(self.href(link))}">{_plain_link_text(link)}</a></li>\n'
+                for link in self.graph[h, k]
+            )
+            + _items_html(self._trap_entry(h) if k == 0 else [])
+            + _items_html(self._site_links(k))
+        )
         # Filler differs per page, so near-duplicate detection sees distinct pages.
         rng = random.Random(f"{self.seed}/{src}/{k}" + _version_suffix(version))
         revision = self.revision_html(version)
@@ -1207,6 +1235,16 @@ class TestWeb:
             return ""
         return f'<div class="banner">{html.escape(self.banner(h))}</div>\n'
 
+    def _site_links(self, k: int) -> list[tuple[str, str]]:
+        """Page k's site links (``site_links``) as (href, text)."""
+        if k < 0:  # the popular page: not a numbered page
+            return []
+        return [
+            (template.replace("{k}", str(k)), f"Site link {n + 1}")
+            for n, (template, every) in enumerate(self.site_links.items())
+            if k % every == 0
+        ]
+
     def _link_text(self, link: Link) -> str:
         return self.headline(link.host, link.page) if link.host else f"Partner resource {link.page}"
 
@@ -1219,6 +1257,7 @@ class TestWeb:
         paragraphs = [f"<p>{esc(p)}</p>\n" for p in _paragraphs(rng, self.body_bytes)]
         half = (len(paragraphs) + 1) // 2
         nav = "".join(f"<li><span>{esc(label)}</span></li>" for label in site.nav)
+        nav += _items_html(self._site_links(k)).replace("\n", "")
         related = "".join(
             f'<li><a href="{esc(self.href(link))}">{esc(self._link_text(link))}</a></li>\n'
             for link in self.graph[h, k]
@@ -1556,6 +1595,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--validators", action="store_true", help="ETag, Last-Modified and conditional GET"
     )
+    ap.add_argument(
+        "--site-links", type=_json_option, help='JSON {"/href/{k}": every}, or a file holding it'
+    )
     ap.add_argument("--log", type=Path, help="JSON lines of requests, written at exit")
     ap.add_argument("--ready-file", type=Path, help="JSON description, written once listening")
     args = ap.parse_args(argv)
@@ -1577,6 +1619,7 @@ def main(argv: list[str] | None = None) -> None:
         traps=args.traps,
         popular=args.popular,
         validators=args.validators,
+        site_links=args.site_links,
     )
 
     def ready() -> None:
