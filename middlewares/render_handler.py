@@ -65,6 +65,7 @@ class RenderDownloadHandler:
         self.guard = GuardPolicy.from_settings(crawler.settings)
         self.user_agent = str(crawler.settings.get("USER_AGENT") or "")
         self.http = HTTP11DownloadHandler(crawler)
+        self.max_bytes = crawler.settings.getint("DOWNLOAD_MAXSIZE") or 2**31
         self.browser_path = None if self.config.mode == "never" else self.config.browser_path()
         self.playwright: ScrapyPlaywrightDownloadHandler | None = None
         if self.browser_path is not None:
@@ -123,9 +124,9 @@ class RenderDownloadHandler:
             if asked or (self.config.mode != "never" and has_script(raw.body)):
                 self._skipped(Why.NEVER if self.config.mode == "never" else Why.NO_BROWSER)
             return raw
-        document = decoded_body(raw)
-        if document is None:  # an encoding not decoded here (br, zstd)
-            self._skipped(Why.NO_SCRIPT)
+        document = decoded_body(raw, self.max_bytes)
+        if document is None:  # br, zstd, corrupt, or over DOWNLOAD_MAXSIZE decoded
+            self._skipped(Why.ENCODING)
             return raw
         verdict, content = await self._decide(request, raw, document, asked)
         if not verdict.render:
@@ -201,7 +202,7 @@ class RenderDownloadHandler:
         gate = BrowserGate(raw.url, self.guard, (lambda u: robots(u) is True) if robots else None)
         session = RenderSession(
             raw, document, gate, self.http.download_request, self.user_agent, self.stats,
-            self.config.timeout_seconds,
+            self.config.timeout_seconds, self.max_bytes,
         )  # fmt: skip
         meta = {
             k: v for k, v in request.meta.items()

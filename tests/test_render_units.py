@@ -5,12 +5,15 @@ page methods stored through the frontier's request codec."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy_playwright.page import PageMethod
 
@@ -20,6 +23,7 @@ from crawlproject.render.compare import PageContent, difference, has_script
 from crawlproject.render.config import RenderConfig
 from crawlproject.render.learning import RenderLearning, Why
 from crawlproject.render.page_methods import NotStorable, from_data, to_data
+from crawlproject.render.session import decoded_body
 from crawlproject.render.templates import host_of, page_template
 from crawlproject.setting_values import ConfigError
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
@@ -140,3 +144,17 @@ def test_without_a_browser_nothing_is_rendered_said_once(tmp_path: Path) -> None
     assert pages == ["/"]
     stats = stats_of(tmp_path / "w.log")
     assert stats["render/why/no_browser"] == 1 and "render/pages" not in stats
+
+
+def test_a_compressed_page_is_decoded_within_the_size_limit() -> None:
+    page = b"<html><script></script>" + b"x" * 5000 + b"</html>"
+    gz = gzip.compress(page)
+    response = HtmlResponse("http://g.example/", body=gz, headers={"Content-Encoding": "gzip"})
+    assert decoded_body(response, 10_000) == page
+    assert decoded_body(response, 1_000) is None  # a gzip bomb stops at the limit
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    body = raw_deflate.compress(page) + raw_deflate.flush()
+    deflated = HtmlResponse("http://g.example/", body=body, headers={"Content-Encoding": "deflate"})
+    assert decoded_body(deflated, 10_000) == page
+    brotli = HtmlResponse("http://g.example/", body=b"..", headers={"Content-Encoding": "br"})
+    assert decoded_body(brotli, 10_000) is None

@@ -52,6 +52,7 @@ class Why(enum.Enum):
     LEARN = "learn"  # an unknown template
     STATIC = "static"  # a static template
     NO_SCRIPT = "no_script"  # the raw document has no script
+    ENCODING = "encoding"  # its Content-Encoding not decoded here (br, zstd), or too large
     NEVER = "never"  # CRAWL_RENDER = "never"
     NO_BROWSER = "no_browser"  # no browser on this worker
 

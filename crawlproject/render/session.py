@@ -43,25 +43,24 @@ _DROPPED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "tr
 _DROPPED_REQUEST_HEADERS = frozenset({"accept-encoding", "user-agent", "host", "content-length"})
 
 
-def decoded_body(response: Response) -> bytes | None:
-    """The body without its Content-Encoding (gzip, deflate, none); None for
-    another encoding. The handler sees answers before HttpCompressionMiddleware."""
+def decoded_body(response: Response, max_bytes: int) -> bytes | None:
+    """The body without its Content-Encoding (gzip, deflate, none), at most
+    ``max_bytes`` decoded (a gzip bomb stops there); None for another encoding,
+    a corrupt body or one over the limit. The handler sees answers before
+    HttpCompressionMiddleware."""
     coding = (response.headers.get(b"Content-Encoding") or b"").decode("latin-1").strip().lower()
     if coding in ("", "identity"):
         return response.body
-    if coding in ("gzip", "x-gzip", "deflate"):
-        try:
-            return zlib.decompress(response.body, zlib.MAX_WBITS | 32)
-        except zlib.error:
-            return None if coding != "deflate" else _raw_deflate(response.body)
-    return None
-
-
-def _raw_deflate(body: bytes) -> bytes | None:
-    try:
-        return zlib.decompress(body, -zlib.MAX_WBITS)
-    except zlib.error:
+    if coding not in ("gzip", "x-gzip", "deflate"):
         return None
+    for wbits in (zlib.MAX_WBITS | 32, -zlib.MAX_WBITS):  # gzip or zlib; raw deflate
+        try:
+            decoder = zlib.decompressobj(wbits)
+            body = decoder.decompress(response.body, max_bytes + 1)
+        except zlib.error:
+            continue
+        return body if len(body) <= max_bytes else None
+    return None
 
 
 def browser_headers(response: Response) -> dict[str, str]:
@@ -85,6 +84,7 @@ class RenderSession:
         user_agent: str,
         stats: StatsCollector,
         timeout_seconds: float,
+        max_bytes: int,
     ) -> None:
         self.raw = raw
         self.document = document
@@ -93,6 +93,7 @@ class RenderSession:
         self.user_agent = user_agent
         self.stats = stats
         self.deadline = time.monotonic() + timeout_seconds
+        self.max_bytes = max_bytes
         self.resources: list[HttpExchange] = []
         self.blocked = 0
         self.in_flight = 0
@@ -203,7 +204,7 @@ class RenderSession:
                 self._block("guard")  # a name the guard refused once resolved
             logger.debug("Render of %s: %s failed (%s)", self.raw.url, request.url, exc)
             return None
-        body = decoded_body(response)
+        body = decoded_body(response, self.max_bytes)
         if body is None:
             self.stats.inc_value("render/resource_failed")
             return None
