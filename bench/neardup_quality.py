@@ -62,6 +62,7 @@ from crawlproject.dedupe.fingerprint import (
     simhash64,
     visible_text,
 )
+from crawlproject.hamming import hamming
 from testkit.neardup import (
     EDITS,
     DocPage,
@@ -209,7 +210,7 @@ def labelled(
     fp = out["fp_pairs"]
     edits, tp_all, n_all = {}, 0, 0
     for name, edited in copies.items():
-        dist = [(a ^ fingerprint(c.html())).bit_count() for a, c in zip(fps, edited, strict=True)]
+        dist = [hamming(a, fingerprint(c.html())) for a, c in zip(fps, edited, strict=True)]
         tp = sum(x <= K for x in dist)
         edits[name] = {
             "recall": round(tp / len(dist), 3),
