@@ -179,13 +179,6 @@ def once_per_call(script: str, ttl_ms: int) -> str:
     return _ONCE_HEAD + script + _ONCE_TAIL % ttl_ms
 
 
-def call_reply_ms(redis: object) -> int:
-    """How long ``redis``'s calls keep their replies: its outage bound (outage.py,
-    60 s on a client built without one) and CALL_REPLY_MARGIN_SECONDS."""
-    outage = float(getattr(redis, "outage_seconds", 60.0))
-    return int((outage + CALL_REPLY_MARGIN_SECONDS) * 1000)
-
-
 class CallIds:
     """Call ids unique to this process: a random part (10 hex digits: a fleet of
     1,000 processes has two sharing it with odds of ~5e-7) and a counter. A caller

@@ -49,6 +49,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from scrapy.settings import BaseSettings
 
 from crawlproject.default_settings.frontier import CRAWL_REDIS_OUTAGE_SECONDS
+from crawlproject.lua import CALL_REPLY_MARGIN_SECONDS
 from crawlproject.setting_values import ConfigError, crawl_setting
 
 # -- the outage bound -----------------------------------------------------------------
@@ -68,6 +69,12 @@ def outage_seconds(settings: BaseSettings) -> float:
 def outage_of(redis: object) -> float:
     """The outage bound ``redis`` was built with (the setting's default if none)."""
     return float(getattr(redis, "outage_seconds", DEFAULT_OUTAGE_SECONDS))
+
+
+def call_reply_ms(redis: object) -> int:
+    """How long ``redis``'s calls keep their replies (lua.py once_per_call):
+    its outage bound and CALL_REPLY_MARGIN_SECONDS."""
+    return int((outage_of(redis) + CALL_REPLY_MARGIN_SECONDS) * 1000)
 
 
 # -- what an error means ----------------------------------------------------------------
@@ -99,12 +106,9 @@ E = TypeVar("E", bound=BaseException)
 
 def _subclass(mixin: type, cls: Any) -> Any:
     """``cls``'s subclass of the same name that is also a ``mixin``."""
-    if issubclass(cls, mixin):
-        return cls
-    if (mixin, cls) not in _SUBCLASSES:
-        made = type(cls.__name__, (mixin, cls), {"__module__": cls.__module__})
-        _SUBCLASSES[mixin, cls] = made
-    return _SUBCLASSES[mixin, cls]
+    if not issubclass(cls, mixin) and (mixin, cls) not in _SUBCLASSES:
+        _SUBCLASSES[mixin, cls] = type(cls.__name__, (mixin, cls), {"__module__": cls.__module__})
+    return cls if issubclass(cls, mixin) else _SUBCLASSES[mixin, cls]
 
 
 def nothing_sent_class(cls: type[BaseException]) -> type[BaseException]:
@@ -338,8 +342,7 @@ async def _plain_pipeline(redis: Redis, commands: Sequence[Sequence[Any]]) -> li
 
 
 def node_of_key(redis: RedisCluster, key: str) -> str:
-    """The node serving ``key``'s slot as ``redis`` last learned it (no round
-    trip); "" if it knows none now."""
+    """``key``'s node as ``redis`` last learned it (no round trip), or ""."""
     try:
         return str(redis.nodes_manager.get_node_from_slot(key_slot(key.encode())).name)
     except (KeyError, SlotNotCoveredError):
@@ -353,8 +356,7 @@ async def note_moved(redis: Redis, exc: MovedError) -> None:
 
 
 async def read_slots(redis: Redis) -> None:
-    """The cluster's slots read again (after a lost node: a replica may
-    serve them now)."""
+    """The cluster's slots read again (a lost node's replica may serve them)."""
     if isinstance(redis, RedisCluster):
         await redis.nodes_manager.initialize()
 
@@ -386,7 +388,9 @@ async def send_once(redis: Redis, calls: Sequence[tuple[str, Sequence[Any]]]) ->
         return_exceptions=True,
     )
     for (_, commands), failure in zip(nodes.values(), failures, strict=True):
-        if isinstance(failure, BaseException) and not isinstance(failure, OUTAGE_ERRORS):
+        if isinstance(failure, AttributeError):  # redis-py's state changed under it (outage.py)
+            failure = RedisConnectionError(f"redis-py's cluster state changed: {failure}")
+        elif isinstance(failure, BaseException) and not isinstance(failure, OUTAGE_ERRORS):
             raise failure  # a bug, not Redis
         for command in commands:
             replies[command.position] = (

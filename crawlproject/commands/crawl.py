@@ -27,12 +27,12 @@ from scrapy.utils.misc import load_object
 
 from crawlproject.dns.resolver import DnsConfig
 from crawlproject.frontier.basics.outcomes import FAILED_FINISH_REASONS
-from crawlproject.frontier.connection.outage import outage_seconds
 from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
 from crawlproject.frontier.crawl.redis_settings import refuse_scrapy_redis
 from crawlproject.frontier.crawl.scrapy_politeness import as_taken
 from crawlproject.frontier.scrapy_glue.frontier_lookup import is_frontier
 from crawlproject.frontier.scrapy_glue.scrapy_scheduling import refuse_scrapy_scheduling
+from crawlproject.redis_calls import outage_seconds
 from crawlproject.rules.url_rules import UrlRules
 from crawlproject.setting_check import misspelt_settings, refuse_unreadable
 from crawlproject.setting_values import crawl_setting

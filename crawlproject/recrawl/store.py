@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from crawlproject.lua import (
     CALL_IDS,
     SHARD_PRELUDES,
-    call_reply_ms,
     load_script,
     once_per_call,
 )
+from crawlproject.redis_calls import call_reply_ms
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

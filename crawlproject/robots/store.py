@@ -15,7 +15,8 @@ from typing import cast
 from redis.asyncio import Redis
 
 from crawlproject.frontier.store.keys import CrawlKeys
-from crawlproject.lua import CALL_IDS, call_reply_ms, load_script, once_per_call
+from crawlproject.lua import CALL_IDS, load_script, once_per_call
+from crawlproject.redis_calls import call_reply_ms
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 
 # Delete the lock only if we still hold it: an expired lock may be someone else's now.

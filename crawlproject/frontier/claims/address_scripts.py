@@ -16,13 +16,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
-from crawlproject.frontier.connection.redis_client import evalsha_many
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.frontier.store.operation_values import AdaptiveDelay, Lease
 from crawlproject.frontier.store.script_replies import reply_text
 from crawlproject.lua import SHARD_PRELUDES, Prelude, load_script
+from crawlproject.redis_calls import evalsha_many, register_script
 
 ADDRESS_PRELUDE = ("crawlproject.frontier.store", "_address")
 # On an address's home shard / on a host's shard (the latter use the host queues).
@@ -88,8 +87,9 @@ class AddressClient:
         self.keys = keys
         self.timing = timing
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(
-                load_script("crawlproject.frontier.store", name, *address_script_preludes(name))
+            name: register_script(
+                redis,
+                load_script("crawlproject.frontier.store", name, *address_script_preludes(name)),
             )
             for name in (*ADDRESS_SCRIPTS, *HOST_SCRIPTS)
         }
@@ -106,15 +106,8 @@ class AddressClient:
             (script.sha, self.keys.script_keys(s), [self.keys.shard_prefixes[s], *head, *calls[s]])
             for s in shards
         ]
-        for attempt in (1, 2):
-            try:
-                replies = await evalsha_many(self.redis, runs)
-                return dict(zip(shards, replies, strict=True))
-            except NoScriptError:
-                if attempt == 2:
-                    raise
-                await self.redis.script_load(script.script)
-        raise AssertionError("unreachable")
+        replies = await evalsha_many(self.redis, runs)  # loads a lost script again
+        return dict(zip(shards, replies, strict=True))
 
     # -- on the addresses' home shards ------------------------------------------------
 

@@ -9,7 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, give_up, leave, outage_started
+from crawlproject.frontier.connection.outage import give_up, leave, outage_started
+from crawlproject.redis_calls import OUTAGE_ERRORS
+from crawlproject.redis_calls import Backoff as RedisBackoff
 
 if TYPE_CHECKING:
     from scrapy.core.engine import ExecutionEngine
@@ -27,22 +29,19 @@ class Backoff:
     def __init__(self, stop: asyncio.Event, outage_seconds: float) -> None:
         self.stop = stop
         self.outage_seconds = outage_seconds
-        self.delay = 0.05
-        self.failing_since: float | None = None
+        self.waits = RedisBackoff(outage_seconds, most=REDIS_RETRY_MAX_SECONDS)
 
     def reset(self) -> None:
-        self.delay = 0.05
-        self.failing_since = None
+        self.waits.reset()
 
     async def sleep(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
-        began = outage_started(exc, now)  # a cluster client may have waited already
-        self.failing_since = min(began, self.failing_since or began)
-        if now - self.failing_since >= self.outage_seconds:
+        # A client that rode the outage through already says since when.
+        if not self.waits.failed(now, began=outage_started(exc, now)):
             give_up(what, exc, self.outage_seconds)
-        logger.warning("Redis error in frontier %s (%s); retrying in %.2f s", what, exc, self.delay)
-        await wait_event(self.stop, self.delay)
-        self.delay = min(self.delay * 2, REDIS_RETRY_MAX_SECONDS)
+        delay = self.waits.delay(now)
+        logger.warning("Redis error in frontier %s (%s); retrying in %.2f s", what, exc, delay)
+        await wait_event(self.stop, delay)
 
 
 def close_or_exit(engine: ExecutionEngine, reason: str, seconds: float) -> asyncio.Future[None]:

@@ -47,9 +47,9 @@ import scrapy
 from scrapy import Request
 
 from crawlproject.frontier.basics.outcomes import FRONTIER_ERROR
-from crawlproject.frontier.connection.outage import outage_seconds
 from crawlproject.frontier.crawl.fresh_start import StartRefused
 from crawlproject.frontier.scrapy_glue.background_loops import close_or_exit
+from crawlproject.redis_calls import outage_seconds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

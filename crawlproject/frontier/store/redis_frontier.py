@@ -14,9 +14,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
-from crawlproject.frontier.connection.redis_client import evalsha_many
 from crawlproject.frontier.store.budgets import OverBudget
 from crawlproject.frontier.store.codec import whole_form
 from crawlproject.frontier.store.crawl_layout import prepare_layout
@@ -43,11 +41,8 @@ from crawlproject.frontier.store.script_replies import (
 )
 from crawlproject.frontier.store.scripts import FRONTIER_SCRIPTS, load_lua
 from crawlproject.frontier.store.seen_set import SeenFilter
-from crawlproject.lua import (
-    CALL_IDS,
-    call_reply_ms,
-    once_per_call,
-)
+from crawlproject.lua import CALL_IDS, once_per_call
+from crawlproject.redis_calls import call_reply_ms, evalsha_many, register_script
 
 ADD_CHUNK = 500  # URLs per add call: bounds one script's run time
 RECLAIM_BATCH = 500
@@ -114,7 +109,7 @@ class RedisFrontier(ParkedUrls, OverBudget):
         self.done_seen: dict[int, int] = {}
         reply_ms = call_reply_ms(redis)
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(once_per_call(load_lua(name), reply_ms))
+            name: register_script(redis, once_per_call(load_lua(name), reply_ms))
             for name in FRONTIER_SCRIPTS
         }
         self._trim_start_urls = redis.register_script(load_lua("trim_start_urls", False))
@@ -157,14 +152,7 @@ class RedisFrontier(ParkedUrls, OverBudget):
             (script.sha, self._keys(shard, f"{call}.{i:x}"), self._args(shard, *args))
             for i, (shard, args) in enumerate(calls)
         ]
-        for attempt in (1, 2):
-            try:
-                return await evalsha_many(self.redis, runs)
-            except NoScriptError:
-                if attempt == 2:
-                    raise
-                await self.redis.script_load(script.script)
-        raise AssertionError("unreachable")
+        return await evalsha_many(self.redis, runs)  # loads a lost script again
 
     async def add(self, entries: Iterable[NewEntry], call: str | None = None) -> AddResult:
         """Queues ``entries``. Sent again under the same ``call`` (the outbox's

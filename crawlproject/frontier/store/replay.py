@@ -26,11 +26,10 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from redis.asyncio.cluster import RedisCluster
-from redis.crc import key_slot
-from redis.exceptions import SlotNotCoveredError
 
 from crawlproject.frontier.store.operation_values import NewEntry
 from crawlproject.frontier.store.redis_frontier import RedisFrontier
+from crawlproject.redis_calls import node_of_key
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +43,8 @@ def shard_nodes(frontier: RedisFrontier, shards: Iterable[int]) -> dict[int, str
     redis = frontier.redis
     if not isinstance(redis, RedisCluster):
         return dict.fromkeys(shards, "")
-    manager = redis.nodes_manager
-    out = {}
-    for shard in shards:
-        try:
-            node = manager.get_node_from_slot(key_slot(frontier.keys.ready(shard).encode()))
-            out[shard] = node.name
-        except (KeyError, SlotNotCoveredError):  # no node known now: unknown, not changed
-            out[shard] = ""
-    return out
+    # "" when no node is known now: unknown, not changed
+    return {shard: node_of_key(redis, frontier.keys.ready(shard)) for shard in shards}
 
 
 class RecentAdds:
