@@ -16,11 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from redis.asyncio import Redis
-
-from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.frontier_part import FrontierPart
 from crawlproject.frontier.store.operation_values import HostBudget
 from crawlproject.frontier.store.script_replies import reply_text
 
@@ -40,17 +37,10 @@ def waiting_over_budget(counters: dict[str, int]) -> int:
     return counters.get("over_budget", 0) - counters.get("budget_released", 0)
 
 
-class OverBudget:
+class OverBudget(FrontierPart):
     """The frontier's operations on URLs over budget (a part of RedisFrontier)."""
 
-    redis: Redis
-    keys: CrawlKeys
     budget: HostBudget
-    default_delay_ms: int
-    default_concurrency: int
-
-    async def _run(self, name: str, shard: int, *args: Any) -> Any:
-        raise NotImplementedError  # RedisFrontier's: one script run on a shard
 
     async def over_budget_by_host(self) -> dict[str, int]:
         """Host (politeness key) -> URLs waiting over its budget, all shards."""

@@ -7,26 +7,15 @@ connection, the keys and the script runner.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
-from redis.asyncio import Redis
-
-from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.frontier_part import FrontierPart
 from crawlproject.frontier.store.script_replies import entry_url, reply_bytes, reply_text
 
 PARK_BATCH = 1000  # URLs per park_host / unpark call: bounds one script's run time
 
 
-class ParkedUrls:
+class ParkedUrls(FrontierPart):
     """The frontier's operations on set-aside URLs (a part of RedisFrontier)."""
-
-    redis: Redis
-    keys: CrawlKeys
-    default_delay_ms: int
-    default_concurrency: int
-
-    async def _run(self, name: str, shard: int, *args: Any) -> Any:
-        raise NotImplementedError  # RedisFrontier's: one script run on a shard
 
     async def park_host(self, pkey: str, reason: str = "parked") -> int:
         """Sets a host's queued URLs aside (shard's ``parked`` list), and those
