@@ -29,6 +29,7 @@ import logging
 import time
 from weakref import WeakKeyDictionary
 
+from redis.exceptions import RedisError
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.crawler import Crawler
@@ -74,6 +75,7 @@ class RenderDownloadHandler:
         self._learning: RenderLearning | None = None
         self._robots: RobotsCheck | None = None
         self._closed = False
+        self._said_redis_error = False
         self._seconds = 0.0
         self._say_mode()
 
@@ -151,8 +153,9 @@ class RenderDownloadHandler:
         if not has_script(document):
             return Verdict(Why.NO_SCRIPT, None), None
         learning = self.learning()
-        if learning is None:  # no frontier: no fleet to learn with
-            return Verdict(Why.LEARN, None), PageContent.of(document, raw.url)
+        if learning is None:  # no frontier, no fleet to learn with: shells only
+            shell = PageContent.of(document, raw.url)
+            return Verdict(Why.LEARN if shell.is_shell else Why.STATIC, None), shell
         parsed: list[PageContent] = []
 
         def content() -> PageContent:  # parsed only where the decision needs it
@@ -160,8 +163,19 @@ class RenderDownloadHandler:
                 parsed.append(PageContent.of(document, raw.url))
             return parsed[0]
 
-        verdict = await learning.decide(host_of(raw.url), page_template(raw.url), content)
+        try:
+            verdict = await learning.decide(host_of(raw.url), page_template(raw.url), content)
+        except RedisError as exc:  # the page stands as fetched; the crawl goes on
+            self._redis_error(exc)
+            return Verdict(Why.REDIS_ERROR, None), None
         return verdict, content() if verdict.render else None
+
+    def _redis_error(self, exc: RedisError) -> None:
+        self.stats.inc_value("render/redis_error")
+        if not self._said_redis_error:
+            self._said_redis_error = True
+            logger.warning("Rendering: Redis error (%s): pages are kept as fetched "
+                           "meanwhile (render/redis_error counts them)", exc)  # fmt: skip
 
     async def _learn(
         self, url: str, verdict: Verdict, raw: PageContent, rendered: Response
@@ -170,7 +184,10 @@ class RenderDownloadHandler:
         self.stats.inc_value(f"render/learned/{'js' if diff.matters else 'static'}")
         learning = self.learning()
         if learning is not None:
-            await learning.learn(host_of(url), page_template(url), verdict.prior, diff)
+            try:
+                await learning.learn(host_of(url), page_template(url), verdict.prior, diff)
+            except RedisError as exc:
+                self._redis_error(exc)
 
     def learning(self) -> RenderLearning | None:
         if self._learning is None:

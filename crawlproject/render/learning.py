@@ -54,6 +54,7 @@ class Why(enum.Enum):
     NO_SCRIPT = "no_script"  # the raw document has no script
     ENCODING = "encoding"  # its Content-Encoding not decoded here (br, zstd), or too large
     NEVER = "never"  # CRAWL_RENDER = "never"
+    REDIS_ERROR = "redis_error"  # the fleet's decisions could not be read
     NO_BROWSER = "no_browser"  # no browser on this worker
 
 
