@@ -75,7 +75,7 @@ from crawlproject.budget_cli import add_budget_parser, budget_command, hosts_nee
 from crawlproject.closed_pipe import quiet_on_closed_pipe
 from crawlproject.dedupe.soft404 import soft404_hosts
 from crawlproject.frontier.connection.embedded import EmbeddedRedis
-from crawlproject.frontier.connection.outage import command_client
+from crawlproject.frontier.connection.redis_client import command_client
 from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
 from crawlproject.frontier.crawl.crawl_name import crawl_name, crawl_name_of
 from crawlproject.frontier.crawl.dead import dead_command

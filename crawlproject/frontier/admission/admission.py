@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
@@ -42,10 +42,19 @@ from crawlproject.once import Generations, OncePerKey
 from crawlproject.rules.traps import token_shape, url_pattern
 from crawlproject.rules.url_rules import UrlRules
 
-if TYPE_CHECKING:
-    from crawlproject.frontier.claims.leases import HeldLease
-
 logger = logging.getLogger(__name__)
+
+
+class ParentLease(Protocol):
+    """The lease a request takes over: the claimed URL it retries or
+    redirects (claims/leases.py's HeldLease, which admission need not import)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def dont_filter(self) -> bool: ...
+
 
 TRAP_LOG_HOSTS = 100_000  # hosts remembered per guard for "logged once per host"
 UNSTORABLE_KINDS = 64  # kinds of unstorable request warned about once each
@@ -173,7 +182,7 @@ class Admission:
         return SeenLocally(known.pkey, known.fingerprint, value, votes)
 
     def admit(
-        self, request: Request, spider: Spider | None, parent: HeldLease | None
+        self, request: Request, spider: Spider | None, parent: ParentLease | None
     ) -> NewEntry | SeenLocally | Refusal:
         """What ``request`` becomes; ``parent``: the lease it takes over (a
         redirect or retry of a claimed URL), if any."""

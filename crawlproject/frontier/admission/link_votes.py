@@ -21,7 +21,7 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 from crawlproject.frontier.basics.urls import registered_domain
-from crawlproject.frontier.store.redis_frontier import NO_VOTE, SEED_VOTE
+from crawlproject.frontier.store.operation_values import NO_VOTE, SCOPE_VOTE, SEED_VOTE
 from crawlproject.once import Generations
 
 # Request.meta key: the host of the page a link was found on (set by
@@ -29,8 +29,6 @@ from crawlproject.once import Generations
 LINK_FROM_META_KEY = "crawl_from"
 VOTE_BYTES = 4
 DOMAINS_CACHED = 65_536
-# The operator's vote for a host of the crawl's scope (add.lua marks it `scoped`).
-SCOPE_VOTE = b"\xfe\xff\xff\xff"
 
 
 @lru_cache(maxsize=DOMAINS_CACHED)

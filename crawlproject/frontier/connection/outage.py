@@ -23,7 +23,7 @@ errors. Each is waited out with bounded back-off, and the bound is one setting,
   out the rest (connection errors, where a command may have run: never
   resent blindly) and, past the bound, :func:`give_up`: one line, exit 1 at
   once. The worker's leases expire and their URLs return to the queues.
-* ``crawlproject`` commands (:func:`command_client`) retry connection errors
+* ``crawlproject`` commands (:func:`redis_client.command_client`) retry connection errors
   too (a write whose reply was lost may be applied twice: a seed sent twice
   is found in the seen set), then exit 1 with one line (crawlproject/cli.py).
 """
@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import sys
 import time
 from typing import Any
@@ -212,6 +213,27 @@ def refused_before_sending(exc: BaseException) -> bool:
     return False
 
 
+def is_setup_error(exc: BaseException, url: str) -> bool:
+    """A connection error that waiting cannot cure: the TLS handshake failed
+    (certificate not trusted, client certificate refused, TLS to a plain port)
+    or a certificate file of a ``rediss`` URL cannot be read. redis-py raises
+    its ConnectionError with the original error as the cause or context. A
+    lost connection (EOF, reset, refused) may be a Redis starting up: not this."""
+    tls_url = url.split("://", 1)[0].lower().startswith("rediss")
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLError) and not isinstance(
+            cause, ssl.SSLEOFError | ssl.SSLZeroReturnError
+        ):
+            return True
+        if tls_url and isinstance(cause, FileNotFoundError | PermissionError | IsADirectoryError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 class _RideThrough:
     """``execute_command`` retried on the errors of ``retried`` until
     ``outage_seconds`` have passed since the first; errors that are no
@@ -315,8 +337,6 @@ class _RideThrough:
         )
 
     def _retries(self, exc: BaseException) -> bool:
-        from crawlproject.frontier.connection.redis_client import is_setup_error
-
         if is_setup_error(exc, self.url_for_errors):
             return False  # a TLS or certificate-file error: waiting cannot cure it
         if isinstance(exc, self.retried) or refused_before_sending(exc):
@@ -362,16 +382,3 @@ class RideThroughCluster(_RideThrough, RedisCluster):  # type: ignore[misc]
 
 class RideThroughRedis(_RideThrough, Redis):  # type: ignore[misc]
     """A plain client that retries (for ``crawlproject`` commands)."""
-
-
-def command_client(url: str) -> Redis:
-    """A client of ``url`` for a ``crawlproject`` command: every error of
-    :data:`NOT_RUN` and every connection error retried within the project's
-    ``CRAWL_REDIS_OUTAGE_SECONDS``."""
-    from scrapy.utils.project import get_project_settings
-
-    from crawlproject.frontier.connection.redis_client import redis_client
-
-    return redis_client(
-        url, outage_seconds=outage_seconds(get_project_settings()), retry_connections=True
-    )

@@ -24,7 +24,6 @@ slot moving; redis-py's own MOVED/ASK redirections, refused before running).
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -38,6 +37,7 @@ from crawlproject.frontier.connection.outage import (
     NOT_RUN,
     RideThroughCluster,
     RideThroughRedis,
+    outage_seconds,
 )
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -101,27 +101,6 @@ def no_resend_options(client_name: str | None = None) -> dict[str, Any]:
     }
 
 
-def is_setup_error(exc: BaseException, url: str) -> bool:
-    """A connection error that waiting cannot cure: the TLS handshake failed
-    (certificate not trusted, client certificate refused, TLS to a plain port)
-    or a certificate file of a ``rediss`` URL cannot be read. redis-py raises
-    its ConnectionError with the original error as the cause or context. A
-    lost connection (EOF, reset, refused) may be a Redis starting up: not this."""
-    tls_url = url.split("://", 1)[0].lower().startswith("rediss")
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, ssl.SSLError) and not isinstance(
-            cause, ssl.SSLEOFError | ssl.SSLZeroReturnError
-        ):
-            return True
-        if tls_url and isinstance(cause, FileNotFoundError | PermissionError | IsADirectoryError):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
 def is_cluster(redis: object) -> bool:
     return isinstance(redis, RedisCluster)
 
@@ -153,3 +132,14 @@ async def evalsha_many(
 
     await asyncio.gather(*(run_key(ix) for ix in by_key.values()))
     return replies
+
+
+def command_client(url: str) -> Redis:
+    """A client of ``url`` for a ``crawlproject`` command: every error of
+    :data:`NOT_RUN` and every connection error retried within the project's
+    ``CRAWL_REDIS_OUTAGE_SECONDS``."""
+    from scrapy.utils.project import get_project_settings
+
+    return redis_client(
+        url, outage_seconds=outage_seconds(get_project_settings()), retry_connections=True
+    )

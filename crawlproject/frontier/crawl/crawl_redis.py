@@ -20,8 +20,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawlproject.frontier.connection.embedded import WORKER_CLIENT_PREFIX, EmbeddedRedis
-from crawlproject.frontier.connection.outage import outage_started, say_start_wait, start_bound_of
-from crawlproject.frontier.connection.redis_client import is_setup_error, redis_client
+from crawlproject.frontier.connection.outage import (
+    is_setup_error,
+    outage_started,
+    say_start_wait,
+    start_bound_of,
+)
+from crawlproject.frontier.connection.redis_client import redis_client
 from crawlproject.frontier.crawl.config import FrontierConfig
 from crawlproject.frontier.store.host_keys import adopt_host_keys
 from crawlproject.frontier.store.keys import CrawlKeys

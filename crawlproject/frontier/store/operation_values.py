@@ -12,6 +12,8 @@ from crawlproject.frontier.store.codec import stored_form
 NO_PATTERN = bytes(8)
 NO_VOTE = bytes(4)
 SEED_VOTE = b"\xff\xff\xff\xff"  # a seed: the operator's vote for its host
+# The operator's vote for a host of the crawl's scope (add.lua marks it `scoped`).
+SCOPE_VOTE = b"\xfe\xff\xff\xff"
 _DOUBLE = struct.Struct(">d")
 # The low bits of a fingerprint that its seen-set bucket holds: the bucket
 # stores the rest, v >> SEEN_MEMBER_SHIFT (seen_set.py MIN_LEVEL, _seen.lua).
