@@ -48,21 +48,21 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawlproject.component_off import switched_off
 from crawlproject.frontier.basics.outcomes import Requeue
-from crawlproject.frontier.basics.request_meta import SCOPE_META_KEY
 from crawlproject.frontier.basics.urls import DEFAULT_PORTS, origin_of
 from crawlproject.frontier.scrapy_glue.frontier_lookup import frontier_of, require_frontier
 from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
-from crawlproject.limits import REDIRECT_STATUSES, SITEMAP_META_KEY
+from crawlproject.limits import REDIRECT_STATUSES
 from crawlproject.robots.config import RobotsConfig
 from crawlproject.robots.errors import RobotsDeferred, RobotsForbidden, RobotsUnreachable
 from crawlproject.robots.fetch import ROBOTS_META_KEY, Fetched, RobotsFetcher
 from crawlproject.robots.policy import RobotsKind, RobotsRecord, RobotsRules, Verdict, next_record
 from crawlproject.robots.store import RobotsStore
+from middlewares.robots_sitemaps import SitemapSeeds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -73,7 +73,6 @@ logger = logging.getLogger(__name__)
 WAIT_POLL_MIN_SECONDS = 0.05
 WAIT_POLL_MAX_SECONDS = 1.0
 REDIS_ERROR_HOLD_SECONDS = 5.0
-SITEMAPS_PER_ROBOTS_MAX = 50
 PARKED_REMEMBERED_MAX = 10_000  # hosts this worker set aside, for one WARNING each
 
 
@@ -87,7 +86,7 @@ class RobotsTxtMiddleware:
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
         self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
         self._store: RobotsStore | None = None
-        self._no_sitemap_callback_logged = False
+        self.sitemaps = SitemapSeeds(crawler, config, stats)
         self._parked: OrderedDict[str, None] = OrderedDict()
 
     @classmethod
@@ -377,41 +376,7 @@ class RobotsTxtMiddleware:
             self.stats.inc_value("robotstxt/crawl_delay_hosts")
             logger.debug("robots.txt of %s: Crawl-delay %.3f s", origin, delay)
         await frontier.set_robots_delay(pkey, None if delay is None else round(delay * 1000))
-        self._schedule_sitemaps(origin, rules, request)
-
-    def _schedule_sitemaps(self, origin: str, rules: RobotsRules, request: Request) -> None:
-        if not self.config.sitemaps:
-            return
-        urls = rules.sitemaps()
-        if self.config.sitemap_xml:
-            urls.append(origin + "/sitemap.xml")
-        if not urls:
-            return
-        spider: Spider | None = self.crawler.spider
-        callback = getattr(spider, "parse_sitemap", None)
-        engine = self.crawler.engine
-        if callback is None or engine is None:
-            if not self._no_sitemap_callback_logged:
-                self._no_sitemap_callback_logged = True
-                logger.info("The spider has no parse_sitemap method: Sitemap: lines are ignored")
-            return
-        errback = getattr(spider, "on_error", None)
-        for url in urls[:SITEMAPS_PER_ROBOTS_MAX]:
-            if urlsplit(url).scheme not in DEFAULT_PORTS:
-                self.stats.inc_value("robotstxt/sitemap_bad_url")
-                continue
-            engine.crawl(
-                Request(
-                    url,
-                    callback=callback,
-                    errback=errback,
-                    meta={
-                        SCOPE_META_KEY: request.meta.get(SCOPE_META_KEY),
-                        SITEMAP_META_KEY: True,
-                    },
-                )
-            )
-            self.stats.inc_value("robotstxt/sitemaps")
+        self.sitemaps.seed(origin, rules, request)
 
 
 def _now_ms() -> int:
