@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +78,9 @@ class Outbox:
         # URLs added lately, added again if their shard's master changed (a failover
         # may have lost them): kept while a promotion can still be waited out.
         self.recent = RecentAdds(outage_seconds + REPLAY_MARGIN_SECONDS)
+        # Awaited before the first ack call of a write: the lease book sends the slot
+        # releases queued before (claims/leases.py, releases_before_acks).
+        self.before_acks: Callable[[RedisFrontier], Awaitable[None]] | None = None
 
     def __bool__(self) -> bool:
         """Whether anything waits to be written."""
@@ -213,6 +216,8 @@ class Outbox:
             if entries:
                 self._resend_add, entries = (CALL_IDS.new(), entries), []
                 await self._add(frontier, *self._resend_add, on_added)
+            if self.before_acks is not None and (acks or self._resend_acks):
+                await self.before_acks(frontier)
             while self._resend_acks:
                 await self._ack(frontier, *self._resend_acks[0], on_done)
             for mode in ACK_MODES:
