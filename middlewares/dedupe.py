@@ -23,7 +23,9 @@ go to the frontier. A verdict belongs to the response, never to an item
 6. decides about the page's links (``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``): a
    near copy's (listings under one long template are near copies, each linking
    pages no other does; for ``web`` at most NEAR_COPY_HOPS along a chain,
-   ``dedupe/near_hops_exceeded``, never for another spider) and a mirror's copy's
+   ``dedupe/near_hops_exceeded``, never for another spider, and not counting a
+   page with text its host never showed, ``dedupe/near_new_text``:
+   crawlproject/dedupe/new_text.py) and a mirror's copy's
    follow the originals' (``dedupe/links_followed_lower``, ``dedupe/mirror_copies``);
    an exact copy's of its own host (the same links) and a soft 404's are dropped
    (``dedupe/links_not_followed``);
@@ -59,16 +61,17 @@ from scrapy.http import Response
 from crawlproject.body_digest import body_sha1
 from crawlproject.component_off import switched_off
 from crawlproject.dedupe.batcher import DedupeBatcher
-from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE, DedupeConfig
+from crawlproject.dedupe.config import DedupeConfig
 from crawlproject.dedupe.index import DedupeIndex, DedupeKind, DedupeMismatch, DedupeVerdict
+from crawlproject.dedupe.new_text import NEW_TEXT_SHINGLES, HostText
 from crawlproject.dedupe.page_text import NO_TEXT, Text, page_text
 from crawlproject.dedupe.probes import Soft404Probes
 from crawlproject.dedupe.soft404 import PROBE_META_KEY, NotFoundPage, echoes_path
+from crawlproject.dedupe.streaks import DuplicateStreaks, Parking
 from crawlproject.dedupe.verdict import (
     EXACT,
     FETCH_RECORDS_ATTR,
     NEAR,
-    NEAR_COPY_HOPS,
     NEAR_HOPS_META_KEY,
     VERDICT_META_KEY,
     ItemsDropped,
@@ -76,6 +79,7 @@ from crawlproject.dedupe.verdict import (
     Outcome,
     PageVerdict,
     annotate,
+    duplicate_links,
     near_hops,
 )
 from crawlproject.frontier.admission.depth_chains import mark_link
@@ -98,7 +102,6 @@ from crawlproject.frontier.scrapy_glue.frontier_lookup import (
     require_frontier,
 )
 from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
-from crawlproject.once import OncePerKey
 from crawlproject.setting_values import crawl_setting
 
 if TYPE_CHECKING:
@@ -113,7 +116,6 @@ logger = logging.getLogger(__name__)
 # originals' own links go first.
 LINK_BAND_PENALTY = 4
 LINK_CREDIT_WEIGHT = 0.25
-PARKED_HOSTS_REMEMBERED = 100_000
 
 
 class DedupeSpiderMiddleware:
@@ -131,13 +133,12 @@ class DedupeSpiderMiddleware:
         self.probes = Soft404Probes(crawler, stats, enabled=probe)  # CRAWL_SOFT404_PROBE
         self.credit_mode = credit_mode  # AOPIC: lower a link's credit, not its band
         self._index: DedupeBatcher | None = None
-        # Hosts whose streak was logged (and counted) here: bounded, like every
-        # per-host memory of a worker (a host forgotten may be counted again).
-        self._parked_hosts = OncePerKey(PARKED_HOSTS_REMEMBERED)
+        self._streaks = DuplicateStreaks(config, stats, self._parking)
         self._unannotatable_logged = False
         self._dropped = ItemsDropped(stats)
         self._closing: asyncio.Future[None] | None = None
         self._evidence: TokenEvidence | None = None
+        self._host_text = HostText()  # web's near copies' new text
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupeSpiderMiddleware:
@@ -272,8 +273,11 @@ class DedupeSpiderMiddleware:
         )
         # A copy of a page of its own host, or a thin page (too little text to be
         # content: an empty archive's), brought nothing new; a mirror's copy did,
-        # and a near copy another spider took items from (its operator's data).
-        own_items = verdict.kind is DedupeKind.NEAR and not self._open_web()
+        # a near copy another spider took items from (its operator's data), and
+        # one with text its host never showed (a listing's page, new_text.py).
+        near, web = verdict.kind is DedupeKind.NEAR, self._open_web()
+        new_text = web and self._new_text(host, text, near, mirror)
+        own_items = near and (new_text or not web)
         novel = mirror or own_items or (verdict.kind is DedupeKind.NEW and not thin)
         content = None if mirror or (thin and verdict.kind is DedupeKind.NEW) else novel
         if not novel:
@@ -287,19 +291,14 @@ class DedupeSpiderMiddleware:
                 response.url,
                 verdict.original or "an earlier page",
             )
-            links = self._links_of_duplicate(verdict.kind, mirror)
-            if verdict.kind is DedupeKind.NEAR and not mirror and links is Links.LOWER:
-                # A near-copy chain is a drifting trap's shape for web, which follows
-                # every link; another spider's requests are its operator's: never cut.
-                follow_all = self.config.follow_duplicate_links == FOLLOW_ALL
-                if hops >= NEAR_COPY_HOPS and self._open_web() and not follow_all:
-                    self.stats.inc_value("dedupe/near_hops_exceeded")
-                    links = Links.DROP
-                hops += 1
+            follow = self.config.follow_duplicate_links
+            links, hops, cut = duplicate_links(follow, near, mirror, web, own_items, hops)
+            if cut:
+                self.stats.inc_value("dedupe/near_hops_exceeded")
             if mirror:
                 self.stats.inc_value("dedupe/mirror_copies")
             elif not own_items:
-                await self._check_streak(response.url, verdict)
+                await self._streaks.check(host, verdict.host_streak)
         # Not an exact copy: URL aliases (?a=1&b=2, index.html) are common and
         # harmless (their links are not followed); a soft 404 is near or echoes.
         suspect = echo or (verdict.kind is DedupeKind.NEAR and not mirror)
@@ -307,21 +306,21 @@ class DedupeSpiderMiddleware:
         drop = self.config.drop_items and kind == EXACT
         return Outcome(links, probe, novel, content, found, drop, hops)
 
+    def _new_text(self, host: str, text: Text, near: bool, mirror: bool) -> bool:
+        """Web's near copy of its own host shows text its host never showed (each
+        judged page of a host with such copies feeds the host's memory)."""
+        if text.simhash is None:
+            return False
+        new = self._host_text.new_shingles(host, text.text, watch=near and not mirror)
+        if new is None or not near or mirror or new < NEW_TEXT_SHINGLES:
+            return False
+        self.stats.inc_value("dedupe/near_new_text")
+        return True
+
     def _open_web(self) -> bool:
         """The spider follows every link and keeps fetch records (web): the
         guards of the open web apply to its duplicates' links in full."""
         return bool(getattr(self.crawler.spider, FETCH_RECORDS_ATTR, False))
-
-    def _links_of_duplicate(self, kind: DedupeKind, mirror: bool) -> Links:
-        follow = self.config.follow_duplicate_links
-        if follow == FOLLOW_NONE:
-            return Links.DROP
-        if mirror or follow == FOLLOW_ALL or kind is DedupeKind.NEAR:
-            # A near copy of a page of its host has text of its own, and links
-            # no kept page may have (the next page of a listing whose long
-            # template outweighs its items); the trap guards count its links.
-            return Links.LOWER
-        return Links.DROP  # the same bytes as a page of its own host: the same links
 
     def _annotate(self, item: Any, verdict: PageVerdict) -> None:
         if not annotate(item, verdict) and not self._unannotatable_logged:
@@ -351,27 +350,6 @@ class DedupeSpiderMiddleware:
         text = self._text(response) if 200 <= response.status < 300 else NO_TEXT
         await self.probes.answered(response, self._host(response.url), text.echoless(response.url))
 
-    async def _check_streak(self, url: str, verdict: DedupeVerdict) -> None:
-        if not self.config.streak or verdict.host_streak < self.config.streak:
-            return
-        host = self._host(url)
-        if self.config.streak_action == "off":
-            if self._parked_hosts.first(host):
-                logger.info("%s: %d duplicate pages in a row", host, verdict.host_streak)
-            return
-        frontier = self._scheduler().frontier
-        assert frontier is not None
-        parked = await frontier.park_host(host)
-        self.stats.inc_value("dedupe/streak_parked_urls", parked)
-        if self._parked_hosts.first(host):
-            self.stats.inc_value("dedupe/streak_hosts")
-            logger.info(
-                "%s: %d duplicate pages in a row (a trap?): %d queued URL(s) set aside",
-                host,
-                verdict.host_streak,
-                parked,
-            )
-
     async def _token_evidence(self, page: TokenPage, outcome: Outcome | None, spawned: int) -> None:
         if self._evidence is None:
             shared = crawl_redis_of(self.crawler)
@@ -390,6 +368,11 @@ class DedupeSpiderMiddleware:
 
     def _scheduler(self) -> FrontierScheduler:
         return frontier_of(self.crawler)
+
+    def _parking(self) -> Parking:
+        frontier = self._scheduler().frontier
+        assert frontier is not None, "the frontier opens before any response"
+        return frontier
 
     def _host(self, url: str) -> str:
         try:

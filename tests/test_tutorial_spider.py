@@ -7,10 +7,13 @@ pagination followed with ``response.follow``; no errback) and crawls a loopback
 quotes site (testkit/quotes_site.py) whose ``/`` and ``/page/1/`` are the same
 bytes and whose listing pages share a site-wide block of text in plain
 ``<div>``s six times longer than their quotes: its listing pages are near
-duplicates of each other by SimHash. Promised: every quote and every author in
+duplicates of each other by SimHash; it has 3 x NEAR_COPY_HOPS of them, a chain
+of near copies longer than web's guard lets pass when they bring no new text.
+Promised: every quote and every author in
 the ``-O`` feed, each with only the fields the spider gave it; the copied page's
 items all dropped (an exact copy: ``CRAWL_DEDUPE_DROP_ITEMS``), counted and said
-once at INFO. The same site seeded for ``web``: every listing page fetched, and
+once at INFO. The same site seeded for ``web``: every listing page fetched (each
+shows quotes no other page has: crawlproject/dedupe/new_text.py), and
 ``web`` stores what it stored before (the exact copy and the near copies not
 stored as pages, their links followed).
 """
@@ -21,9 +24,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from crawlproject.dedupe.verdict import NEAR_COPY_HOPS
 from testkit.crawlproc import start_worker, stats_of, wait_all
 from testkit.own_web import OwnSitesWeb
-from testkit.quotes_site import AUTHORS, LISTINGS, PER_PAGE, QUOTES_IP, QUOTES_WEB_IP, QuotesSite
+from testkit.quotes_site import AUTHORS, PER_PAGE, QUOTES_IP, QUOTES_WEB_IP, QuotesSite
 from testkit.scratch import scratch_project as copy_project
 
 FAST = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
@@ -79,7 +83,8 @@ def scratch_project(tmp_path: Path, root_url: str) -> Path:
 def test_the_tutorial_spider_keeps_every_quote_and_web_fetches_every_listing(
     tmp_path: Path,
 ) -> None:
-    site = QuotesSite()
+    site = QuotesSite(listings=3 * NEAR_COPY_HOPS)
+    listings = site.listings
     with OwnSitesWeb({QUOTES_IP: site, QUOTES_WEB_IP: site}) as web:
         project = scratch_project(tmp_path, web.base_url(QUOTES_IP))
         out, records = tmp_path / "quotes.jsonl", tmp_path / "web.jsonl"
@@ -107,12 +112,12 @@ def test_the_tutorial_spider_keeps_every_quote_and_web_fetches_every_listing(
     # second) were all dropped, none of the near copies' (every listing but one).
     expected = Counter(json.dumps(q, sort_keys=True) for q in site.quotes)
     assert Counter(json.dumps(q, sort_keys=True) for q in quote_items) == expected
-    assert len(quote_items) == LISTINGS * PER_PAGE
+    assert len(quote_items) == listings * PER_PAGE
     assert sorted(i["name"] for i in author_items) == sorted(site.authors)
     assert len(site.authors) == AUTHORS
     stats = stats_of(quotes.log_path)
     assert stats["dedupe/items_dropped"] == PER_PAGE
-    assert stats["dedupe/checked/near"] == LISTINGS - 1  # pages 2-10: near copies, kept
+    assert stats["dedupe/checked/near"] == listings - 1  # pages 2-10: near copies, kept
     log = quotes.log_path.read_text()
     said = [line for line in log.splitlines() if "Dropped the items of" in line]
     assert len(said) == 1 and " INFO: " in said[0] and "CRAWL_DEDUPE_DROP_ITEMS=False" in said[0]
@@ -124,6 +129,9 @@ def test_the_tutorial_spider_keeps_every_quote_and_web_fetches_every_listing(
     stored = {r["url"].split(str(web.port), 1)[1] for r in map(json.loads, records.open())}
     web_stats = stats_of(crawler.log_path)
     assert web_stats["dedupe/exact"] == 1  # `/page/1/`, the same bytes as `/`
-    assert web_stats["dedupe/near"] == LISTINGS - 1  # the other listings
+    assert web_stats["dedupe/near"] == listings - 1  # the other listings
     assert stored == {"/", *site.author_paths()}
     assert "dedupe/items_dropped" not in web_stats
+    # Each near copy showed quotes its host had not: no chain was cut.
+    assert web_stats["dedupe/near_new_text"] == listings - 1
+    assert "dedupe/near_hops_exceeded" not in web_stats

@@ -86,6 +86,7 @@ from lxml import etree
 from crawlproject.hamming import hamming
 
 __all__ = [
+    "BMP_WORD",
     "FEATURES_VERSION",
     "FINGERPRINT_BITS",
     "NGRAM_CHARS",
@@ -281,7 +282,7 @@ def _bmp_word_table() -> npt.NDArray[np.bool_]:
     return table
 
 
-_BMP_WORD: Final = _bmp_word_table()
+BMP_WORD: Final = _bmp_word_table()
 
 
 def normalise(text: str) -> str:
@@ -294,7 +295,7 @@ def normalise(text: str) -> str:
     if lowered.isascii():
         return lowered.encode("ascii").translate(None, _ASCII_NON_WORD).decode("ascii")
     cps = np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    keep = _BMP_WORD[np.minimum(cps, 0xFFFF)]  # U+FFFF is not a word character
+    keep = BMP_WORD[np.minimum(cps, 0xFFFF)]  # U+FFFF is not a word character
     astral = cps > 0xFFFF
     if astral.any():  # rare: decide each distinct astral code point with the regex
         words = [cp for cp in np.unique(cps[astral]).tolist() if _WORD_RE.match(chr(cp))]

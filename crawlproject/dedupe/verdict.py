@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 
+from crawlproject.dedupe.config import FOLLOW_ALL, FOLLOW_NONE
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
@@ -123,3 +125,24 @@ def near_hops(meta: Mapping[str, Any]) -> int:
     """The near copies of their own host a request's chain followed (0: none)."""
     hops = meta.get(NEAR_HOPS_META_KEY, 0)
     return hops if isinstance(hops, int) and hops > 0 else 0
+
+
+def duplicate_links(
+    follow: str, near: bool, mirror: bool, web: bool, new_content: bool, hops: int
+) -> tuple[Links, int, bool]:
+    """What a duplicate's links get (``follow``: CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS),
+    the near-copy count its links to its own host carry, and whether the chain
+    was cut here (NEAR_COPY_HOPS passed: web only, never another spider's)."""
+    if follow == FOLLOW_NONE:
+        return Links.DROP, hops, False
+    if not (mirror or follow == FOLLOW_ALL or near):
+        return Links.DROP, hops, False  # the same bytes as a page of its own host: its links
+    # A near copy of a page of its host has text of its own, and links no kept
+    # page may have (the next page of a listing whose long template outweighs
+    # its items); the trap guards count its links, and a chain of near copies
+    # that bring no new text is a drifting trap's shape for web.
+    if not near or mirror or new_content:
+        return Links.LOWER, hops, False
+    if hops >= NEAR_COPY_HOPS and web and follow != FOLLOW_ALL:
+        return Links.DROP, hops, True
+    return Links.LOWER, hops + 1, False
