@@ -51,6 +51,7 @@ from crawlproject.store.signals import render_resource_received
 
 logger = logging.getLogger(__name__)
 
+LAUNCH_ALLOWANCE_SECONDS = 60.0  # Chromium starting on a loaded machine: seconds
 LEARNING_KEY = "render"  # cp:{C}:render (crawlproject/render/learning.py)
 _HANDLERS: WeakKeyDictionary[Crawler, RenderDownloadHandler] = WeakKeyDictionary()
 
@@ -241,8 +242,11 @@ class RenderDownloadHandler:
         started = time.monotonic()
         async with self.pool:
             try:
+                # The time limit runs from the page's opening (session.py); this
+                # bound is a safety net that leaves room for a browser's launch.
                 page = await asyncio.wait_for(
-                    self.playwright.download_request(ours), self.config.timeout_seconds + 10
+                    self.playwright.download_request(ours),
+                    self.config.timeout_seconds + LAUNCH_ALLOWANCE_SECONDS,
                 )
             except Exception as exc:  # whatever the browser raised: the raw page stands
                 self.stats.inc_value("render/failed")

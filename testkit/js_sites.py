@@ -158,6 +158,28 @@ class MixedSite:
         return None
 
 
+class BusySite:
+    """One page whose script polls ``/api/tick.json`` every 100 ms for ever:
+    never quiet, so its render ends at the time limit."""
+
+    def pages(self) -> list[str]:
+        return ["/"]
+
+    def route(self, path: str) -> Reply | None:
+        if path == "/":
+            body = (
+                "<html><head><title>Busy</title></head><body><p id='n'>0</p><script>"
+                "setInterval(function () { fetch('/api/tick.json').then(function (r) {"
+                " return r.json(); }).then(function (d) {"
+                " document.getElementById('n').textContent = d.tick; }); }, 100);"
+                "</script></body></html>"
+            )
+            return Reply(200, HTML, body.encode())
+        if path == "/api/tick.json":
+            return Reply(200, JSON_TYPE, b'{"tick": 1}')
+        return None
+
+
 class JsWeb(OwnSitesWeb):
     """The three sites (or those given), each host with its own robots.txt."""
 

@@ -28,7 +28,7 @@ from testkit.crawlproc import (
     wait_all,
     wait_until,
 )
-from testkit.js_sites import JS_IP, JS_SITE_IPS, MIXED_IP, STATIC_IP, JsOnlySite, JsWeb
+from testkit.js_sites import JS_IP, JS_SITE_IPS, MIXED_IP, STATIC_IP, BusySite, JsOnlySite, JsWeb
 from testkit.redis_server import RedisServer
 from testkit.testweb import RequestRecord
 
@@ -235,3 +235,24 @@ def test_a_browser_that_dies_is_started_again(tmp_path: Path) -> None:
     assert stats["playwright/browser_count"] == 2  # launched again after the kill
     assert later, "pages rendered after the browser died"
     wait_until(lambda: not _browser_pids(marker), timeout=10)
+
+
+def test_a_page_never_quiet_ends_at_the_time_limit(tmp_path: Path) -> None:
+    with RedisServer() as redis, JsWeb({JS_IP: BusySite()}) as web:
+        settings = {
+            **SETTINGS,
+            "CRAWL_RENDER": "always",
+            "CRAWL_RENDER_TIMEOUT_SECONDS": 3,
+            "CRAWL_DATA_DIR": str(tmp_path / "data"),
+            "CRAWL_SOFT404_PROBE": False,
+        }
+        proc = start_worker(REPO_ROOT, redis.url, "busy", [web.base_url(JS_IP) + "/"], settings,
+                            tmp_path / "w.log")  # fmt: skip
+        assert wait_all([proc], timeout=90, check=False) == [0], (tmp_path / "w.log").read_text()
+        ticks = [r for r in web.log if r.path == "/api/tick.json"]
+    stats = stats_of(tmp_path / "w.log")
+    assert stats["render/pages"] == 1 and stats["render/timeouts"] == 1
+    # The page polled every 100 ms while it rendered, and no longer than its
+    # 3 s: at most ~30 polls fetched (fewer on a loaded machine); a render
+    # past its limit would have polled until the handler's safety net (60 s).
+    assert 1 <= len(ticks) <= 40

@@ -92,7 +92,9 @@ class RenderSession:
         self.fetch = fetch
         self.user_agent = user_agent
         self.stats = stats
+        self.timeout_seconds = timeout_seconds
         self.deadline = time.monotonic() + timeout_seconds
+        self._done = False
         self.max_bytes = max_bytes
         self.resources: list[HttpExchange] = []
         self.blocked = 0
@@ -107,6 +109,8 @@ class RenderSession:
         """``playwright_page_init_callback``: registered after scrapy-playwright's
         own route, so it runs first and every request ends here."""
         logger.debug("Render of %s: page open", self.raw.url)
+        # The time limit runs from the page's opening, not from a browser's launch.
+        self.deadline = time.monotonic() + self.timeout_seconds
         await page.route("**", self._route)
 
     async def wait_quiet(self, page: Page) -> None:
@@ -124,6 +128,9 @@ class RenderSession:
             pass
         if self._left_ms() <= 1:
             self.stats.inc_value("render/timeouts")
+        # Over: what the page asks from now on is not fetched (a page that
+        # polls for ever would go on while it is read and closed).
+        self._done = True
         logger.debug("Render of %s: quiet", self.raw.url)
 
     def _left_ms(self) -> float:
@@ -133,6 +140,9 @@ class RenderSession:
 
     async def _route(self, route: Route, request: BrowserRequest) -> None:
         try:
+            if self._done:
+                await route.abort("aborted")
+                return
             if request.is_navigation_request() and request.frame.parent_frame is None:
                 await self._navigation(route, request)
             else:
