@@ -163,6 +163,7 @@ def stored(data: bytes, pkey: str) -> bytes:
 CRAWL = "bench"
 TARGET_PAGES_S = 6200  # the issue's target for one Redis
 SEED_CHUNK = 100_000  # seeds per RedisFrontier.add call
+BARRIER_SECONDS = 600  # the drivers' set-up (link pools) before a run starts
 T = TypeVar("T")
 Server = RedisServer | ClusterServer | MastersCluster
 IDLE_POLL = 0.5  # CRAWL_IDLE_POLL_SECONDS' default: the claim clock's probe period
@@ -606,7 +607,9 @@ def scenario(
     with rev_code(code):
         for w in workers:
             w.start()
-    barrier.wait(timeout=120)
+    # A driver builds its link pool before the barrier: at load 20 on 2 cores that
+    # took over 120 s (2026-12-07), and the run failed with BrokenBarrierError.
+    barrier.wait(timeout=BARRIER_SECONDS)
     cmd0, node0 = commands_per_node(server), cpu_per_node(server)
     cpu0, w0 = server.cpu_seconds(), time.monotonic()
     runs = [out.get(timeout=cfg.duration + 300) for _ in workers]
