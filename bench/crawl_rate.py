@@ -1070,7 +1070,8 @@ def part_cpu(args: argparse.Namespace, out: dict[str, Any]) -> None:
             name = run_name(rev, side, i)
             print(f"[cpu-bound] {name} ...", flush=True)
             workdir = RESULTS / "crawl_rate" / "cpu" / name
-            run = run_crawl(workdir, cfg["web"], variant, 1, settings, 600, code_root=root)
+            # 10,250 pages: ~40 s on a quiet machine; at load 15-24 (2026-12-07) over 600 s.
+            run = run_crawl(workdir, cfg["web"], variant, 1, settings, 1800, code_root=root)
             res = analyse(run, 0.0)
             res.update(name=name, side=side, rev=rev, variant=variant, settings=settings)
             runs.append(res)
