@@ -31,7 +31,7 @@ from crawlproject.dedupe.index import (
 from crawlproject.dedupe.spread import (
     DEDUPE_PARTS,
     EXACT,
-    SLOTS,
+    HASH_SLOTS,
     Spread,
     linear_address,
     part_tags,
@@ -117,7 +117,7 @@ def test_the_parts_tags_sit_evenly_over_the_slots() -> None:
         count = len(tags)
         for g, tag in enumerate(tags):
             slot = key_slot(f"cp:{{{tag}}}:st".encode())
-            assert g * SLOTS // count <= slot < (g + 1) * SLOTS // count, (crawl, g, tag)
+            assert g * HASH_SLOTS // count <= slot < (g + 1) * HASH_SLOTS // count, (crawl, g, tag)
     assert parts_problem(16) is None and parts_problem(1) is None
     assert "power of 2" in (parts_problem(12) or "") and parts_problem(256)
     with pytest.raises(ValueError, match="parts=12"):

@@ -26,9 +26,9 @@ from crawlproject.frontier.crawl.persist import delete_crawl
 from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS, QUEUE_LAYOUT
 from crawlproject.frontier.store.hash_slots import (
     EVEN,
+    HASH_SLOTS,
     PLAIN,
     RUN_HEAD,
-    SLOTS,
     shard_tags,
     tag_in_run,
 )
@@ -70,8 +70,8 @@ def test_a_crawls_shard_tags_sit_one_per_run(shards: int) -> None:
         assert keys.tags == EVEN
         assert len(set(keys.shard_prefixes)) == shards
         for s, prefix in enumerate(keys.shard_prefixes):
-            lo = s * SLOTS // shards
-            hi = min((s + 1) * SLOTS // shards, lo + RUN_HEAD)
+            lo = s * HASH_SLOTS // shards
+            hi = min((s + 1) * HASH_SLOTS // shards, lo + RUN_HEAD)
             assert lo <= key_slot(keys.ready(s).encode()) < hi, (crawl, s, prefix)
             match = re.fullmatch(rf"{re.escape(crawl)}/{s}(?:~(\d+))?", tag_of(prefix))
             assert match, prefix
@@ -94,11 +94,11 @@ def test_the_search_is_shared_and_bounded() -> None:
         for i, f in enumerate(families)
     )
     with pytest.raises(ValueError, match="16384"):
-        tag_in_run("web/0", 0, SLOTS + 1)
+        tag_in_run("web/0", 0, HASH_SLOTS + 1)
     with pytest.raises(ValueError, match="shard tags 'odd'"):
         shard_tags("web", 4, "odd")
     with pytest.raises(ConfigError, match=r"within 1\.\.16384"):
-        FrontierConfig.from_settings(Settings({"CRAWL_FRONTIER_SHARDS": SLOTS + 1}))
+        FrontierConfig.from_settings(Settings({"CRAWL_FRONTIER_SHARDS": HASH_SLOTS + 1}))
 
 
 # -- a new crawl, an older one (real redis-server) -------------------------------------

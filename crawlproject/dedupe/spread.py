@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from crawlproject.dedupe.layout import NearTable, near_tables, split_blocks
 
 # The search for a tag in its run is shared with the frontier's shards.
-from crawlproject.frontier.store.hash_slots import SLOTS, tag_in_run
+from crawlproject.frontier.store.hash_slots import HASH_SLOTS, tag_in_run
 
 # Parts per table (and of the exact index, originals, hosts) of a new index:
 # 7 x 16 = 112 tags for k = 3, 16 of each family, so any master that owns a
@@ -66,8 +66,8 @@ def part_tags(crawl: str, families: tuple[str, ...], parts: int) -> tuple[str, .
     ``<crawl>/dd/<family>.<part>`` with ``~<n>``, the first n that lands there,
     appended when n > 0 (about F x P tries a tag)."""
     count = len(families) * parts
-    if count > SLOTS:
-        raise ValueError(f"{count} parts do not fit in {SLOTS} slots")
+    if count > HASH_SLOTS:
+        raise ValueError(f"{count} parts do not fit in {HASH_SLOTS} slots")
     return tuple(
         tag_in_run(f"{crawl}/dd/{family}.{p}", p * len(families) + f, count)
         for p in range(parts)

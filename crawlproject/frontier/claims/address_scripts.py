@@ -3,7 +3,7 @@ addresses on their home shards, and the waits and wakes of hosts on theirs.
 
 An address's counters live in frontier shard ``crc32(address) % shards`` (its
 *home*, ``CrawlKeys.address_shard``), under that shard's hash tag like a host's
-keys, so each script touches one Redis Cluster slot. Calls of one kind are
+keys, so each script touches one Redis Cluster hash slot. Calls of one kind are
 grouped by shard and sent in one round trip (``evalsha_many``).
 """
 

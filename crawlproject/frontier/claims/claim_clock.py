@@ -65,9 +65,9 @@ class ClaimClock:
             self.slot_freed(shard, due)
 
     def slot_freed(self, shard: int, due: float) -> None:
-        """A download slot of this worker is free again, and the host of
-        ``shard`` is due again at about ``due``: look then, rather than at the
-        next idle poll (which may be later)."""
+        """A host's slot is free again (this worker released it, or its address
+        woke the host), and the host of ``shard`` is due again at about ``due``:
+        look then, rather than at the next idle poll (which may be later)."""
         self.event.set()
         self._changed(shard)
         self.found_none.discard(shard)

@@ -3,9 +3,10 @@ small buffer of claimed requests the engine takes from.
 
 At most ``CONCURRENT_REQUESTS`` + ``CRAWL_CLAIM_PREFETCH`` leases are in
 flight, each for a host that is ready now, so the engine never gets a request
-whose host must still wait, and a worker never hoards; the few beyond the
-downloader's slots wait here, so that a slot freed by a response starts its
-next fetch at once rather than after a claim round trip.
+whose host must still wait, and a worker never hoards; the few beyond what
+the downloader takes at once (``CONCURRENT_REQUESTS``) wait here, so that a
+finished download starts the next fetch at once rather than after a claim
+round trip.
 """
 
 from __future__ import annotations

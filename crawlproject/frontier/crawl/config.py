@@ -17,7 +17,7 @@ from crawlproject.frontier.crawl.redis_settings import (
     start_urls_key,
 )
 from crawlproject.frontier.store.crawl_layout import NEW_CRAWL_SHARDS, crawl_layout
-from crawlproject.frontier.store.hash_slots import EVEN, SLOTS
+from crawlproject.frontier.store.hash_slots import EVEN, HASH_SLOTS
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.frontier.store.redis_frontier import AdaptiveDelay, HostBudget
 from crawlproject.frontier.store.seen_set import SeenFilter
@@ -223,9 +223,9 @@ def read_shards(settings: BaseSettings) -> int | None:
     except (TypeError, ValueError):
         shards = 0
     # At most one shard a slot: a shard's tag sits in its own run of slots (hash_slots.py).
-    if not 1 <= shards <= SLOTS or str(value).strip() != str(shards):
+    if not 1 <= shards <= HASH_SLOTS or str(value).strip() != str(shards):
         raise ConfigError(
-            f"CRAWL_FRONTIER_SHARDS must be a whole number within 1..{SLOTS}, or unset (the "
+            f"CRAWL_FRONTIER_SHARDS must be a whole number within 1..{HASH_SLOTS}, or unset (the "
             f"crawl's own count, {NEW_CRAWL_SHARDS} for a new crawl); not {value!r}"
         )
     return shards

@@ -14,7 +14,7 @@ right after the add-ons, unless those settings are set at spider priority):
 * ``DOWNLOAD_DELAY`` = d > 0 -> ``CRAWL_HOST_DELAY`` = d, Scrapy's own 0;
 * ``CONCURRENT_REQUESTS_PER_DOMAIN`` = n below ``CONCURRENT_REQUESTS`` (a cap
   at all) -> ``CRAWL_HOST_CONCURRENCY`` = n, Scrapy's own raised to
-  ``CONCURRENT_REQUESTS`` (the host key is not Scrapy's slot key: host:port, domain);
+  ``CONCURRENT_REQUESTS`` (the host key is not Scrapy's downloader slot key: host:port, domain);
 * ``AUTOTHROTTLE_ENABLED`` -> Scrapy's AutoThrottle off, the frontier's adaptive
   delay (``CRAWL_ADAPTIVE_DELAY_FACTOR``) on; ``AUTOTHROTTLE_MAX_DELAY`` ->
   ``CRAWL_ADAPTIVE_DELAY_MAX_SECONDS``;
@@ -70,7 +70,7 @@ def take_scrapy_politeness(settings: BaseSettings, spider: object | None = None)
         *_take_delay(settings, spider),
         *_take_concurrency(settings, spider),
         *_take_autothrottle(settings),
-        *_take_slots(settings),
+        *_take_download_slots(settings),
     ]
 
 
@@ -147,7 +147,7 @@ def _take_concurrency(settings: BaseSettings, spider: object | None) -> list[Tak
         raise ConfigError(f"{source} must be >= 1 (requests at once per site), not {cap}")
     _refuse_other(settings, "CRAWL_HOST_CONCURRENCY", cap, source)
     settings.set("CRAWL_HOST_CONCURRENCY", cap, priority=priority)
-    # Scrapy's slot is the hostname (the frontier's key may be host:port or the
+    # Scrapy's downloader slot is the hostname (the frontier's key may be host:port or the
     # domain): its cap left out of the way, the fleet's does the limiting.
     settings.set("CONCURRENT_REQUESTS_PER_DOMAIN", total, priority=priority)
     return [
@@ -194,23 +194,23 @@ def _take_autothrottle(settings: BaseSettings) -> list[Taken]:
     return taken
 
 
-def _take_slots(settings: BaseSettings) -> list[Taken]:
+def _take_download_slots(settings: BaseSettings) -> list[Taken]:
     if not is_given(settings, "DOWNLOAD_SLOTS", above_project=True):
         return []
-    slots = settings.getdict("DOWNLOAD_SLOTS")
-    if not slots:
+    download_slots = settings.getdict("DOWNLOAD_SLOTS")
+    if not download_slots:
         return []
     mapped: dict[str, dict[str, Any]] = {}
-    for slot, spec in slots.items():
+    for download_slot, spec in download_slots.items():
         if not isinstance(spec, dict) or not set(spec) <= _SLOT_KEYS:
             raise ConfigError(
-                f"DOWNLOAD_SLOTS[{slot!r}] must be a dict of delay, concurrency, jitter; "
+                f"DOWNLOAD_SLOTS[{download_slot!r}] must be a dict of delay, concurrency, jitter; "
                 f"got {spec!r}: set CRAWL_HOST_OVERRIDES instead"
             )
         # Jitter has no counterpart: the frontier's delay is exact, from the end of a fetch.
         entry = {k: spec[k] for k in ("delay", "concurrency") if k in spec}
         if entry:
-            mapped[str(slot)] = entry
+            mapped[str(download_slot)] = entry
     politeness = crawl_setting(settings, "CRAWL_POLITENESS_KEY")
     try:
         theirs = read_host_overrides(mapped, politeness)

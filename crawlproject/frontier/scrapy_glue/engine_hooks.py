@@ -16,7 +16,7 @@ needs from it that Scrapy 2.19 offers no public way to do.
   every item left the item pipelines), then ``_remove_request``, which calls
   ``engine._slot.remove_request``, once per request on every path
   (``engine.download_async``, i.e. robots.txt, calls it too). This module wraps
-  that one method, on the running slot object only.
+  that one method, on the running engine slot object only (Scrapy's engine._slot).
 * **Waking the engine** (:func:`wake_engine`): after the scheduler's
   ``next_request()`` returned None, the engine asks again only when a download
   finishes, a request is crawled, or its 5 s heartbeat fires; on a delay-bound
@@ -72,14 +72,14 @@ class EngineMisfit(StartRefused):
 
 def misfit(engine: object) -> str | None:
     """What ``engine`` lacks for the hooks (the first thing), or None."""
-    slot = getattr(engine, "_slot", None)
-    if slot is None:
+    engine_slot = getattr(engine, "_slot", None)
+    if engine_slot is None:
         return "engine._slot"
-    if not callable(getattr(slot, "remove_request", None)):
+    if not callable(getattr(engine_slot, "remove_request", None)):
         return "engine._slot.remove_request"
-    if not isinstance(getattr(slot, "inprogress", None), set):
+    if not isinstance(getattr(engine_slot, "inprogress", None), set):
         return "engine._slot.inprogress (a set)"
-    if not callable(getattr(getattr(slot, "nextcall", None), "schedule", None)):
+    if not callable(getattr(getattr(engine_slot, "nextcall", None), "schedule", None)):
         return "engine._slot.nextcall.schedule"
     return None
 
@@ -104,8 +104,8 @@ def watch_request_ends(crawler: Crawler, ended: RequestEnded) -> None:
     request, just before it forgets it. Checked first (:func:`check_engine`);
     ``ended`` raising stops the worker (:func:`stop_worker`)."""
     check_engine(crawler)
-    slot: Any = getattr(crawler.engine, "_slot", None)
-    remove, in_progress = slot.remove_request, slot.inprogress
+    engine_slot: Any = getattr(crawler.engine, "_slot", None)
+    remove, in_progress = engine_slot.remove_request, engine_slot.inprogress
 
     def remove_request(request: Request) -> None:
         try:
@@ -115,18 +115,18 @@ def watch_request_ends(crawler: Crawler, ended: RequestEnded) -> None:
         finally:
             remove(request)  # the engine's own bookkeeping happens in any case
 
-    slot.remove_request = remove_request
+    engine_slot.remove_request = remove_request
 
 
 def wake_engine(crawler: Crawler) -> bool:
     """Asks the engine to poll the scheduler on the next reactor turn; False
     when it has no open spider (before its open, after its close)."""
-    slot = getattr(crawler.engine, "_slot", None)
-    if slot is None:
+    engine_slot = getattr(crawler.engine, "_slot", None)
+    if engine_slot is None:
         return False
     try:
-        slot.nextcall.schedule()
-    except Exception as exc:  # AttributeError included: a slot of another shape
+        engine_slot.nextcall.schedule()
+    except Exception as exc:  # AttributeError included: an engine slot of another shape
         stop_worker(crawler, "waking Scrapy's engine (engine._slot.nextcall.schedule)", exc)
         return False
     return True

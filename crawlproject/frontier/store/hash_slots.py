@@ -1,4 +1,4 @@
-"""Where a crawl's hash tags land among Redis Cluster's 16,384 slots.
+"""Where a crawl's hash tags land among Redis Cluster's 16,384 hash slots.
 
 ``redis-cli --cluster create`` and ``rebalance`` give each master one equal
 run of consecutive slots (or a few runs adding up to its share). A tag left
@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from binascii import crc_hqx
 
-SLOTS = 16384  # Redis Cluster's hash slots
+HASH_SLOTS = 16384  # Redis Cluster's hash slots
 # A shard's tag within the first 16 slots of its run: about 1,024 tries a tag
 # (the whole run when it is shorter: 1,024 shards and more).
 RUN_HEAD = 16
@@ -40,26 +40,26 @@ PLAIN = "plain"
 SHARD_TAGS = (EVEN, PLAIN)
 
 
-def slot_of(tag: str) -> int:
-    """The slot of a key whose hash tag is ``tag`` (Redis's CRC16 XMODEM)."""
-    return crc_hqx(tag.encode("utf-8"), 0) % SLOTS
+def hash_slot_of(tag: str) -> int:
+    """The hash slot of a key whose hash tag is ``tag`` (Redis's CRC16 XMODEM)."""
+    return crc_hqx(tag.encode("utf-8"), 0) % HASH_SLOTS
 
 
 def tag_in_run(base: str, run: int, runs: int, head: int | None = None) -> str:
     """``base``, or ``base~<n>`` for the first n >= 1, whose slot lies in the
     ``run``-th of ``runs`` equal runs of the slot space (within its first
     ``head`` slots, if given)."""
-    if not 0 <= run < runs <= SLOTS:
-        raise ValueError(f"run {run} of {runs}: at most {SLOTS} runs of the slot space")
-    lo, hi = run * SLOTS // runs, (run + 1) * SLOTS // runs
+    if not 0 <= run < runs <= HASH_SLOTS:
+        raise ValueError(f"run {run} of {runs}: at most {HASH_SLOTS} runs of the slot space")
+    lo, hi = run * HASH_SLOTS // runs, (run + 1) * HASH_SLOTS // runs
     if head is not None:
         hi = min(hi, lo + max(1, head))
-    if lo <= slot_of(base) < hi:
+    if lo <= hash_slot_of(base) < hi:
         return base
     # CRC16 runs on from the common head: each try hashes a few digits only.
     head = crc_hqx(f"{base}~".encode(), 0)
     n = 1
-    while not lo <= crc_hqx(str(n).encode("ascii"), head) % SLOTS < hi:
+    while not lo <= crc_hqx(str(n).encode("ascii"), head) % HASH_SLOTS < hi:
         n += 1
     return f"{base}~{n}"
 
@@ -75,6 +75,6 @@ def shard_tags(crawl: str, shards: int, scheme: str = EVEN) -> tuple[str, ...]:
         return tuple(f"{crawl}/{s}" for s in range(shards))
     if scheme != EVEN:
         raise ValueError(f"shard tags {scheme!r}: must be one of {', '.join(SHARD_TAGS)}")
-    if shards > SLOTS:
-        raise ValueError(f"{shards} shards: even tags need at most {SLOTS} (one slot each)")
+    if shards > HASH_SLOTS:
+        raise ValueError(f"{shards} shards: even tags need at most {HASH_SLOTS} (one slot each)")
     return tuple(tag_in_run(f"{crawl}/{s}", s, shards, RUN_HEAD) for s in range(shards))
