@@ -33,7 +33,6 @@ from crawlproject.frontier.claims.address_scripts import (
     PlaceRelease,
     Wake,
 )
-from crawlproject.frontier.connection.outage import NOT_RUN
 from crawlproject.frontier.connection.redis_client import redis_client
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.frontier.store.operation_values import AdaptiveDelay, HostBudget
@@ -46,6 +45,7 @@ from crawlproject.frontier.store.redis_frontier import (
 from crawlproject.frontier.store.seen_set import SeenFilter
 from crawlproject.lua import load_script
 from crawlproject.recrawl.store import RecrawlStore
+from crawlproject.redis_calls import NOT_RUN
 from crawlproject.robots.policy import RobotsKind, RobotsRecord
 from crawlproject.robots.store import RobotsStore
 from testkit.entries import entry

@@ -7,28 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawlproject.frontier.connection.cluster_check import (
     config_gaps,
     masters_without_replica,
     warn_cluster_gaps,
 )
-from crawlproject.frontier.connection.outage import SEND_FRAMES, redis_py_frame
-from crawlproject.frontier.connection.redis_client import evalsha_many, redis_client
+from crawlproject.frontier.connection.redis_client import redis_client
+from crawlproject.redis_calls import evalsha_many, nothing_sent
 from testkit.crawlproc import REPO_ROOT, start_worker, tail, wait_all, wait_until
 from testkit.processes import free_port
 from testkit.redis_cluster import RedisCluster
 from testkit.redis_server import RedisServer
+from testkit.tcp_proxy import TcpProxy
 from testkit.testweb import TestWeb, page_counts
 
 BOUND = 3.0
@@ -132,23 +132,71 @@ def test_a_master_without_the_scripts_runs_each_call_of_a_batch_once(
     assert asyncio.run(run()) == [2] + [1] * 11
 
 
-def test_a_connection_dropped_under_redis_py_is_told_from_a_bug() -> None:
-    # redis-py's cluster client, when a node dies, can write to a connection
-    # another task just closed: AttributeError from its send (nothing sent).
-    code = compile(
-        "def _send_packed_command(writer):\n    writer.writelines([])\n",
-        f"{os.sep}site-packages{os.sep}redis{os.sep}asyncio{os.sep}redis_client.py",
-        "exec",
-    )
-    space: dict[str, Any] = {}
-    exec(code, space)
-    with pytest.raises(AttributeError) as dropped:
-        space["_send_packed_command"](None)
-    assert redis_py_frame(dropped.value) in SEND_FRAMES
-    with pytest.raises(AttributeError) as bug:
-        space["missing"] = None
-        space["missing"].writelines([])
-    assert redis_py_frame(bug.value) is None
+def test_a_connection_dropped_under_redis_py_is_told_from_a_bug(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    # redis-py's cluster client, when a node dies, can close a connection
+    # another task is about to write on: redis-py meets no writer. Provoked
+    # on a worker's client: a connection error that sent nothing (the INCR
+    # did not run). An AttributeError of ours (a response callback) stays one.
+    server = redis_server_factory()
+
+    async def run() -> tuple[BaseException | None, object, BaseException | None]:
+        client = redis_client(server.url)
+        try:
+            await client.ping()
+            connection = await client.connection_pool.get_connection()
+            sent: object
+            sent, _ = await asyncio.gather(
+                connection.send_packed_command(connection.pack_command("INCR", "k")),
+                connection.disconnect(nowait=True),
+                return_exceptions=True,
+            )
+            await client.connection_pool.release(connection)
+            counter = await client.get("k")
+            client.set_response_callback("GET", lambda reply, **_: reply.no_such_attribute)
+            bug: BaseException | None = None
+            try:
+                await client.get("k")
+            except AttributeError as exc:
+                bug = exc
+            return (sent if isinstance(sent, BaseException) else None), counter, bug
+        finally:
+            await client.aclose()
+
+    dropped, counter, bug = asyncio.run(run())
+    assert isinstance(dropped, RedisConnectionError) and nothing_sent(dropped), repr(dropped)
+    assert counter is None  # nothing ran
+    assert isinstance(bug, AttributeError) and "no_such_attribute" in str(bug)
+
+
+def test_a_call_whose_connection_is_refused_rides_through_and_runs_once(
+    redis_server_factory: Callable[..., RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The network to Redis cut (new connections refused), then back: a
+    # worker's call made meanwhile waits (nothing was sent) and runs once.
+    server = redis_server_factory()
+
+    async def run(proxy: TcpProxy) -> tuple[int, bytes | None]:
+        client = redis_client(proxy.redis_url, outage_seconds=30)
+        try:
+            assert await client.incr("k") == 1
+            proxy.cut()
+            await client.connection_pool.disconnect()  # as after an error: a new connection
+            waiting = asyncio.ensure_future(client.incr("k"))
+            deadline = time.monotonic() + 20
+            while "Redis answered ConnectionError" not in caplog.text:  # its refusal, waited out
+                assert time.monotonic() < deadline and not waiting.done(), caplog.text
+                await asyncio.sleep(0.02)
+            proxy.restore()
+            reply = await waiting
+            return reply, await client.get("k")
+        finally:
+            await client.aclose()
+
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        reply, counter = asyncio.run(run(proxy))
+    assert (reply, counter) == (2, b"2")  # answered, and ran once
 
 
 def test_a_command_waits_for_a_redis_that_comes_back(tmp_path: Path) -> None:

@@ -43,12 +43,10 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from crawlproject.dedupe.figures import index_figures as index_figures  # status/view.py's
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
@@ -64,10 +62,10 @@ from crawlproject.dedupe.layout import (
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
 from crawlproject.dedupe.spread_index import SpreadIndex
 from crawlproject.dedupe.spread_pages import SAME_URL, Page
-from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, as_redis_error, redis_py_frame
-from crawlproject.frontier.connection.redis_client import evalsha_many
 from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.lua import read_lua
 from crawlproject.recrawl.config import MAX_SIMHASH_K
+from crawlproject.redis_calls import OUTAGE_ERRORS, as_redis_error, evalsha_many, register_script
 
 DIGEST_BYTES = 20  # SHA-1
 # CRAWL_SIMHASH_K's range (recrawl/config.py checks it too); the block width
@@ -121,10 +119,6 @@ FIXED_BUCKETS = (
 )
 
 
-def _load_lua(name: str = "dedupe") -> str:
-    return (resources.files("crawlproject.dedupe") / "lua" / f"{name}.lua").read_text()
-
-
 class DedupeIndex:
     """The duplicate index of one crawl, seen from one worker."""
 
@@ -159,8 +153,8 @@ class DedupeIndex:
         self.near_min_level = near_min_level
         self.parts = parts  # a new index's: spread over parts (0: one hash tag)
         self._use_layout(blocks or default_blocks(k))
-        self._script = redis.register_script(_load_lua())
-        self._open_script = redis.register_script(_load_lua("spread_open"))
+        self._script = register_script(redis, read_lua("crawlproject.dedupe", "dedupe"))
+        self._open_script = register_script(redis, read_lua("crawlproject.dedupe", "spread_open"))
         self.spread: SpreadIndex | None = None  # the index's layout is spread
         self._opened = False  # the index's cfg read (its layout known)
 
@@ -285,10 +279,6 @@ class DedupeIndex:
             _check_page(digest, simhash)
         try:
             return await self._check_many(pages)
-        except AttributeError as exc:
-            if redis_py_frame(exc) is None:
-                raise  # our own bug
-            raise RedisConnectionError(f"connection dropped under redis-py: {exc}") from exc
         except OUTAGE_ERRORS as exc:
             # Whatever Redis did, the caller sees a RedisError (and keeps the page).
             if isinstance(exc, RedisError):
@@ -319,25 +309,15 @@ class DedupeIndex:
         """EVALSHA, and on NOSCRIPT (a restarted or flushed server) load the script
         and send again: on NOSCRIPT no run of the batch has happened."""
         sha, key = self._script.sha, self.keys.dedupe_config
-        for attempt in (1, 2):
-            try:
-                if len(calls) == 1:
-                    replies = [await self.redis.evalsha(sha, 1, key, *calls[0])]
-                else:
-                    replies = await evalsha_many(self.redis, [(sha, key, args) for args in calls])
-            except NoScriptError:
-                if attempt == 2:
-                    raise
-                await self.redis.script_load(self._script.script)
-                continue
-            except ResponseError as exc:
-                if "dedupe index was created with fixed buckets" in str(exc):
-                    raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl)) from exc
-                if "dedupe index was created with" in str(exc):
-                    raise DedupeMismatch(str(exc)) from exc
-                raise
-            return [_verdict(r) for r in replies]
-        raise AssertionError("unreachable")
+        try:  # a lost script is loaded again (redis_calls.evalsha_many)
+            replies = await evalsha_many(self.redis, [(sha, key, args) for args in calls])
+        except ResponseError as exc:
+            if "dedupe index was created with fixed buckets" in str(exc):
+                raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl)) from exc
+            if "dedupe index was created with" in str(exc):
+                raise DedupeMismatch(str(exc)) from exc
+            raise
+        return [_verdict(r) for r in replies]
 
     def take_store_failures(self) -> Counter[str]:
         """Stores that failed after their pages were judged, since last asked."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from crawlproject.frontier.connection.redis_client import no_resend_options
+from crawlproject.redis_calls import make_send_aware, no_resend_options
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,7 @@ class EmbeddedRedis:
                 await asyncio.to_thread(self._start_unless_running)
                 # No resend of a command whose reply was lost (redis_client.py).
                 redis = Redis.from_url(self.url, **no_resend_options(client_name))
+                make_send_aware(redis)
                 await redis.ping()
                 return redis
             finally:

@@ -7,20 +7,21 @@ exhausted.")``) and ``MOVED``/``ASK`` chains while a slot moves, a slot no
 node covers (``SlotNotCoveredError``, not even a ``RedisError``), refused
 connections to a master killed -9. A single Redis restarting gives connection
 errors. Each is waited out with bounded back-off, and the bound is one setting,
-``CRAWL_REDIS_OUTAGE_SECONDS``, shared by every Redis caller of a process:
+``CRAWL_REDIS_OUTAGE_SECONDS``, shared by every Redis caller of a process.
+What an error means, the back-off and the bound are crawlproject/redis_calls.py's;
+here, who waits for what:
 
-* the cluster client (:class:`RideThroughCluster`) retries, inside each call,
-  the errors of a command that certainly did not run (cluster down, slot not
-  served or moving): every component (loops, address gate, robots store,
-  dedupe index, status reporter, recrawl store) rides them through unchanged;
-  it turns the errors that are not ``RedisError`` into one, so every
-  ``except RedisError`` of the project sees them;
-* every client (redis_client.py) rides through, the same way, a connection
-  that could not be opened (nothing was sent: a Redis restarting, a master
-  killed -9, an ``ASKING`` that failed); a plain client's own resends are
-  off (``Retry(NoBackoff(), 0)``), the cluster client keeps redis-py's;
-* the scheduler's loops (:class:`crawlproject.frontier.scrapy_glue.background_loops.Backoff`) wait
-  out the rest (connection errors, where a command may have run: never
+* every client (:class:`RideThroughCluster`, :class:`RideThroughRedis`)
+  retries, inside each call, the errors of a command that certainly did not
+  run (redis_calls.did_not_run: cluster down, slot not served or moving, a
+  connection that could not be opened, NOSCRIPT once its script is loaded):
+  every component (loops, address gate, robots store, dedupe index, status
+  reporter, recrawl store) rides them through unchanged; it turns the errors
+  that are not ``RedisError`` into one, so every ``except RedisError`` of the
+  project sees them. A plain client's own resends are off
+  (``Retry(NoBackoff(), 0)``), the cluster client keeps redis-py's;
+* the scheduler's loops (:class:`crawlproject.frontier.scrapy_glue.background_loops.Backoff`)
+  wait out the rest (connection errors, where a command may have run: never
   resent blindly) and, past the bound, :func:`give_up`: one line, exit 1 at
   once. The worker's leases expire and their URLs return to the queues.
 * ``crawlproject`` commands (:func:`redis_client.command_client`) retry connection errors
@@ -40,67 +41,26 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    ClusterError,
-    NoScriptError,
-    RedisClusterException,
-    RedisError,
-    ResponseError,
-    TryAgainError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from scrapy.settings import BaseSettings
 
-from crawlproject.setting_values import ConfigError, crawl_setting
+from crawlproject.redis_calls import (
+    DEFAULT_OUTAGE_SECONDS,
+    OUTAGE_ERRORS,
+    OUTAGE_SETTING,
+    Backoff,
+    as_redis_error,
+    did_not_run,
+    note_script,
+    nothing_sent_class,
+    reload_script,
+)
 
 logger = logging.getLogger(__name__)
 
-OUTAGE_SETTING = "CRAWL_REDIS_OUTAGE_SECONDS"
-# What a caller of Redis rides through: every Redis error, a slot no node
-# covers (redis-py's RedisClusterException is no RedisError), a socket error
-# that escaped redis-py.
-OUTAGE_ERRORS: tuple[type[BaseException], ...] = (RedisError, RedisClusterException, OSError)
-# Answers of a command that did not run (the node refused it before running
-# it): resending cannot apply anything twice. ClusterError covers
-# ClusterDownError and "TTL exhausted." (TRYAGAIN or MOVED/ASK to the end).
-NOT_RUN: tuple[type[BaseException], ...] = (
-    ClusterError,
-    TryAgainError,
-    AskError,
-    RedisClusterException,
-)
-# Refusals of a command before it runs that a failover ends: a promoted master
-# without a replica yet under min-replicas-to-write, a node still loading.
-REFUSED_BEFORE_RUNNING = ("NOREPLICAS", "MASTERDOWN", "LOADING")
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    OSError,
-)
-FIRST_DELAY_SECONDS = 0.05
-MAX_DELAY_SECONDS = 1.0  # a promoted replica serves within node timeout + ~1 s
 WARN_EVERY_SECONDS = 5.0
 START_SECONDS = 5.0
-
-
-def outage_seconds(settings: BaseSettings) -> float:
-    """``CRAWL_REDIS_OUTAGE_SECONDS``, refused (ConfigError) if not > 0."""
-    value = float(crawl_setting(settings, OUTAGE_SETTING))
-    if not value > 0:
-        raise ConfigError(f"{OUTAGE_SETTING}={value!r}: must be a number of seconds > 0")
-    return value
-
-
-def as_redis_error(exc: BaseException) -> RedisError:
-    """``exc`` as a RedisError (itself if it is one)."""
-    if isinstance(exc, RedisError):
-        return exc
-    if isinstance(exc, RedisClusterException):
-        return ClusterDownError(f"{type(exc).__name__}: {exc}")
-    return RedisConnectionError(f"{type(exc).__name__}: {exc}")
 
 
 def outage_started(exc: BaseException, now: float) -> float:
@@ -161,58 +121,6 @@ def _exit_now() -> None:
     os._exit(1)
 
 
-# Scripts registered through a RideThrough client, by SHA1 (the same text has
-# the same SHA in every client and on every server).
-_SCRIPTS: dict[str, Any] = {}
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def redis_py_frame(exc: BaseException) -> str | None:
-    """The function of redis-py in which ``exc`` was raised, or None if it
-    was raised elsewhere."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None or f"{os.sep}redis{os.sep}" not in tb.tb_frame.f_code.co_filename:
-        return None
-    return tb.tb_frame.f_code.co_name
-
-
-# Where redis-py writes a command out: an error there sent nothing.
-SEND_FRAMES = frozenset({"_send_packed_command", "send_packed_command"})
-# Where redis-py opens a connection (the socket's connect, TLS included):
-# a connection error raised there sent nothing either (a refused connection,
-# a Redis restarting, a master killed -9): resending cannot apply it twice.
-CONNECT_FRAMES = frozenset({"connect_check_health"})
-
-
-# What redis-py's cluster client sends on its own before a command: ASKING
-# (after an ASK, on a pooled connection of the target). Its connection lost,
-# the command itself was not sent.
-BEFORE_COMMAND = frozenset({b"ASKING", "ASKING"})
-
-
-def refused_before_sending(exc: BaseException) -> bool:
-    """Whether ``exc`` is a connection error raised before the command was
-    sent (its connection could not be opened, or ASKING failed on it)."""
-    if not isinstance(exc, CONNECTION_ERRORS):
-        return False
-    if redis_py_frame(exc) in CONNECT_FRAMES:
-        return True
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name == "execute_command" and f"{os.sep}redis{os.sep}" in code.co_filename:
-            args = tb.tb_frame.f_locals.get("args")
-            if isinstance(args, tuple) and len(args) == 1 and args[0] in BEFORE_COMMAND:
-                return True
-        tb = tb.tb_next
-    return False
-
-
 def is_setup_error(exc: BaseException, url: str) -> bool:
     """A connection error that waiting cannot cure: the TLS handshake failed
     (certificate not trusted, client certificate refused, TLS to a plain port)
@@ -234,13 +142,17 @@ def is_setup_error(exc: BaseException, url: str) -> bool:
     return False
 
 
-class _RideThrough:
-    """``execute_command`` retried on the errors of ``retried`` until
-    ``outage_seconds`` have passed since the first; errors that are no
-    RedisError are raised as one."""
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
-    outage_seconds: float = 60.0
-    retried: tuple[type[BaseException], ...] = NOT_RUN
+
+class _RideThrough:
+    """``execute_command`` retried on the errors of a command that did not
+    run (and of ``retried``) until ``outage_seconds`` have passed since the
+    call began; errors that are no RedisError are raised as one."""
+
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS
+    retried: tuple[type[BaseException], ...] = ()  # a command's: connection errors too
     url_for_errors: str = ""
     warns = True  # a worker's log says it waits; a command's one line is its error
     _warned_at: float = 0.0
@@ -249,15 +161,14 @@ class _RideThrough:
 
     def register_script(self, script: Any) -> Any:
         registered = super().register_script(script)  # type: ignore[misc]
-        _SCRIPTS[registered.sha] = registered.script
+        note_script(registered)
         return registered
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        started: float | None = None
         # The bound counts from the call's start: a connect that hangs until
         # redis-py's connect timeout is part of the wait the log says.
         called = time.monotonic()
-        delay = FIRST_DELAY_SECONDS
+        backoff = Backoff(self._bound())
         reloaded = False
         while True:
             try:
@@ -268,31 +179,20 @@ class _RideThrough:
                 # A promoted replica, a restarted or flushed node: the script
                 # did not run. Loaded again (on every master) and this call
                 # alone resent: never the other calls of its batch, which ran.
-                text = _SCRIPTS.get(_text(args[1])) if len(args) > 1 else None
-                if reloaded or text is None or _text(args[0]).upper() != "EVALSHA":
+                evalsha = len(args) > 1 and _text(args[0]).upper() == "EVALSHA"
+                if reloaded or not evalsha or not await reload_script(self, args[1]):  # type: ignore[arg-type]
                     raise
                 reloaded = True
-                await self.script_load(text)  # type: ignore[attr-defined]
             except AttributeError as exc:
-                # redis-py's cluster client races with itself when a node dies:
-                # one task drops a connection another is about to write to
-                # ("'NoneType' object has no attribute 'writelines'"). Nothing
-                # was sent then: resent. Any other AttributeError is a bug.
-                where = redis_py_frame(exc)
-                if where is None:
-                    raise
-                lost = RedisConnectionError(f"connection dropped under redis-py: {exc}")
-                started = started or time.monotonic()
-                if where not in SEND_FRAMES or time.monotonic() - started >= self._bound():
-                    raise lost from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_DELAY_SECONDS)
+                if not isinstance(self, RedisCluster):
+                    raise  # a plain client's own: a bug
+                raise _cluster_state_error(exc) from exc
             except OUTAGE_ERRORS as exc:
                 now = time.monotonic()
-                started = called if started is None else started
-                if not self._retries(exc) or now - started >= self._bound():
+                backoff.bound = self._bound()
+                if not self._retries(exc) or not backoff.failed(now, began=called):
                     error = as_redis_error(exc)
-                    error.outage_started = started  # type: ignore[attr-defined]
+                    error.outage_started = backoff.began  # type: ignore[attr-defined]
                     if error is exc:
                         raise
                     raise error from exc
@@ -305,11 +205,10 @@ class _RideThrough:
                         type(exc).__name__,
                         exc,
                         args[0] if args else "?",
-                        self._bound() - (now - started),
+                        backoff.left(now),
                     )
                 # Never past the bound: the wait said is the wait done.
-                await asyncio.sleep(min(delay, started + self._bound() - now))
-                delay = min(delay * 2, MAX_DELAY_SECONDS)
+                await asyncio.sleep(backoff.delay(now))
 
     def _bound(self) -> float:
         """The outage bound; before Redis first answered, at most
@@ -339,9 +238,7 @@ class _RideThrough:
     def _retries(self, exc: BaseException) -> bool:
         if is_setup_error(exc, self.url_for_errors):
             return False  # a TLS or certificate-file error: waiting cannot cure it
-        if isinstance(exc, self.retried) or refused_before_sending(exc):
-            return True
-        return isinstance(exc, ResponseError) and str(exc).startswith(REFUSED_BEFORE_RUNNING)
+        return did_not_run(exc) or isinstance(exc, self.retried)
 
 
 def start_bound_of(redis: object) -> float:
@@ -355,20 +252,27 @@ def say_start_wait(redis: object, exc: BaseException) -> None:
         redis.say_start_wait(exc)
 
 
+def _cluster_state_error(exc: AttributeError) -> RedisConnectionError:
+    """redis-py's cluster client, a node dying, meets a node its own state
+    dropped under it ("'NoneType' object has no attribute 'execute_command'",
+    an ASK to a node it no longer knows): whether the command went out is
+    unknown, so a connection error that may have run, which the callers'
+    loops wait out (a connection another task closed under its write is
+    told apart, as sending nothing, by the connection: redis_calls.SendAware)."""
+    return RedisConnectionError(f"redis-py's cluster state changed under the call: {exc}")
+
+
 class RideThroughPipeline(ClusterPipeline):
-    """A cluster pipeline whose redis-py race of a dying node (see
-    ``_RideThrough.execute_command``) is a connection error, which the
-    callers' loops back off on and send again (a worker's maintenance read of
-    the seen set's figures died of it: CI at 1291e18). Any other
-    AttributeError is a bug, raised as it is."""
+    """A cluster pipeline whose redis-py failure of a node dying (see
+    :func:`_cluster_state_error`) is a connection error, which the callers'
+    loops back off on (a worker's maintenance read of the seen set's figures
+    died of it: CI at 1291e18). Any other error is raised as it is."""
 
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute(*args, **kwargs)
         except AttributeError as exc:
-            if redis_py_frame(exc) is None:
-                raise
-            raise RedisConnectionError(f"connection dropped under redis-py: {exc}") from exc
+            raise _cluster_state_error(exc) from exc
 
 
 class RideThroughCluster(_RideThrough, RedisCluster):  # type: ignore[misc]
@@ -378,6 +282,13 @@ class RideThroughCluster(_RideThrough, RedisCluster):  # type: ignore[misc]
         if shard_hint:
             raise RedisClusterException("shard_hint is deprecated in cluster mode")
         return RideThroughPipeline(self, transaction)  # type: ignore[abstract]
+
+    # redis-py resends, by exact class, a connection error of its own: also
+    # when the connection marked it as sent nothing (redis_calls.SendAware).
+    ERRORS_ALLOW_RETRY = (  # type: ignore[assignment]
+        *RedisCluster.ERRORS_ALLOW_RETRY,
+        *(nothing_sent_class(c) for c in RedisCluster.ERRORS_ALLOW_RETRY),
+    )
 
 
 class RideThroughRedis(_RideThrough, Redis):  # type: ignore[misc]

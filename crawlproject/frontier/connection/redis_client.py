@@ -23,20 +23,15 @@ slot moving; redis-py's own MOVED/ASK redirections, refused before running).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
-from crawlproject.frontier.connection.outage import (
+from crawlproject.frontier.connection.outage import RideThroughCluster, RideThroughRedis
+from crawlproject.redis_calls import (
     CONNECTION_ERRORS,
-    NOT_RUN,
-    RideThroughCluster,
-    RideThroughRedis,
+    make_send_aware,
+    no_resend_options,
     outage_seconds,
 )
 
@@ -65,7 +60,7 @@ def redis_client(
     (the ``crawlproject`` commands) connection errors too. A plain client
     rides through what certainly did not run as well (a refused connection:
     a Redis restarting); a worker's loops wait out the rest."""
-    retried = NOT_RUN + CONNECTION_ERRORS if retry_connections else NOT_RUN
+    retried = CONNECTION_ERRORS if retry_connections else ()
     node = cluster_node_url(url)
     client: RideThroughRedis | RideThroughCluster
     options = no_resend_options(client_name)
@@ -85,58 +80,15 @@ def redis_client(
         cluster = RideThroughCluster.from_url(node, **options)
         client = cast(RideThroughCluster, cluster)
     client.retried, client.url_for_errors, client.warns = retried, url, not retry_connections
+    make_send_aware(client)  # its errors say whether the command was sent (redis_calls.py)
     if outage_seconds is not None:
         client.outage_seconds = outage_seconds
     return cast(Redis, client)
 
 
-def no_resend_options(client_name: str | None = None) -> dict[str, Any]:
-    """``from_url`` options of a client that never resends a command itself
-    (see the module docstring): no retry of a connection error or timeout,
-    on the connection (plain client) nor over the cluster (cluster client)."""
-    return {
-        "client_name": client_name,
-        "decode_responses": False,
-        "retry": Retry(NoBackoff(), 0),
-    }
-
-
-def is_cluster(redis: object) -> bool:
-    return isinstance(redis, RedisCluster)
-
-
-async def evalsha_many(
-    redis: Redis, calls: Sequence[tuple[str, str | Sequence[str], Sequence[Any]]]
-) -> list[Any]:
-    """EVALSHA ``(sha, keys, args)`` for each call (``keys``: one key or a
-    list), replies in order, in one round trip on one server (a pipeline).
-    redis-py refuses scripts in a cluster pipeline: there the calls go
-    concurrently, each to its slot's node (the calls of one first key still
-    run in order)."""
-    if not is_cluster(redis):
-        pipe = redis.pipeline(transaction=False)
-        for sha, keys, args in calls:
-            keys = [keys] if isinstance(keys, str) else keys
-            pipe.evalsha(sha, len(keys), *keys, *args)
-        return list(await pipe.execute())
-    by_key: dict[str, list[int]] = {}
-    for i, (_, keys, _) in enumerate(calls):
-        by_key.setdefault(keys if isinstance(keys, str) else keys[0], []).append(i)
-    replies: list[Any] = [None] * len(calls)
-
-    async def run_key(indexes: list[int]) -> None:
-        for i in indexes:
-            sha, keys, args = calls[i]
-            keys = [keys] if isinstance(keys, str) else keys
-            replies[i] = await redis.evalsha(sha, len(keys), *keys, *args)
-
-    await asyncio.gather(*(run_key(ix) for ix in by_key.values()))
-    return replies
-
-
 def command_client(url: str) -> Redis:
     """A client of ``url`` for a ``crawlproject`` command: every error of
-    :data:`NOT_RUN` and every connection error retried within the project's
+    a command that did not run and every connection error retried within the project's
     ``CRAWL_REDIS_OUTAGE_SECONDS``."""
     from scrapy.utils.project import get_project_settings
 

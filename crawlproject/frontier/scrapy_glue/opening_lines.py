@@ -10,7 +10,7 @@ from scrapy import signals
 from scrapy.settings import BaseSettings
 
 from crawlproject.frontier.connection.embedded import EmbeddedRedisError
-from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, cause_of, outage_started
+from crawlproject.frontier.connection.outage import cause_of, outage_started
 from crawlproject.frontier.crawl.config import FrontierConfig
 from crawlproject.frontier.crawl.crawl_name import CrawlName
 from crawlproject.frontier.crawl.crawl_redis import CrawlRedis
@@ -18,6 +18,7 @@ from crawlproject.frontier.crawl.fresh_start import StartRefused
 from crawlproject.frontier.crawl.redis_settings import from_environment
 from crawlproject.frontier.store.redis_frontier import FrontierMismatch
 from crawlproject.given import is_given
+from crawlproject.redis_calls import OUTAGE_ERRORS
 from crawlproject.security.redaction import redact
 from crawlproject.setting_values import crawl_setting
 

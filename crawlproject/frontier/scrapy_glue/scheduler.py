@@ -47,7 +47,6 @@ from crawlproject.frontier.claims.claim_clock import ClaimClock
 from crawlproject.frontier.claims.claims import ClaimBuffer
 from crawlproject.frontier.claims.leases import LeaseBook
 from crawlproject.frontier.connection.cluster_check import warn_cluster_gaps
-from crawlproject.frontier.connection.outage import OUTAGE_ERRORS, outage_seconds
 from crawlproject.frontier.crawl.config import FrontierConfig
 from crawlproject.frontier.crawl.crawl_name import crawl_name_of
 from crawlproject.frontier.crawl.crawl_redis import CrawlRedis, new_worker_id, open_frontier
@@ -81,6 +80,7 @@ from crawlproject.frontier.store.codec import RequestCodec
 from crawlproject.frontier.store.outbox import Outbox
 from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from crawlproject.frontier.store.seen_set import SeenWatch
+from crawlproject.redis_calls import OUTAGE_ERRORS, outage_seconds
 from crawlproject.rules.url_rules import UrlRules
 
 if TYPE_CHECKING:

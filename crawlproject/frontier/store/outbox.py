@@ -31,6 +31,7 @@ from crawlproject.frontier.store.redis_frontier import (
 from crawlproject.frontier.store.replay import REPLAY_MARGIN_SECONDS, RecentAdds
 from crawlproject.lua import CALL_IDS
 from crawlproject.recrawl.store import RecrawlStore, StateWrite
+from crawlproject.redis_calls import DEFAULT_OUTAGE_SECONDS
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -47,7 +48,10 @@ ACK_MODES = ("done", "moved", "dead", "return")
 
 class Outbox:
     def __init__(
-        self, stats: StatsCollector, credit_mode: bool, outage_seconds: float = 60.0
+        self,
+        stats: StatsCollector,
+        credit_mode: bool,
+        outage_seconds: float = DEFAULT_OUTAGE_SECONDS,
     ) -> None:
         self.stats = stats
         self.credit_mode = credit_mode
