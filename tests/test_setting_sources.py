@@ -107,11 +107,12 @@ def test_environment_read_by_the_settings_module(tmp_path: Path) -> None:
         "import json, sys\n"
         "from scrapy.utils.project import get_project_settings\n"
         "from crawlproject.frontier.crawl.config import FrontierConfig\n"
+        "from crawlproject.frontier.crawl.crawl_name import crawl_name\n"
         "s = get_project_settings()\n"
         "for pair in sys.argv[1:]:\n"
         "    s.set(*pair.split('=', 1), priority='cmdline')\n"
         "c = FrontierConfig.from_settings(s)\n"
-        "print(json.dumps([c.redis_url, c.redis_source, c.crawl, c.data_dir]))\n"
+        "print(json.dumps([c.redis_url, c.redis_source, crawl_name(None, s), c.data_dir]))\n"
     )
     env = {
         **os.environ, "REDIS_URL": "redis://fleet:6379/1", "CRAWL_NAME": "envcrawl",
