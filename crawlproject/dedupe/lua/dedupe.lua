@@ -224,91 +224,89 @@ if bestfp then return duplicate(2, best, {bestfp}) end
 -- New: into the exact bucket and every table's; then its origin. A bucket is
 -- written whole (it was read whole above): APPEND would leave it room to grow
 -- (Redis doubles a string it appends to), half again its bytes on average.
-do
-  redis.call('SET', xk, (xs or '') .. xfp)
-  if #sim == 8 then
-    for t = 1, T do redis.call('SET', nkeys[t], (strings[t] or '') .. sim) end
+redis.call('SET', xk, (xs or '') .. xfp)
+if #sim == 8 then
+  for t = 1, T do redis.call('SET', nkeys[t], (strings[t] or '') .. sim) end
+end
+-- One page more in each part it went into; over its load (load x its
+-- buckets), a part splits bucket s by bit L and advances s.
+xn = xn + 1
+if #sim == 8 then nn = nn + 1 end
+-- The narrowest table's key: its B - K blocks the narrowest (B - 64 mod B
+-- of floor(64 / B) bits, the others one more); at most 48 bits are sent.
+local base, m = floor(64 / B), B - K
+local nmax = math.min(base * m + math.max(0, m - (B - 64 % B)), 48, MAX_LEVEL)
+local xdue = xL < MAX_LEVEL and xn > LOAD * (2 ^ xL + xs_)
+local ndue = #sim == 8 and nL < nmax and nn > LOAD * (2 ^ nL + ns)
+if xdue or ndue then
+  -- Splitting. The blocks of table t (0-based): the t-th combination, in
+  -- lexicographic order, of B - K of the B blocks (0 = most significant; widths
+  -- as even as possible, the wider first): index.py's near_tables.
+  local function table_blocks(t)
+    local m = B - K
+    local combo = {}
+    for i = 1, m do combo[i] = i - 1 end
+    for _ = 1, t do
+      local i = m
+      while combo[i] == B - m + i - 1 do i = i - 1 end
+      combo[i] = combo[i] + 1
+      for j = i + 1, m do combo[j] = combo[j - 1] + 1 end
+    end
+    return combo
   end
-  -- One page more in each part it went into; over its load (load x its
-  -- buckets), a part splits bucket s by bit L and advances s.
-  xn = xn + 1
-  if #sim == 8 then nn = nn + 1 end
-  -- The narrowest table's key: its B - K blocks the narrowest (B - 64 mod B
-  -- of floor(64 / B) bits, the others one more); at most 48 bits are sent.
-  local base, m = floor(64 / B), B - K
-  local nmax = math.min(base * m + math.max(0, m - (B - 64 % B)), 48, MAX_LEVEL)
-  local xdue = xL < MAX_LEVEL and xn > LOAD * (2 ^ xL + xs_)
-  local ndue = #sim == 8 and nL < nmax and nn > LOAD * (2 ^ nL + ns)
-  if xdue or ndue then
-    -- Splitting. The blocks of table t (0-based): the t-th combination, in
-    -- lexicographic order, of B - K of the B blocks (0 = most significant; widths
-    -- as even as possible, the wider first): index.py's near_tables.
-    local function table_blocks(t)
-      local m = B - K
-      local combo = {}
-      for i = 1, m do combo[i] = i - 1 end
-      for _ = 1, t do
-        local i = m
-        while combo[i] == B - m + i - 1 do i = i - 1 end
-        combo[i] = combo[i] + 1
-        for j = i + 1, m do combo[j] = combo[j - 1] + 1 end
-      end
-      return combo
-    end
 
-    -- The SimHash bit (0 = least significant) that is bit j of table t's key.
-    local function key_bit(t, j)
-      local base, extra = floor(64 / B), 64 % B
-      local combo = table_blocks(t)
-      for ci = #combo, 1, -1 do
-        local i = combo[ci]
-        local width = base + (i < extra and 1 or 0)
-        if j < width then return 64 - (i * base + math.min(i, extra)) - width + j end
-        j = j - width
-      end
-    end
-
-    -- Moves the entries of bucket `from` whose byte `at` (1-based) has bit value
-    -- `mask` set to bucket `to`.
-    local function split_bucket(from, to, at, mask)
-      local s = redis.call('GET', from)
-      if not s then return end
-      local stay, move = {}, {}
-      for p = 1, #s - 7, 8 do
-        if floor(byte(s, p + at - 1) / mask) % 2 == 1 then
-          move[#move + 1] = sub(s, p, p + 7)
-        else
-          stay[#stay + 1] = sub(s, p, p + 7)
-        end
-      end
-      if #move == 0 then return end
-      redis.call('SET', to, table.concat(move))
-      if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
-    end
-
-    if xdue then
-      -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
-      local j = xL - EXACT_MIN_LEVEL
-      split_bucket(fmt('%sx:%04x', P, xs_), fmt('%sx:%04x', P, xs_ + 2 ^ xL),
-        floor(j / 8) + 1, 2 ^ (j % 8))
-      xs_ = xs_ + 1
-      if xs_ == 2 ^ xL then xL, xs_ = xL + 1, 0 end
-    end
-    if ndue then
-      for t = 0, T - 1 do
-        local bit = key_bit(t, nL)  -- in byte 8 - floor(bit / 8) of the big-endian SimHash
-        split_bucket(fmt('%ss:%d:%04x', P, t, ns), fmt('%ss:%d:%04x', P, t, ns + 2 ^ nL),
-          8 - floor(bit / 8), 2 ^ (bit % 8))
-      end
-      ns = ns + 1
-      if ns == 2 ^ nL then nL, ns = nL + 1, 0 end
+  -- The SimHash bit (0 = least significant) that is bit j of table t's key.
+  local function key_bit(t, j)
+    local base, extra = floor(64 / B), 64 % B
+    local combo = table_blocks(t)
+    for ci = #combo, 1, -1 do
+      local i = combo[ci]
+      local width = base + (i < extra and 1 or 0)
+      if j < width then return 64 - (i * base + math.min(i, extra)) - width + j end
+      j = j - width
     end
   end
-  if #sim == 8 then
-    redis.call('HSET', KEYS[1], 'xL', xL, 'xs', xs_, 'xn', xn, 'nL', nL, 'ns', ns, 'nn', nn)
-  else
-    redis.call('HSET', KEYS[1], 'xL', xL, 'xs', xs_, 'xn', xn)
+
+  -- Moves the entries of bucket `from` whose byte `at` (1-based) has bit value
+  -- `mask` set to bucket `to`.
+  local function split_bucket(from, to, at, mask)
+    local s = redis.call('GET', from)
+    if not s then return end
+    local stay, move = {}, {}
+    for p = 1, #s - 7, 8 do
+      if floor(byte(s, p + at - 1) / mask) % 2 == 1 then
+        move[#move + 1] = sub(s, p, p + 7)
+      else
+        stay[#stay + 1] = sub(s, p, p + 7)
+      end
+    end
+    if #move == 0 then return end
+    redis.call('SET', to, table.concat(move))
+    if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
   end
+
+  if xdue then
+    -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
+    local j = xL - EXACT_MIN_LEVEL
+    split_bucket(fmt('%sx:%04x', P, xs_), fmt('%sx:%04x', P, xs_ + 2 ^ xL),
+      floor(j / 8) + 1, 2 ^ (j % 8))
+    xs_ = xs_ + 1
+    if xs_ == 2 ^ xL then xL, xs_ = xL + 1, 0 end
+  end
+  if ndue then
+    for t = 0, T - 1 do
+      local bit = key_bit(t, nL)  -- in byte 8 - floor(bit / 8) of the big-endian SimHash
+      split_bucket(fmt('%ss:%d:%04x', P, t, ns), fmt('%ss:%d:%04x', P, t, ns + 2 ^ nL),
+        8 - floor(bit / 8), 2 ^ (bit % 8))
+    end
+    ns = ns + 1
+    if ns == 2 ^ nL then nL, ns = nL + 1, 0 end
+  end
+end
+if #sim == 8 then
+  redis.call('HSET', KEYS[1], 'xL', xL, 'xs', xs_, 'xn', xn, 'nL', nL, 'ns', ns, 'nn', nn)
+else
+  redis.call('HSET', KEYS[1], 'xL', xL, 'xs', xs_, 'xn', xn)
 end
 if record then
   local ok, field = origin_slot(#sim == 8 and sim or digest)
