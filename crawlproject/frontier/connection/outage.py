@@ -190,7 +190,8 @@ class _RideThrough:
             except OUTAGE_ERRORS as exc:
                 now = time.monotonic()
                 backoff.bound = self._bound()
-                if not self._retries(exc) or not backoff.failed(now, began=called):
+                within = backoff.failed(now, began=called)  # since the call began, said
+                if not self._retries(exc) or not within:
                     error = as_redis_error(exc)
                     error.outage_started = backoff.began  # type: ignore[attr-defined]
                     if error is exc:
