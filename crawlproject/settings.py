@@ -92,6 +92,9 @@ SPIDER_MIDDLEWARES = {
     # string, before the middlewares below and the engine spend time on them
     # (most links repeat): the closest to the spider.
     "middlewares.known_links.KnownLinksMiddleware": 970,
+    # Drops the new links robots.txt forbids by this worker's cached rules (a page's own
+    # host's always are): such a URL never takes its host's slot to be refused.
+    "middlewares.robots_links.RobotsLinksMiddleware": 965,
     # Notes the host each link was found on: links from other registered
     # domains are votes that grow a host's page budget (CRAWL_HOST_BUDGET).
     "middlewares.link_source.LinkSourceMiddleware": 960,

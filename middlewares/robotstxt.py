@@ -224,6 +224,19 @@ class RobotsTxtMiddleware:
         """Whether robots.txt allows ``url``, from this worker's cache only
         (no fetch, no wait): None when its origin's rules are not cached.
         For requests a rendered page makes (middlewares/render_handler.py)."""
+        rules = self._rules_of(url)
+        if isinstance(rules, RobotsRules):
+            return rules.verdict(url, _now_ms()) is Verdict.ALLOW
+        return rules
+
+    def forbids(self, url: str) -> bool:
+        """Whether this worker's cached rules forbid ``url``: False when they are not
+        cached, and for an unreachable robots.txt (its URLs wait; middlewares/robots_links.py)."""
+        rules = self._rules_of(url)
+        return isinstance(rules, RobotsRules) and rules.verdict(url, _now_ms()) is Verdict.FORBID
+
+    def _rules_of(self, url: str) -> RobotsRules | bool | None:
+        """The cached rules of ``url``'s origin; True for robots.txt itself; None if unknown."""
         parts = urlsplit(url)
         try:
             port = parts.port
@@ -233,10 +246,7 @@ class RobotsTxtMiddleware:
             return None
         if parts.path == "/robots.txt":
             return True
-        rules = self._cached(origin_of(parts.scheme, parts.hostname, port))
-        if rules is None:
-            return None
-        return rules.verdict(url, _now_ms()) is Verdict.ALLOW
+        return self._cached(origin_of(parts.scheme, parts.hostname, port))
 
     def _cached(self, origin: str) -> RobotsRules | None:
         rules = self._local.get(origin)
