@@ -156,7 +156,6 @@ def test_stop_all_and_resume_without_refetching(
     fetched = page_counts(web.log)
     assert set(fetched) == web.expected_urls
     assert all(n == 1 for n in fetched.values()), {u: n for u, n in fetched.items() if n > 1}
-    assert sum(stats_of(p.log_path).get("frontier/returned", 0) for p in first) >= 0
     assert_polite(web, DELAY)
 
 
