@@ -6,9 +6,12 @@ answers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -200,23 +203,40 @@ def test_a_call_whose_connection_is_refused_rides_through_and_runs_once(
 
 
 def test_a_command_waits_for_a_redis_that_comes_back(tmp_path: Path) -> None:
-    # `crawlproject status` started while its Redis is down (a restart, a
-    # failover): it retries, and answers once Redis is back, no error line.
+    # `crawlproject status` started while its Redis restarts (a failover): a
+    # listener that closes every connection stands in for it. The command
+    # tries again (it connects again: the condition waited on), and answers
+    # once Redis is back, no error line.
+    port = free_port()
+    listener = socket.create_server(("127.0.0.1", port))
+    tries: list[int] = []
+
+    def close_each() -> None:
+        with contextlib.suppress(OSError):  # the listener shut down
+            while True:
+                connection, _ = listener.accept()
+                tries.append(1)
+                connection.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
     server = RedisServer()
-    server.port = free_port()
-    url = f"redis://127.0.0.1:{server.port}/0"
+    server.port = port
+    url = f"redis://127.0.0.1:{port}/0"
     command = subprocess.Popen(
         [sys.executable, "-m", "crawlproject", "--redis-url", url, "--crawl", "back",
          "status", "--json"],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(3.5)
-        assert command.poll() is None  # still waiting for its Redis
+        wait_until(lambda: len(tries) >= 2 or command.poll() is not None, timeout=60)
+        assert command.poll() is None  # tried again, still waiting for its Redis
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        listener.close()
         server.start()
         out, err = command.communicate(timeout=60)
     finally:
         command.kill()
+        listener.close()
         server.stop()
     assert command.returncode == 0, err
     assert json.loads(out)["frontier"]["queued"] == 0
