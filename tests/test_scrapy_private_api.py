@@ -65,7 +65,7 @@ LIMIT = 10_000
 
 
 def test_only_engine_hooks_touches_the_engines_private_names() -> None:
-    hooks = REPO_ROOT / "crawlproject" / "frontier" / "engine_hooks.py"
+    hooks = REPO_ROOT / "crawlproject" / "frontier" / "scrapy_glue" / "engine_hooks.py"
     found = [
         f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
         for folder in ("crawlproject", "spiders", "middlewares", "pipelines")

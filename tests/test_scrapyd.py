@@ -57,7 +57,7 @@ def test_egg_is_complete_and_imports_from_the_zip(tmp_path: Path) -> None:
     done = run_deploy(REPO_ROOT, "--build-egg", str(egg))
     assert done.returncode == 0, done.stderr
     names = set(zipfile.ZipFile(egg).namelist())
-    lua = {p.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("crawlproject/*/lua/*.lua")}
+    lua = {p.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("crawlproject/**/lua/*.lua")}
     assert lua and lua <= names
     for package in ("crawlproject", "crawlproject/frontier", "spiders", "middlewares", "pipelines"):
         assert f"{package}/__init__.py" in names
@@ -65,10 +65,10 @@ def test_egg_is_complete_and_imports_from_the_zip(tmp_path: Path) -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "from crawlproject.frontier.store.scripts import load_lua;"
-        "from crawlproject.dedupe.index import _load_lua;"
+        "from crawlproject.lua import read_lua;"
         "import spiders.web, crawlproject.frontier as f;"
         "assert f.__file__.startswith(sys.argv[1]), f.__file__;"
-        "print(len(load_lua('claim')), len(_load_lua()))"
+        "print(len(load_lua('claim')), len(read_lua('crawlproject.dedupe', 'dedupe')))"
     )
     python = isolated_python(tmp_path / "python")
     check = subprocess.run(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from crawlproject.store.backpressure import measure_spool
 from crawlproject.store.rolling import OPEN_SUFFIX
@@ -80,11 +81,36 @@ def logged_items(log: Path) -> list[dict[str, Any]]:
 
 
 def payload_of(root: Path, item: dict[str, Any]) -> bytes:
-    stored = read_payload(
-        root / str(item["warc_file"]), int(item["warc_offset"]), int(item["warc_length"])
-    )
+    """The body an item's WARC record keeps; a revisit's (the same bytes stored
+    before: a page the killed worker stored is fetched again once its lease
+    comes back) is its original's, found in the store by URI and digest."""
+    path, offset = root / str(item["warc_file"]), int(item["warc_offset"])
+    with path.open("rb") as f:
+        f.seek(offset)
+        record = next(iter(ArchiveIterator(f)))
+        if record.rec_type == "revisit":
+            headers = record.rec_headers
+            assert headers.get_header("WARC-Target-URI") == item["url"]
+            target = headers.get_header("WARC-Refers-To-Target-URI")
+            digest = headers.get_header("WARC-Payload-Digest")
+            return original_body(root, target, digest)
+    stored = read_payload(path, offset, int(item["warc_length"]))
     assert stored.url == item["url"] and stored.status == 200
     return stored.body
+
+
+def original_body(root: Path, url: str, digest: str) -> bytes:
+    for path in sorted(root.rglob("*.warc.gz")):
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f):
+                headers = record.rec_headers
+                if (
+                    record.rec_type == "response"
+                    and headers.get_header("WARC-Target-URI") == url
+                    and headers.get_header("WARC-Payload-Digest") == digest
+                ):
+                    return bytes(record.content_stream().read())
+    raise AssertionError(f"a revisit's original {url} ({digest}) is not in the store")
 
 
 def spooled(data: Path) -> list[Path]:

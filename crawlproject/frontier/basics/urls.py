@@ -40,6 +40,10 @@ class UrlCanonicalizer:
 
     def canonicalize(self, url: str) -> str:
         try:
+            # The host as written: w3lib 2.6 canonicalizes ``http:///path`` into
+            # ``http://path/``, a host the link never named.
+            if not urlsplit(url).netloc:
+                raise InvalidURL(f"not an http(s) URL with a host: {url!r}")
             canonical = canonicalize_url(url, keep_fragments=False)
             parts = urlsplit(canonical)
             port = parts.port
