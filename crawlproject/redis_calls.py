@@ -15,6 +15,15 @@ that :func:`did_not_run` (refused before running: ``CLUSTERDOWN``,
 ``TRYAGAIN``, ``MOVED``/``ASK``, ``LOADING``...; or not sent) may be sent
 again; any other error of a write may have run: sent again only if it applies
 once however often it is sent (a read; a script under a call id, lua.py).
+
+Writes redis-py's cluster client (and a command's client) may send twice:
+every script that writes runs once per call id, and so does every counter
+(HINCRBY: crawlproject/increments.py). The plain-command writes left set
+absolute values (SET, HSET, HSETNX, ZADD of a time, SADD, DEL, HDEL, ZREM,
+EXPIRE); two whose repeat is harmless by design: ``crawlproject seed``'s
+LPUSH (a seed queued twice: the seen set admits it once) and ``crawlproject
+dead --requeue``'s LREM of one entry after its add (a repeat removes one more
+copy of the same request, if the list holds one: the request is queued).
 """
 
 from __future__ import annotations
@@ -239,7 +248,6 @@ class Backoff:
 
     def reset(self) -> None:
         self.began: float | None = None
-        self.began = None
         self._next = FIRST_DELAY_SECONDS
 
     def failed(self, now: float, began: float | None = None) -> bool:

@@ -21,12 +21,14 @@ from redis.exceptions import RedisError
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
+from crawlproject.frontier.admission.token_evidence import TokenEvidence
 from crawlproject.frontier.connection.redis_client import redis_client
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.frontier.store.outbox import Outbox
 from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from crawlproject.lua import CALL_IDS
 from crawlproject.robots.store import RobotsStore
+from crawlproject.status.fleet_counters import FleetCounters
 from testkit.redis_cluster import cluster_port
 from testkit.redis_server import RedisServer
 from testkit.tcp_proxy import TcpProxy
@@ -72,8 +74,9 @@ async def test_a_script_sent_again_by_the_cluster_client_runs_once(
     """redis-py's cluster client sends a command again (after reading the
     cluster's slots again) on a connection error: its ``retry`` (formerly
     ``cluster_error_retry_attempts``, 10 in redis-py 8.1), kept (redis_client.py),
-    so a plain command whose reply was lost (INCR) still runs twice there. A
-    script runs once per call id (lua.py once_per_call): its resend answers the
+    so a plain command whose reply was lost (INCR) still runs twice there: the
+    project sends no such write (redis_calls.py's docstring; counters: the test
+    below). A script runs once per call id (lua.py once_per_call): its resend answers the
     first run's reply. An add of a request that skips the seen set
     (dont_filter) queues it once; a claim leases once (no lease nobody
     fetches); robots' get_or_lock sent again by the owner of the lock it took
@@ -107,6 +110,36 @@ async def test_a_script_sent_again_by_the_cluster_client_runs_once(
     assert locked == (None, True)
     admin = SyncRedis(port=node.port)
     assert admin.get(f.keys.robots_lock(1, "http://a.test")) == b"w1"
+    admin.close()
+    await client.aclose()
+
+
+async def test_counters_sent_again_by_the_cluster_client_count_once(
+    one_node_cluster: tuple[RedisServer, TcpProxy],
+) -> None:
+    """The cluster client sends a write again after its reply was lost: a
+    plain HINCRBY (the token guard's evidence and the fleet's counters were
+    pipelines of them) then counted twice. Both go through increments.py,
+    a script run once per call id: counted once. The lost request is told by
+    its key, which a pipeline of HINCRBYs names too."""
+    node, front = one_node_cluster
+    client = redis_client(f"redis+cluster://127.0.0.1:{front.port}", outage_seconds=30)
+    keys = CrawlKeys("c", 2)
+    admin = SyncRedis(port=node.port)
+    evidence, shape = TokenEvidence(client, keys), b"\x01" * 8
+    await evidence.record("a.test", shape, True, 0)  # loads the script: a lost reply is a run's
+    front.drop_next_reply(b"pp:a.test")
+    await evidence.record("a.test", shape, False, 3)  # sent again by the client: no error
+    assert front.dropped == 1
+    counts = {b"u" + shape: b"1", b"d" + shape: b"1", b"s" + shape: b"3"}
+    assert admin.hgetall(evidence.key("a.test")) == counts
+    fleet = FleetCounters(client, keys, "pages")
+    await fleet.report({"pages": 2}, 10)
+    front.drop_next_reply(keys.fleet_stats.encode())
+    await fleet.report({"pages": 5, "other": 1}, 20)
+    assert front.dropped == 2
+    assert admin.hgetall(keys.fleet_stats) == {b"pages": b"5", b"other": b"1"}
+    assert admin.hgetall(keys.throughput) == {b"10": b"2", b"20": b"3"}
     admin.close()
     await client.aclose()
 

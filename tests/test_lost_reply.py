@@ -9,7 +9,9 @@ instead of sending the command again themselves; the cluster client still
 sends it again (redis-py's retry), so each script that changes state runs
 once per call id (lua.py once_per_call): sent again under its id, by redis-py
 or by our loops (the outbox's failed batch), it answers its first run's reply
-(tests/test_call_ids.py: a one-node cluster's resends, the outbox's). Each
+(tests/test_call_ids.py: a one-node cluster's resends, the outbox's); so
+does each counter (crawlproject/increments.py: a worker's fleet report, sent
+again under its call id, counts once). Each
 frontier script our loops send again after such an error (add, ack,
 release, renew; claim is sent anew) and the duplicate index's exact check
 (one-tag layout) must then leave the same Redis state as a single run.
@@ -41,6 +43,7 @@ from crawlproject.frontier.connection.redis_client import redis_client
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.frontier.store.operation_values import AdaptiveDelay
 from crawlproject.frontier.store.redis_frontier import Lease, RedisFrontier, Release
+from crawlproject.status.fleet_counters import FleetCounters
 from testkit.entries import CODEC, entry
 from testkit.redis_server import RedisServer
 from testkit.tcp_proxy import TcpProxy
@@ -293,6 +296,22 @@ async def test_an_address_place_taken_and_released_again_counts_once(
         twice.keys.address_state(twice.keys.address_shard(ADDRESS), ADDRESS)
     )
     assert int(state[b"pen"]) == 1000
+
+
+async def test_a_fleet_report_sent_again_counts_once(proxy: TcpProxy, direct: Redis) -> None:
+    """A worker's report of its counters whose reply was lost (it ran) is sent
+    again, under its call id, before the next report's increments: the fleet's
+    ``stats`` and ``tp`` hold each increment once (its increments used to go
+    again with the next report's: counted twice)."""
+    client = redis_client(proxy.redis_url)
+    keys = CrawlKeys("r", 2)
+    fleet = FleetCounters(client, keys, "pages")
+    await fleet.report({"pages": 1}, 10)  # loads the script: the lost reply is a run's
+    await lost(proxy, lambda: fleet.report({"pages": 4, "other": 2}, 20))
+    await fleet.report({"pages": 6, "other": 2}, 30)
+    assert await direct.hgetall(keys.fleet_stats) == {b"pages": b"6", b"other": b"2"}
+    assert await direct.hgetall(keys.throughput) == {b"10": b"1", b"20": b"3", b"30": b"2"}
+    await client.aclose()
 
 
 # -- the duplicate index's exact check --------------------------------------------------

@@ -21,8 +21,9 @@ until one more scrape took the final counts, at most
 ``CRAWL_METRICS_LINGER_SECONDS``.
 
 The fleet's counters in Redis are the stats under ``COUNTER_PREFIXES``: they
-only grow, so the fleet's sums are exact. Redis errors skip a report (its increments go with the
-next one); they never stop the crawl.
+only grow, so the fleet's sums are exact. Redis errors skip a report (it is
+sent again, under its call id, before the next one: status/fleet_counters.py,
+never added twice); they never stop the crawl.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from crawlproject.frontier.scrapy_glue.frontier_lookup import (
 )
 from crawlproject.frontier.store.budgets import waiting_over_budget
 from crawlproject.setting_values import ConfigError, Setting, crawl_setting, read_config
+from crawlproject.status.fleet_counters import FleetCounters
 from crawlproject.status.hosts import HostTally
 from crawlproject.status.metrics import MetricsServer, StatsExporter
 
@@ -144,7 +146,7 @@ class StatusReporter:
         self.crawler = crawler
         self.config = config
         self.stats = stats
-        self._reported: dict[str, int] = {}  # counters as of the last report that reached Redis
+        self._counters: FleetCounters | None = None  # the fleet's stats: this worker's share
         self._last_pages = 0
         self._last_time = 0.0
         self._rate = 0.0
@@ -277,20 +279,15 @@ class StatusReporter:
             return
         now = time.monotonic()
         counters = {k: v for k, v in self.stats.get_stats().items() if _is_int(v) and is_counter(k)}
-        deltas = {k: v - self._reported.get(k, 0) for k, v in counters.items()}
-        deltas = {k: d for k, d in deltas.items() if d > 0}
         pages = counters.get(PAGES_STAT, 0)
         elapsed = max(now - self._last_time, 1e-6)
         self._rate = (pages - self._last_pages) / elapsed
         keys, worker = shared.keys, shared.worker_id
         wall = time.time()
         bucket = int(wall) // THROUGHPUT_BUCKET_SECONDS * THROUGHPUT_BUCKET_SECONDS
+        if self._counters is None:
+            self._counters = FleetCounters(shared.redis, keys, PAGES_STAT)
         pipe = shared.redis.pipeline(transaction=False)
-        for name, delta in deltas.items():
-            pipe.hincrby(keys.fleet_stats, name, delta)
-        new_pages = deltas.get(PAGES_STAT, 0)
-        if new_pages:
-            pipe.hincrby(keys.throughput, str(bucket), new_pages)
         gauges: dict[str | bytes, float] = {
             "responses_per_second": round(self._rate, 3),
             "in_flight": len(self.crawler.engine.downloader.active) if self.crawler.engine else 0,
@@ -307,12 +304,12 @@ class StatusReporter:
         self.hosts.add_to(pipe, keys.host_reports, worker, wall)
         pipe.hkeys(keys.throughput)
         try:
+            await self._counters.report(counters, bucket)
             replies = await pipe.execute()
             self._fleet = await frontier.counters()
         except RedisError as exc:
             logger.debug("Status report skipped: %s", exc)
             return
-        self._reported.update({k: counters[k] for k in deltas})
         self._last_pages, self._last_time = pages, now
         old = [f for f in replies[-1] if int(f) < wall - THROUGHPUT_KEEP_SECONDS]
         if old:

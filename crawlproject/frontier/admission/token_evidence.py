@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawlproject.frontier.basics.urls import InvalidURL
+from crawlproject.increments import Increment, Increments
+from crawlproject.lua import CALL_IDS
 from crawlproject.rules.traps import token_shape
 
 if TYPE_CHECKING:
@@ -77,11 +79,14 @@ def same_shape(admission: Admission, url: str, page: TokenPage) -> bool:
 
 
 class TokenEvidence:
-    """Writes what a page of a token shape showed into its host's ``pp:<host>``."""
+    """Writes what a page of a token shape showed into its host's ``pp:<host>``,
+    once (crawlproject/increments.py: a call sent again by redis-py's cluster
+    client after a lost reply adds nothing)."""
 
     def __init__(self, redis: Redis, keys: CrawlKeys) -> None:
         self.redis = redis
         self.keys = keys
+        self._increments = Increments(redis)
 
     def key(self, pkey: str) -> str:
         return self.keys.shard_prefixes[self.keys.shard_of(pkey)] + "pp:" + pkey
@@ -98,9 +103,8 @@ class TokenEvidence:
         if not fields and not spawned:
             return
         key = self.key(pkey)
-        pipe = self.redis.pipeline(transaction=False)
-        for field in fields:
-            pipe.hincrby(key, field, 1)
+        increments: list[Increment] = [(key, field, 1) for field in fields]
         if spawned:
-            pipe.hincrby(key, SPAWNED_FIELD + shape, spawned)
-        await pipe.execute()
+            increments.append((key, SPAWNED_FIELD + shape, spawned))
+        call = self.keys.call_reply(self.keys.shard_of(pkey), CALL_IDS.new())
+        await self._increments.add(call, increments)

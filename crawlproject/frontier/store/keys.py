@@ -134,7 +134,8 @@ Per shard, prefix ``cp:{T}:``
 ``c:<call id>``    STRING a call's reply (cmsgpack), PX the caller's outage bound + 30 s:
                          the last key of every frontier script that writes, of
                          robots' get_or_lock/put_unlock and recrawl_promote
-                         (crawlproject/lua.py once_per_call), so that the call
+                         and of the token evidence's increments (crawlproject/lua.py
+                         once_per_call, increments.py), so that the call
                          sent again (by redis-py's cluster client, or the outbox's
                          failed batch) answers its first run's reply, never runs
                          twice. Call id: 10 hex digits a process, a counter (hex),
@@ -224,11 +225,14 @@ Per crawl, prefix ``cp:{C}:``
 ``scope``          SET   scope roots (hosts or registered domains) of all seeds.
 ``stats``          HASH  fleet counters: each worker adds its Scrapy stats' increments
                          (robotstxt/, dedupe/, store/, recrawl/, ... see
-                         crawlproject/status/reporter.py) every few seconds.
+                         crawlproject/status/reporter.py) every few seconds, once
+                         per report (status/fleet_counters.py: ``c:`` below).
 ``tp``             HASH  throughput: 10-second bucket start (unix s) -> responses
                          received by the fleet in it; buckets older than one hour
                          are deleted by the workers (at most 360 + 1 fields: the
                          status page's chart of the last hour).
+``c:<call id>``    STRING a fleet report's reply, as the shards' ``c:`` above: a
+                         report sent again adds nothing (crawlproject/increments.py).
 ``w:<worker>``     HASH  a worker's last gauges (responses/s, in flight, spooled files,
                          ...), expiring a few report periods after its last report.
 ``hr``             HASH  worker id -> its busiest and failing hosts, JSON (its top 20
@@ -312,6 +316,10 @@ class CrawlKeys(AddressKeys, DedupeKeys):
     def call_reply(self, shard: int, call: str) -> str:
         """The reply key of call id ``call`` on ``shard`` (``c:``, lua.py once_per_call)."""
         return self.shard_prefixes[shard] + CALL_KEY + call
+
+    def crawl_call_reply(self, call: str) -> str:
+        """The reply key of call id ``call`` on the crawl's own tag (``c:``)."""
+        return self.crawl_prefix + CALL_KEY + call
 
     def counters(self, shard: int) -> str:
         return self.shard_prefixes[shard] + "n"
