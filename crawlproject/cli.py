@@ -79,7 +79,7 @@ from crawlproject.frontier.connection.redis_client import command_client
 from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
 from crawlproject.frontier.crawl.crawl_name import crawl_name, crawl_name_of
 from crawlproject.frontier.crawl.dead import dead_command
-from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.frontier.store.keys import CRAWL_NAME_RE, CrawlKeys
 from crawlproject.frontier.store.redis_frontier import RedisFrontier
 from crawlproject.recrawl.config import RecrawlConfig
 from crawlproject.recrawl.service import RecrawlService
@@ -281,10 +281,25 @@ def _main(argv: Sequence[str] | None = None) -> int:
         run = partial(reset_command, config, args)
         reset = _with_redis(config, crawl, "reset", [], run=run)
         return one_line_refusal(partial(_run_with_redis, config, reset))
-    if args.command == "body":
-        return print_body(StoreConfig.from_settings(settings), crawl, args.url, args.headers)
-    if args.command == "wacz":
-        return wacz_command(StoreConfig.from_settings(settings), crawl, args.output)
+    if args.command in ("body", "wacz"):
+        # The body store only: its settings and the crawl's name (no crawl has
+        # a name like "../x": it would read another directory) are all they
+        # check, each mistake one line.
+        try:
+            store_config = StoreConfig.from_settings(settings)
+        except ConfigError as exc:
+            print(f"crawlproject {args.command}: {exc}", file=sys.stderr)
+            return 1
+        if not CRAWL_NAME_RE.match(crawl):
+            print(
+                f"crawlproject {args.command}: crawl name {crawl!r} must be 1-64 characters "
+                "of letters, digits, _ . -",
+                file=sys.stderr,
+            )
+            return 1
+        if args.command == "body":
+            return print_body(store_config, crawl, args.url, args.headers)
+        return wacz_command(store_config, crawl, args.output)
     if args.command == "status":
         if args.watch is not None and args.watch <= 0:
             parser.error("--watch wants a number of seconds > 0")

@@ -82,13 +82,20 @@ def write_wacz(store: BodyStore, crawl: str, output: Path) -> WaczSummary:
     if not warcs:
         raise WaczError(f"crawl {crawl!r} has no WARC files in {store.uri}{prefix}")
     part = output.with_name(output.name + ".part")
+    if output.is_dir():
+        raise WaczError(f"cannot write {output}: it is a directory")
+    try:  # before any file is read: an output that cannot be written says so
+        part_file = open(part, "wb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise WaczError(f"cannot write {output}: {exc.strerror or exc}") from exc
     resources: list[dict[str, object]] = []
     lines: list[str] = []
     pages: dict[str, _Capture] = {}
     titles: dict[str, str] = {}  # payload digest -> title, for revisits
     try:
         with (
-            zipfile.ZipFile(part, "w", allowZip64=True) as zf,
+            part_file,
+            zipfile.ZipFile(part_file, "w", allowZip64=True) as zf,
             tempfile.TemporaryDirectory() as tmp,
         ):
             for key in warcs:
