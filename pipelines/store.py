@@ -73,7 +73,12 @@ from crawlproject.dedupe.verdict import VERDICT_META_KEY, PageVerdict
 from crawlproject.frontier.basics.outcomes import ItemNotSaved
 from crawlproject.frontier.crawl.crawl_name import crawl_name
 from crawlproject.frontier.scrapy_glue.engine_hooks import wake_engine
-from crawlproject.frontier.scrapy_glue.frontier_lookup import crawl_redis_of, is_frontier
+from crawlproject.frontier.scrapy_glue.frontier_lookup import (
+    crawl_redis_of,
+    frontier_of,
+    is_frontier,
+)
+from crawlproject.redis_calls import DEFAULT_OUTAGE_SECONDS
 from crawlproject.render.archive import archived_response
 from crawlproject.store.backpressure import SpoolBackpressure, SpoolGate
 from crawlproject.store.config import RESPONSE_ITEM_KEY, BodyStoreConfig, StoreConfig
@@ -121,6 +126,9 @@ class BodyStorePipeline:
         self._thread = WriterThread()
         self._rotation_task: asyncio.Task[None] | None = None
         self._revisits: RevisitChooser | None = None  # WARC format only
+        # The scheduler's outage bound once open; a crawl without the frontier
+        # has no Redis outage: the default.
+        self._outage_seconds = DEFAULT_OUTAGE_SECONDS
         # Sent by middlewares/redirect_hops.py (WARC format only).
         crawler.signals.connect(self._redirect_received, signal=redirect_received)
         crawler.signals.connect(self._resource_received, signal=render_resource_received)
@@ -148,6 +156,8 @@ class BodyStorePipeline:
         on_frontier = is_frontier(load_object(self.crawler.settings["SCHEDULER"]))
         shared = crawl_redis_of(self.crawler) if on_frontier else None
         worker = shared.worker_id if shared is not None else "local"
+        if on_frontier:  # the bound a failed engine wake closes within, read once
+            self._outage_seconds = frontier_of(self.crawler).outage_seconds
         writer = body_writer(self.config, crawl, worker)
         store = open_store(self.store_config)
         self._uploader = writer.uploader(store, self._on_uploaded)
@@ -191,7 +201,8 @@ class BodyStorePipeline:
     def _resume_engine(self) -> None:
         if self.crawler.engine is not None:
             self.crawler.engine.unpause()
-            wake_engine(self.crawler)  # else the engine's 5 s heartbeat restarts it
+            # Else the engine's 5 s heartbeat restarts it.
+            wake_engine(self.crawler, self._outage_seconds)
 
     async def _finish_open_file(self) -> None:
         writer = self._writer

@@ -100,8 +100,13 @@ class Engine:
         self.closed.append(reason)
 
 
+# The outage bound the scheduler read once (CRAWL_REDIS_OUTAGE_SECONDS), given
+# to the hooks: they read no setting (a crawler without settings here).
+BOUND = 60.0
+
+
 def crawler_of(engine_: object) -> Any:
-    return SimpleNamespace(engine=engine_, settings=get_crawler().settings)
+    return SimpleNamespace(engine=engine_)
 
 
 async def until_closed(engine_: Engine) -> list[str]:
@@ -119,10 +124,10 @@ def stop_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_wake_engine_schedules_the_slot_call_and_is_quiet_without_a_spider() -> None:
     calls: list[str] = []
     nextcall = SimpleNamespace(schedule=lambda: calls.append("poll"))
-    assert wake_engine(crawler_of(Engine(SimpleNamespace(nextcall=nextcall)))) is True
+    assert wake_engine(crawler_of(Engine(SimpleNamespace(nextcall=nextcall))), BOUND) is True
     assert calls == ["poll"]
     for engine_ in (None, SimpleNamespace(), Engine(None)):  # before the open, after the close
-        assert wake_engine(crawler_of(engine_)) is False
+        assert wake_engine(crawler_of(engine_), BOUND) is False
     assert calls == ["poll"]
 
 
@@ -131,8 +136,8 @@ async def test_a_wake_that_fails_stops_the_worker_in_one_line(
 ) -> None:
     engine_ = Engine(SimpleNamespace(nextcall=None))  # a slot of another shape
     crawler = crawler_of(engine_)
-    assert wake_engine(crawler) is False
-    assert wake_engine(crawler) is False  # said once
+    assert wake_engine(crawler, BOUND) is False
+    assert wake_engine(crawler, BOUND) is False  # said once
     assert await until_closed(engine_) == [FRONTIER_ERROR]
     (line,) = stop_lines(caplog)
     assert line.startswith(
@@ -161,7 +166,7 @@ def test_an_engine_without_a_hook_is_refused_in_one_line(slot: object, lacking: 
         "crawlproject supports Scrapy 2.19.x (requirements.txt)"
     )
     with pytest.raises(EngineMisfit):
-        watch_request_ends(crawler_of(Engine(slot)), lambda request, held: None)
+        watch_request_ends(crawler_of(Engine(slot)), lambda request, held: None, BOUND)
 
 
 def decompression_error() -> type[Exception]:
@@ -254,7 +259,7 @@ async def test_request_ends_wraps_the_real_slot_and_sees_what_it_still_holds(
     def note(request: Request, held: Collection[Request]) -> None:
         ended.append((request.url, sorted(r.url for r in held)))
 
-    watch_request_ends(crawler_of(Engine(slot)), note)
+    watch_request_ends(crawler_of(Engine(slot)), note, BOUND)
     first, second = Request("http://a.test/1"), Request("http://a.test/2")
     slot.add_request(first)
     slot.add_request(second)
@@ -277,7 +282,7 @@ async def test_a_request_end_that_fails_stops_the_worker_in_one_line(
     def broken(request: Request, held: Collection[Request]) -> None:
         raise RuntimeError("a bug in the hook")
 
-    watch_request_ends(crawler_of(engine_), broken)
+    watch_request_ends(crawler_of(engine_), broken, BOUND)
     first, second = Request("http://a.test/1"), Request("http://a.test/2")
     slot.add_request(first)
     slot.add_request(second)

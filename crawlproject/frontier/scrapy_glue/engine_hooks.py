@@ -49,7 +49,6 @@ from scrapy import Request
 from crawlproject.frontier.basics.outcomes import FRONTIER_ERROR
 from crawlproject.frontier.crawl.fresh_start import StartRefused
 from crawlproject.frontier.scrapy_glue.background_loops import close_or_exit
-from crawlproject.redis_calls import outage_seconds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -99,10 +98,11 @@ def check_engine(crawler: Crawler) -> None:
         raise EngineMisfit(misfit_line(lacking))
 
 
-def watch_request_ends(crawler: Crawler, ended: RequestEnded) -> None:
+def watch_request_ends(crawler: Crawler, ended: RequestEnded, outage_seconds: float) -> None:
     """Calls ``ended`` each time the crawler's engine is finished with a
     request, just before it forgets it. Checked first (:func:`check_engine`);
-    ``ended`` raising stops the worker (:func:`stop_worker`)."""
+    ``ended`` raising stops the worker (:func:`stop_worker`, within the
+    scheduler's ``outage_seconds``)."""
     check_engine(crawler)
     engine_slot: Any = getattr(crawler.engine, "_slot", None)
     remove, in_progress = engine_slot.remove_request, engine_slot.inprogress
@@ -111,14 +111,14 @@ def watch_request_ends(crawler: Crawler, ended: RequestEnded) -> None:
         try:
             ended(request, in_progress)
         except Exception as exc:
-            stop_worker(crawler, f"ending the lease of {request.url}", exc)
+            stop_worker(crawler, f"ending the lease of {request.url}", exc, outage_seconds)
         finally:
             remove(request)  # the engine's own bookkeeping happens in any case
 
     engine_slot.remove_request = remove_request
 
 
-def wake_engine(crawler: Crawler) -> bool:
+def wake_engine(crawler: Crawler, outage_seconds: float) -> bool:
     """Asks the engine to poll the scheduler on the next reactor turn; False
     when it has no open spider (before its open, after its close)."""
     engine_slot = getattr(crawler.engine, "_slot", None)
@@ -127,14 +127,17 @@ def wake_engine(crawler: Crawler) -> bool:
     try:
         engine_slot.nextcall.schedule()
     except Exception as exc:  # AttributeError included: an engine slot of another shape
-        stop_worker(crawler, "waking Scrapy's engine (engine._slot.nextcall.schedule)", exc)
+        what = "waking Scrapy's engine (engine._slot.nextcall.schedule)"
+        stop_worker(crawler, what, exc, outage_seconds)
         return False
     return True
 
 
-def stop_worker(crawler: Crawler, what: str, exc: BaseException) -> None:
+def stop_worker(crawler: Crawler, what: str, exc: BaseException, outage_seconds: float) -> None:
     """One ERROR line, then the spider closes with ``frontier_error`` (exit 1);
-    its leases go back as on any close. Once per engine."""
+    its leases go back as on any close, or the process exits past
+    ``outage_seconds`` (the scheduler's bound, read once: background_loops.py
+    close_or_exit). Once per engine."""
     engine = crawler.engine
     if engine is None or engine in _stopping:
         return
@@ -149,6 +152,6 @@ def stop_worker(crawler: Crawler, what: str, exc: BaseException) -> None:
         scrapy.__version__,
     )
     logger.debug("The hook's failure", exc_info=exc)
-    closer = close_or_exit(engine, FRONTIER_ERROR, outage_seconds(crawler.settings))
+    closer = close_or_exit(engine, FRONTIER_ERROR, outage_seconds)
     _closers.add(closer)
     closer.add_done_callback(_closers.discard)

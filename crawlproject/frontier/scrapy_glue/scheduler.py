@@ -162,7 +162,7 @@ class FrontierScheduler(MiddlewareCalls, FrontierMark, BaseScheduler):
             check_engine(self.crawler)  # before any connection: refuses a Scrapy without the hooks
             await self._connect(spider)
             # Every lease ends when the engine is done with its last request.
-            watch_request_ends(self.crawler, self.leases.request_ended)
+            watch_request_ends(self.crawler, self.leases.request_ended, self.outage_seconds)
         except OPEN_ERRORS as exc:
             log_open_failure(self.config, exc, self.crawler)  # the log's last line
             # Raising CloseSpider here would leave Scrapy's scraper unopened
@@ -318,7 +318,7 @@ class FrontierScheduler(MiddlewareCalls, FrontierMark, BaseScheduler):
                 continue
             backoff.reset()
             if got:
-                wake_engine(self.crawler)
+                wake_engine(self.crawler, self.outage_seconds)
                 clock.not_before = 0.0
             else:
                 clock.not_before = loop.time() + min(wait_seconds, self.config.idle_poll_seconds)
@@ -375,8 +375,8 @@ class FrontierScheduler(MiddlewareCalls, FrontierMark, BaseScheduler):
         opening = engine is None or not engine.running
         busy_here = bool(len(self.claims) or len(self.leases) or self.outbox or opening)
         if self.end.check(await frontier.counters(), busy_here):
-            wake_engine(self.crawler)
+            wake_engine(self.crawler, self.outage_seconds)
 
     def _note_done(self, done: int) -> None:
         if self.end.note_done(done):
-            wake_engine(self.crawler)
+            wake_engine(self.crawler, self.outage_seconds)
