@@ -124,6 +124,10 @@ DOWNLOADER_MIDDLEWARES = {
     "middlewares.recrawl.RecrawlDownloaderMiddleware": 20,
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
+    # On a worker without a browser, a page that must be rendered goes back to
+    # the frontier for a worker with one, unfetched: after robots.txt (100),
+    # before any download (docs/rendering.md).
+    "middlewares.render_hand_back.RenderHandBackMiddleware": 150,
     # Parks the queue of a host whose name does not exist (CRAWL_DNS_PARK_AFTER).
     # Below RetryMiddleware (550): exceptions pass from high to low order and a
     # retry stops them, so it sees a failure only once retries gave up.

@@ -15,6 +15,11 @@ client, then rendered in a browser only where needed (docs/rendering.md).
    At most ``CRAWL_RENDER_CONCURRENCY`` pages at once; the DOM is compared with
    the raw document and what was learned written to Redis.
 
+A worker without a browser gives a page that must be rendered back to the
+frontier before fetching it, for a worker with one (crawlproject/render/fleet.py);
+a worker with one is in the fleet's registry of renderers, and restarts its
+browser when it grows (crawlproject/render/recycle.py).
+
 All of it happens inside the download: the request's end, where the frontier
 releases its host's politeness slot and starts the host's delay, is the
 render's last request. The spider gets the DOM; the archive the raw document
@@ -30,21 +35,28 @@ import time
 from weakref import WeakKeyDictionary
 
 from redis.exceptions import RedisError
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.crawler import Crawler
 from scrapy.http import HtmlResponse, Response
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.page import PageMethod
 
-from crawlproject.frontier.scrapy_glue.frontier_lookup import crawl_redis_of, is_frontier
+from crawlproject.frontier.basics.outcomes import NotFetched, Requeue
+from crawlproject.frontier.scrapy_glue.frontier_lookup import (
+    crawl_redis_of,
+    frontier_closing,
+    is_frontier,
+)
 from crawlproject.guard.policy import GuardPolicy
 from crawlproject.render.archive import RENDERED_FLAG, keep_raw
 from crawlproject.render.compare import PageContent, difference, has_script
 from crawlproject.render.config import RenderConfig
+from crawlproject.render.fleet import HAND_BACK_HOLD_SECONDS, HandBacks, Heartbeat, Renderers
 from crawlproject.render.gate import BrowserGate, RobotsCheck
 from crawlproject.render.learning import RenderLearning, Verdict, Why
 from crawlproject.render.page_methods import LIVE_META_KEYS, from_data
+from crawlproject.render.recycle import BrowserRecycler
 from crawlproject.render.session import RenderSession, decoded_body
 from crawlproject.render.templates import host_of, page_template
 from crawlproject.store.signals import render_resource_received
@@ -53,6 +65,7 @@ logger = logging.getLogger(__name__)
 
 LAUNCH_ALLOWANCE_SECONDS = 60.0  # Chromium starting on a loaded machine: seconds
 LEARNING_KEY = "render"  # cp:{C}:render (crawlproject/render/learning.py)
+RENDERERS_KEY = "renderers"  # cp:{C}:renderers (crawlproject/render/fleet.py)
 _HANDLERS: WeakKeyDictionary[Crawler, RenderDownloadHandler] = WeakKeyDictionary()
 
 
@@ -70,15 +83,33 @@ class RenderDownloadHandler:
         self.max_bytes = crawler.settings.getint("DOWNLOAD_MAXSIZE") or 2**31
         self.browser_path = None if self.config.mode == "never" else self.config.browser_path()
         self.playwright: ScrapyPlaywrightDownloadHandler | None = None
+        self.pool = asyncio.Semaphore(self.config.concurrency)
+        self.recycler: BrowserRecycler | None = None
         if self.browser_path is not None:
             self.playwright = ScrapyPlaywrightDownloadHandler.from_crawler(crawler)
-        self.pool = asyncio.Semaphore(self.config.concurrency)
+            if crawler.settings.getbool("PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER", True):
+                self.recycler = BrowserRecycler(
+                    self.playwright, self.pool, self.config.concurrency,
+                    self.config.browser_max_mb, self.config.browser_max_renders, self.stats,
+                )  # fmt: skip
+            crawler.signals.connect(self._opened, signal=signals.spider_opened)
+            crawler.signals.connect(self._closing, signal=frontier_closing)
+        self.hand_backs = HandBacks(self.config.max_handbacks)
+        self._renderers: Renderers | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._said_unrendered: set[str] = set()
+        self._said_handed_back = False
         self._learning: RenderLearning | None = None
         self._robots: RobotsCheck | None = None
         self._closed = False
         self._said_redis_error = False
         self._seconds = 0.0
         self._say_mode()
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> RenderDownloadHandler | None:
+        """The crawler's handler, if its http(s) downloads go through one."""
+        return _HANDLERS.get(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderDownloadHandler:
@@ -106,11 +137,25 @@ class RenderDownloadHandler:
                 c.mode, self.browser_path, c.concurrency, c.timeout_seconds,
             )  # fmt: skip
 
+    def _opened(self, spider: object) -> None:
+        """A worker with a browser says so to the fleet while its frontier is open."""
+        renderers = self.renderers()
+        shared = crawl_redis_of(self.crawler) if renderers is not None else None
+        if renderers is not None and shared is not None:
+            self._heartbeat = Heartbeat(renderers, shared.worker_id)
+            self._heartbeat.start()
+
+    async def _closing(self) -> None:
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
+
     async def close(self) -> None:
         if self._closed:  # called once per scheme
             return
         self._closed = True
         await self.http.close()
+        if self.recycler is not None:
+            await self.recycler.wait()
         if self.playwright is not None:
             await self.playwright.close()  # the browser and Playwright's driver with it
 
@@ -141,6 +186,51 @@ class RenderDownloadHandler:
         if content is not None:
             await self._learn(raw.url, verdict, content, rendered)
         return rendered
+
+    async def hand_back(self, request: Request) -> None:
+        """Before the fetch (middlewares/render_hand_back.py), on a worker
+        without a browser: a page that must be rendered goes back to the
+        frontier (NotFetched), unfetched, while a worker with one is alive;
+        else it is fetched raw (``render/unrendered``). crawlproject/render/fleet.py."""
+        if self.playwright is not None or self.config.mode == "never":
+            return
+        renderers = self.renderers()
+        if renderers is None:
+            return  # no frontier: no fleet to hand it to
+        asked = bool(request.meta.get("render") or request.meta.get("playwright"))
+        try:
+            alive = await renderers.alive()
+            must = asked
+            if alive and not must and (learning := self.learning()) is not None:
+                must = await learning.must_render(host_of(request.url), page_template(request.url))
+        except RedisError as exc:  # fetched raw; the crawl goes on
+            self._redis_error(exc)
+            return
+        if not must:
+            return
+        if alive and self.hand_backs.may_hand_back(request.url):
+            self.stats.inc_value("render/handed_back")
+            if not self._said_handed_back:
+                self._said_handed_back = True
+                logger.info(
+                    "Rendering: no browser here; pages that must be rendered go back to "
+                    "the frontier for a worker with one (render/handed_back)"
+                )
+            raise NotFetched(
+                f"{request.url} must be rendered: handed back for a worker with a browser",
+                requeue=Requeue(hold_seconds=HAND_BACK_HOLD_SECONDS),
+            )
+        self.hand_backs.fetched(request.url)
+        self.stats.inc_value("render/unrendered")
+        why = (
+            f"handed back {self.config.max_handbacks} times (CRAWL_RENDER_MAX_HANDBACKS)"
+            if alive
+            else "no worker with a browser in the fleet"
+        )
+        if why not in self._said_unrendered:
+            self._said_unrendered.add(why)
+            logger.warning("Rendering: %s must be rendered but is fetched raw: %s "
+                           "(render/unrendered counts such pages)", request.url, why)  # fmt: skip
 
     def _skipped(self, why: Why) -> None:
         self.stats.inc_value("render/skipped")
@@ -202,6 +292,17 @@ class RenderDownloadHandler:
             self._learning = RenderLearning(shared.redis, key, self.config.sample_every)
         return self._learning
 
+    def renderers(self) -> Renderers | None:
+        if self._renderers is None:
+            engine = self.crawler.engine
+            if engine is None or not is_frontier(engine.scheduler):
+                return None
+            shared = crawl_redis_of(self.crawler)
+            if shared is None:
+                return None
+            self._renderers = Renderers(shared.redis, shared.keys.crawl_prefix + RENDERERS_KEY)
+        return self._renderers
+
     def robots(self) -> RobotsCheck | None:
         """The robots middleware's cached rules (middlewares/robotstxt.py), if it runs."""
         if self._robots is None and self.crawler.engine is not None:
@@ -258,6 +359,8 @@ class RenderDownloadHandler:
                 # status` sums integer counters over the fleet).
                 self._seconds += time.monotonic() - started
                 self.stats.set_value("render/seconds", round(self._seconds))
+        if self.recycler is not None:
+            self.recycler.rendered()  # its page is back in the pool
         self.stats.inc_value("render/pages")
         for exchange in session.resources:
             await self.crawler.signals.send_catch_log_async(

@@ -18,3 +18,14 @@ CRAWL_RENDER_TIMEOUT_SECONDS = 15.0
 # A page template learned static is still rendered once in this many of its
 # pages, so that a site that changes is noticed; 0: never re-checked.
 CRAWL_RENDER_SAMPLE_EVERY = 50
+# A worker without a browser gives a page that must be rendered (its request
+# asks, or its template was learned to need it) back to the frontier, for a
+# worker with a browser, at most this many times; then, or when no worker of
+# the fleet has a browser, it fetches the page raw (render/unrendered).
+# 0: never hands back.
+CRAWL_RENDER_MAX_HANDBACKS = 20
+# The browser is restarted, between renders, once the resident memory of its
+# processes passes this many MB (0: no limit) ...
+CRAWL_RENDER_BROWSER_MAX_MB = 2048
+# ... or after this many renders (0: no limit).
+CRAWL_RENDER_BROWSER_MAX_RENDERS = 0

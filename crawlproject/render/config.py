@@ -24,6 +24,9 @@ class RenderConfig:
     concurrency: Annotated[int, Setting("CRAWL_RENDER_CONCURRENCY")]
     timeout_seconds: Annotated[float, Setting("CRAWL_RENDER_TIMEOUT_SECONDS")]
     sample_every: Annotated[int, Setting("CRAWL_RENDER_SAMPLE_EVERY")]
+    max_handbacks: Annotated[int, Setting("CRAWL_RENDER_MAX_HANDBACKS")]
+    browser_max_mb: Annotated[int, Setting("CRAWL_RENDER_BROWSER_MAX_MB")]
+    browser_max_renders: Annotated[int, Setting("CRAWL_RENDER_BROWSER_MAX_RENDERS")]
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RenderConfig:
@@ -38,6 +41,12 @@ class RenderConfig:
             raise ConfigError("CRAWL_RENDER_TIMEOUT_SECONDS must be above 0")
         if self.sample_every < 0:
             raise ConfigError("CRAWL_RENDER_SAMPLE_EVERY must be 0 (never) or more")
+        if self.max_handbacks < 0:
+            raise ConfigError("CRAWL_RENDER_MAX_HANDBACKS must be 0 (never hand back) or more")
+        if self.browser_max_mb < 0:
+            raise ConfigError("CRAWL_RENDER_BROWSER_MAX_MB must be 0 (no limit) or more")
+        if self.browser_max_renders < 0:
+            raise ConfigError("CRAWL_RENDER_BROWSER_MAX_RENDERS must be 0 (no limit) or more")
 
     def browser_path(self) -> str | None:
         """The browser's executable, or None when there is none: a path

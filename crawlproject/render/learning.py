@@ -124,6 +124,15 @@ class RenderLearning:
             return Verdict(Why.SAMPLE, prior or STATIC)
         return Verdict(Why.STATIC, prior or STATIC)
 
+    async def must_render(self, host: str, template: str) -> bool:
+        """Before a page is fetched (a worker without a browser asks): its
+        template needs rendering, or is unknown on a host some of whose
+        templates do (a worker with a browser would render it to learn)."""
+        prior, host_state = await self._states(f"t|{host}|{template}", f"h|{host}")
+        if prior is not None:
+            return prior.startswith(JS)
+        return host_state == JS
+
     async def learn(self, host: str, template: str, prior: str | None, diff: Difference) -> str:
         """Writes what one render showed; returns the template's new state."""
         t_field, h_field = f"t|{host}|{template}", f"h|{host}"

@@ -242,6 +242,9 @@ Per crawl, prefix ``cp:{C}:``
                          (crawlproject/render/learning.py): ``t|<host>|<template>``
                          -> ``js:<k>`` or ``static``; ``h|<host>`` -> ``js`` or
                          ``static`` (docs/rendering.md).
+``renderers``      ZSET  worker id -> last heartbeat (ms, its clock) of the workers
+                         with a browser; one whose last is over 30 s old is taken
+                         as gone (crawlproject/render/fleet.py).
 
 Per crawl, the duplicate index, prefix ``cp:{C/dd}:`` (an index made before
 the spread layout) or its parts' ``cp:{C/dd/<family>.<p>[~<n>]}:``: documented
