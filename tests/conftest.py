@@ -98,25 +98,34 @@ def moto() -> Iterator[MotoServer]:
 
 
 # The longest test files (minutes each, measured by --durations on 2 cores),
-# longest first. pytest-xdist (--dist loadfile) hands files out by their number
-# of tests first and in collection order among equals, so this order only ranks
-# files of equal count: with --no-loadscope-reorder it ruled, and the longest
-# files then all ran at once at the start, a crawl-trap test past its bound
-# (CI at 1291e18, 4 processes).
+# longest first: ./run tests hands files to its 3 processes in this order
+# (pytest-xdist --dist loadfile --no-loadscope-reorder; xdist's own order, by
+# number of tests, started the one-test files of minutes, the trap crawls' and
+# the failover's, last: the run's tail). xdist gives a process its next file
+# once it has at most 2 tests left, so a one-test file takes the next one at
+# its start: trap_families (1 test) takes crawl_traps, and the two crawls of
+# traps run one after the other, not at once (at once, with 4 processes, a
+# crawl-trap test overran its bound: CI at 1291e18). CI (5ebf856 and before):
+# seen_set ~210-230 s, trap_families 150-220 (2,000 pages then), store_faults
+# ~150, crawl_traps ~160, redis_failover 90-150, stable_ids 70-180,
+# dedupe_index ~110, your_spider_your_sites 390-466 (12,001 pages then).
 LONGEST_FILES = (
-    "test_your_spider_your_sites.py",
     "test_seen_set.py",
-    "test_crawl_traps.py",
     "test_trap_families.py",
     "test_store_faults.py",
+    "test_crawl_traps.py",
     "test_redis_failover.py",
     "test_stable_ids.py",
     "test_dedupe_index.py",
+    "test_your_spider_your_sites.py",
+    "test_first_spider.py",
+    "test_render.py",
     "test_crawl_options.py",
+    "test_unanswering_hosts.py",
+    "test_render_browser.py",
     "test_scrapy_own_settings.py",
     "test_address_politeness.py",
     "test_dead_list.py",
-    "test_unanswering_hosts.py",
     "test_crawl_fleet.py",
     "test_recrawl.py",
     "test_redis_cluster.py",
