@@ -18,6 +18,7 @@ crawl's.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import subprocess
 import sys
@@ -25,6 +26,8 @@ import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
@@ -183,6 +186,16 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
 def test_every_response_and_revisit_has_its_request(archive: Archive) -> None:
     for crawl, files in enumerate((archive.first, archive.second)):
         recs = records(files)
+        # Both digests on every record that has a payload (warcinfo: the block's);
+        # warcio check (below) recomputes them.
+        for r in recs:
+            assert r.headers["WARC-Block-Digest"].startswith("sha1:"), r
+            if r.type != "warcinfo":
+                assert r.headers["WARC-Payload-Digest"].startswith("sha1:"), r
+            if r.type == "response":
+                assert r.headers["WARC-Payload-Digest"] == payload_digest(
+                    archive.sent[crawl][r.url]
+                )
         by_id = {r.record_id: r for r in recs if r.type in ("response", "revisit")}
         requests = [r for r in recs if r.type == "request"]
         assert sorted(r.concurrent_to or "" for r in requests) == sorted(by_id)
@@ -225,6 +238,7 @@ def test_revisits_of_both_profiles_name_the_stored_original(archive: Archive) ->
     with_validators = len(recrawled - without)
     assert len(without) == 2  # plain, and the one of the two identical bodies kept as original
     assert profiles == {SERVER_NOT_MODIFIED: with_validators - 1, IDENTICAL_PAYLOAD_DIGEST: 2}
+    assert profiles[SERVER_NOT_MODIFIED] * 2 > len(recrawled)  # most pages answered 304
     assert [r.url for r in second if r.type == "response"] == [changed]
     for r in second:
         if r.type != "revisit":
@@ -263,7 +277,8 @@ def test_warcio_checks_every_file_and_the_indexes_are_cdxj_indexers(archive: Arc
 def test_pywb_replays_every_url_of_both_crawls(
     archive: Archive, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    with wayback(archive.warc_dir, tmp_path_factory.mktemp("pywb-archive")) as address:
+    root = tmp_path_factory.mktemp("pywb-archive")
+    with wayback(archive.warc_dir, root, memento=True) as address:
         for crawl, files in enumerate((archive.first, archive.second)):
             sent = archive.sent[crawl]
             captures = {url: r.date for url, r in answers(files).items()}
@@ -273,6 +288,10 @@ def test_pywb_replays_every_url_of_both_crawls(
                 status, headers, body = replay(address, timestamp, url)
                 assert (status, body) == (200, sent[url]), (url, timestamp)
                 assert headers["content-type"].startswith("text/html"), (url, headers)
+                # The capture of that time was served (a revisit: itself, with its
+                # original's body), not the nearest other one.
+                when = datetime.strptime(timestamp, "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+                assert headers["memento-datetime"] == format_datetime(when, usegmt=True), url
 
 
 def test_the_recrawl_costs_at_most_a_quarter_of_the_first_crawls_bytes(archive: Archive) -> None:
@@ -343,6 +362,16 @@ def test_wacz_packages_both_crawls_and_wacz_validate_passes(
     for p in lines:
         assert p["ts"] == latest[p["url"]][:19] + "Z"
     assert package["wacz_version"] == "1.1.1" and package["title"] == CRAWL
+    # datapackage.json: every file of the package but itself, its size and sha256.
+    resources = {r["path"]: r for r in package["resources"]}
+    assert set(resources) == names - {"datapackage.json", "datapackage-digest.json"}
+    with zipfile.ZipFile(out) as zf:
+        for name, resource in resources.items():
+            data = zf.read(name)
+            assert resource["bytes"] == len(data), name
+            assert resource["hash"] == "sha256:" + hashlib.sha256(data).hexdigest(), name
+        digest = json.loads(zf.read("datapackage-digest.json"))
+        assert digest["hash"] == "sha256:" + hashlib.sha256(zf.read("datapackage.json")).hexdigest()
 
 
 def test_crawlproject_body_of_a_revisited_url_prints_the_stored_original(archive: Archive) -> None:

@@ -137,16 +137,19 @@ def ensure_pywb() -> None:
 
 
 @contextlib.contextmanager
-def wayback(warc_dir: Path, root: Path) -> Iterator[str]:
+def wayback(warc_dir: Path, root: Path, memento: bool = False) -> Iterator[str]:
     """A running pywb (its address) whose collection is the project's own
-    index and WARC files in ``warc_dir``."""
+    index and WARC files in ``warc_dir``; ``memento``: each replay says which
+    capture it served (its ``Memento-Datetime`` header)."""
     ensure_pywb()
     # JSON is YAML: the paths need no quoting rules of their own.
-    config = {
+    config: dict[str, object] = {
         "collections": {
             COLLECTION: {"index_paths": f"{warc_dir}/", "archive_paths": f"{warc_dir}/"}
         }
     }
+    if memento:
+        config["enable_memento"] = True
     (root / "config.yaml").write_text(json.dumps(config))
     port = free_port()
     log = open(root / "wayback.log", "wb")  # noqa: SIM115 - closed below

@@ -12,10 +12,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from redis.asyncio import Redis
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
+from warcio.archiveiterator import ArchiveIterator
 
 from crawlproject.body_digest import payload_digest
 from crawlproject.frontier.connection.redis_client import redis_client
 from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import index_bytes
 from crawlproject.store.revisits import (
     IDENTICAL_PAYLOAD_DIGEST,
@@ -26,6 +31,7 @@ from crawlproject.store.revisits import (
     encode_value,
 )
 from crawlproject.store.warc import HttpExchange, Revisit, RollingWarcWriter
+from crawlproject.store.writers import PageToStore, WarcBodyWriter
 from testkit.redis_cluster import RedisCluster
 from tests.test_pywb_replay import CDXJ_INDEXER
 
@@ -165,3 +171,50 @@ async def test_the_index_on_a_redis_cluster_spreads_over_the_shards_tags() -> No
             await client.aclose()
     finally:
         cluster.stop()
+
+
+def test_a_posts_request_record_keeps_its_body_beside_a_response_and_a_revisit(
+    tmp_path: Path,
+) -> None:
+    """The storage pipeline's writer (a Scrapy response to a POST, as the
+    pipeline hands it over): each answer's request record is the POST with
+    its body, WARC-Concurrent-To the answer; a revisit's too."""
+    form = b"a=1&b=\x00\xff"
+    body = b"<html><body>posted</body></html>"
+    config = BodyStoreConfig.from_settings(Settings({"CRAWL_DATA_DIR": str(tmp_path)}))
+    writer = WarcBodyWriter(config, "post", "w1")
+    finished: list[Path] = []
+    writer.open(finished.append)
+
+    def page(url: str, when: datetime, revisit: Revisit | None = None) -> PageToStore:
+        request = Request(url, method="POST", body=form, headers={"Content-Type": "x"})
+        response = HtmlResponse(url, body=body, headers={"Content-Type": "text/html"},
+                                request=request)  # fmt: skip
+        return PageToStore(response, "text/html", when, payload_digest(body), revisit=revisit)
+
+    same = Revisit(IDENTICAL_PAYLOAD_DIGEST, "http://a.test/f", T0, payload_digest(body))
+    writer.write_page(page("http://a.test/f", T0))
+    writer.write_page(page("http://b.test/f", T1, same))
+    writer.close()
+    [path] = finished
+    check = subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "check", str(path)], capture_output=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout
+    answers, requests = {}, []
+    with open(path, "rb") as stream:
+        for record in ArchiveIterator(stream):
+            h = record.rec_headers
+            if record.rec_type in ("response", "revisit"):
+                answers[h.get_header("WARC-Record-ID")] = h.get_header("WARC-Target-URI")
+            elif record.rec_type == "request":
+                line = record.http_headers.protocol + " " + record.http_headers.statusline
+                requests.append(
+                    (h.get_header("WARC-Concurrent-To"), h.get_header("WARC-Target-URI"), line,
+                     record.content_stream().read())
+                )  # fmt: skip
+    assert sorted(answers.values()) == ["http://a.test/f", "http://b.test/f"]
+    assert sorted((answers[to], url, line, sent) for to, url, line, sent in requests) == [
+        ("http://a.test/f", "http://a.test/f", "POST /f HTTP/1.1", form),
+        ("http://b.test/f", "http://b.test/f", "POST /f HTTP/1.1", form),
+    ]
