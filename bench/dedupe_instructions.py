@@ -36,20 +36,34 @@ from redis.asyncio import Redis as AsyncRedis
 from crawlproject.dedupe.index import DedupeIndex
 from crawlproject.dedupe.layout import split_blocks
 from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.lua import used_parts
 from testkit.dedupe_table import Layout, resp_for_pages
 from testkit.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "crawlproject/dedupe/lua/dedupe.lua"
+PRELUDE = "crawlproject/dedupe/lua/_prelude.lua"
 KEYS = CrawlKeys("bench", 1)
 
 
-def script_of(rev: str) -> str:
+def file_at(rev: str, path: str) -> str | None:
+    """``path`` at ``rev`` (HEAD: the working tree's), None if it has none."""
     if rev == "HEAD":
-        return (ROOT / SCRIPT).read_text()
-    return subprocess.run(
-        ["git", "show", f"{rev}:{SCRIPT}"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+        return (ROOT / path).read_text() if (ROOT / path).exists() else None
+    done = subprocess.run(
+        ["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def script_of(rev: str) -> str:
+    """dedupe.lua at ``rev``, after what it uses of its prelude (the Hamming
+    distance, a bucket's split: lua/_prelude.lua) if the revision has one, as index.py loads it."""
+    script = file_at(rev, SCRIPT)
+    if script is None:
+        raise SystemExit(f"{rev} has no {SCRIPT}")
+    prelude = file_at(rev, PRELUDE)
+    return script if prelude is None else used_parts(prelude, script) + "\n" + script
 
 
 def old_arguments(digest: bytes, simhash: int, url: str) -> list[Any]:

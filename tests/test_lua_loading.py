@@ -6,9 +6,12 @@ the frontier tests'."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from crawlproject.dedupe import calls as dedupe_calls
+from crawlproject.dedupe.calls import INDEX_PRELUDE
 from crawlproject.frontier.claims.address_scripts import (
     ADDRESS_SCRIPTS,
     HOST_SCRIPTS,
@@ -120,3 +123,33 @@ def test_a_script_that_needs_little_of_its_prelude_gets_little() -> None:
     loaded = load_script("crawlproject.frontier.store", "renew", *SHARD_PRELUDES)
     assert "local P = ARGV[1]" in loaded and "local function queue_pop" not in loaded
     assert len(loaded) < len(whole) / 4
+
+
+# -- the duplicate index's scripts and their helpers (crawlproject/dedupe/lua/) --------
+
+DEDUPE_LUA = Path(dedupe_calls.__file__).parent / "lua"
+DEDUPE_SCRIPTS = sorted(p.stem for p in DEDUPE_LUA.glob("*.lua") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("name", DEDUPE_SCRIPTS)
+def test_a_duplicate_index_script_gets_every_helper_it_names(name: str) -> None:
+    whole = preludes_text(INDEX_PRELUDE)
+    loaded = load_script("crawlproject.dedupe", name, INDEX_PRELUDE)
+    lines, mentioned = set(loaded.split("\n")), names(loaded)
+    defs = definitions(whole)
+    assert {"near_distance", "bucket_split"} <= defs.keys()
+    missing = [n for n, ds in defs.items() if n in mentioned and not all(d in lines for d in ds)]
+    assert not missing, f"{name} mentions {missing}, left out of its prelude parts"
+
+
+def test_the_hamming_distance_and_a_bucket_split_are_written_once_in_lua() -> None:
+    """Issue 42 item 5: dedupe.lua and spread_lookup.lua each kept a copy of the
+    distance (a popcount table and bit.bxor), dedupe.lua and spread_split.lua
+    of a bucket's split; now _prelude.lua alone (calls.py load_script)."""
+    copies = {
+        p.name: sum(p.read_text().count(s) for s in ("bxor(", "table.concat(move)"))
+        for p in DEDUPE_LUA.glob("*.lua")
+    }
+    assert copies.pop("_prelude.lua") == 9  # 8 bytes' distances, 1 split
+    assert copies == dict.fromkeys(copies, 0)
+    assert "near_distance" in load_script("crawlproject.dedupe", "dedupe", INDEX_PRELUDE)

@@ -38,7 +38,8 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ClusterDownError, MovedError, NoScriptError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from crawlproject.lua import read_lua
+from crawlproject.lua import Prelude
+from crawlproject.lua import load_script as lua_script
 from crawlproject.redis_calls import (
     CONNECTION_ERRORS,
     OUTAGE_ERRORS,
@@ -64,8 +65,14 @@ _warned_at = 0.0
 ROUTINE = (MovedError, NoScriptError)
 
 
+# The helpers of this package's scripts, each written once (lua/_prelude.lua:
+# the Hamming distance, a bucket's split): prepended to each, the parts it uses.
+INDEX_PRELUDE: Prelude = ("crawlproject.dedupe", "_prelude")
+
+
 def load_script(redis: Redis, name: str) -> AsyncScript:
-    return register_script(redis, read_lua("crawlproject.dedupe", name))
+    """``lua/<name>.lua`` of this package, after what it uses of _prelude.lua."""
+    return register_script(redis, lua_script("crawlproject.dedupe", name, INDEX_PRELUDE))
 
 
 @dataclass

@@ -48,6 +48,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from crawlproject.dedupe.calls import load_script
 from crawlproject.dedupe.figures import index_figures as index_figures  # status/view.py's
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.layout import (
@@ -63,9 +64,8 @@ from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
 from crawlproject.dedupe.spread_index import SpreadIndex
 from crawlproject.dedupe.spread_pages import SAME_URL, Page
 from crawlproject.frontier.store.keys import CrawlKeys
-from crawlproject.lua import read_lua
 from crawlproject.recrawl.config import MAX_SIMHASH_K
-from crawlproject.redis_calls import OUTAGE_ERRORS, as_redis_error, evalsha_many, register_script
+from crawlproject.redis_calls import OUTAGE_ERRORS, as_redis_error, evalsha_many
 
 DIGEST_BYTES = 20  # SHA-1
 # CRAWL_SIMHASH_K's range (recrawl/config.py checks it too); the block width
@@ -153,8 +153,8 @@ class DedupeIndex:
         self.near_min_level = near_min_level
         self.parts = parts  # a new index's: spread over parts (0: one hash tag)
         self._use_layout(blocks or default_blocks(k))
-        self._script = register_script(redis, read_lua("crawlproject.dedupe", "dedupe"))
-        self._open_script = register_script(redis, read_lua("crawlproject.dedupe", "spread_open"))
+        self._script = load_script(redis, "dedupe")
+        self._open_script = load_script(redis, "spread_open")
         self.spread: SpreadIndex | None = None  # the index's layout is spread
         self._opened = False  # the index's cfg read (its layout known)
 

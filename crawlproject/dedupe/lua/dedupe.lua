@@ -142,12 +142,9 @@ if xs then
 end
 
 -- Near: the entries of the tables' buckets the query's keys select that share
--- the table's filter byte with it, compared on all 64 bits, byte by byte
--- (POP[x] = bits set in x), giving up on an entry as soon as it is farther
--- than the best so far.
--- Bits set in a byte, POP[x]: made when an entry first passes a filter (most
--- calls never need it, and a 256-entry table costs a few microseconds).
-local POP
+-- the table's filter byte with it, compared on all 64 bits, byte by byte,
+-- giving up on an entry as soon as it is farther than the best so far
+-- (near_distance: _prelude.lua, prepended by calls.py load_script).
 local best, bestfp = K + 1, nil
 local T = #ARGV - FIRST_KEY + 1
 local nkeys, strings = {}, {}
@@ -159,36 +156,13 @@ if #sim == 8 then
     if a < ns then a = key % (2 * span) end
     nkeys[t] = fmt('%ss:%d:%04x', P, t - 1, a)
   end
-  local bxor, band = bit.bxor, bit.band
-  local q1, q2, q3, q4, q5, q6, q7, q8 = byte(sim, 1, 8)
-  local function make_pop()
-    POP = {[0] = 0,
-    1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 1,
-    2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 1,
-    2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
-    3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 1,
-    2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2,
-    3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 2,
-    3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 3,
-    4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8}
-  end
-  -- An entry that passed a table's filter (at e of s): its distance, byte by
-  -- byte, given up once it is farther than the best so far. A function: few
-  -- entries get here.
+  local band = bit.band
+  near_query(sim)
+  -- An entry that passed a table's filter (at e of s): the best so far if
+  -- nearer (_prelude.lua's distance, given up past the best).
   local function consider(s, e)
-    if not POP then make_pop() end
-    local lim = best - 1
-    local a1, a2, a3, a4, a5, a6, a7, a8 = byte(s, e, e + 7)
-    local d = POP[bxor(a1, q1)]
-    if d <= lim then d = d + POP[bxor(a2, q2)]
-    if d <= lim then d = d + POP[bxor(a3, q3)]
-    if d <= lim then d = d + POP[bxor(a4, q4)]
-    if d <= lim then d = d + POP[bxor(a5, q5)]
-    if d <= lim then d = d + POP[bxor(a6, q6)]
-    if d <= lim then d = d + POP[bxor(a7, q7)]
-    if d <= lim then d = d + POP[bxor(a8, q8)]
-    if d <= lim then best, bestfp = d, sub(s, e, e + 7) end
-    end end end end end end end
+    local d = near_distance(s, e, best - 1)
+    if d < best then best, bestfp = d, sub(s, e, e + 7) end
   end
   strings = redis.call('MGET', unpack(nkeys))
   for i = 1, T do
@@ -267,28 +241,10 @@ if xdue or ndue then
     end
   end
 
-  -- Moves the entries of bucket `from` whose byte `at` (1-based) has bit value
-  -- `mask` set to bucket `to`.
-  local function split_bucket(from, to, at, mask)
-    local s = redis.call('GET', from)
-    if not s then return end
-    local stay, move = {}, {}
-    for p = 1, #s - 7, 8 do
-      if floor(byte(s, p + at - 1) / mask) % 2 == 1 then
-        move[#move + 1] = sub(s, p, p + 7)
-      else
-        stay[#stay + 1] = sub(s, p, p + 7)
-      end
-    end
-    if #move == 0 then return end
-    redis.call('SET', to, table.concat(move))
-    if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
-  end
-
   if xdue then
     -- Bit L of x is bit L - 16 of the entry's first 4 bytes, read little-endian.
     local j = xL - EXACT_MIN_LEVEL
-    split_bucket(fmt('%sx:%04x', P, xs_), fmt('%sx:%04x', P, xs_ + 2 ^ xL),
+    bucket_split(fmt('%sx:%04x', P, xs_), fmt('%sx:%04x', P, xs_ + 2 ^ xL),
       floor(j / 8) + 1, 2 ^ (j % 8))
     xs_ = xs_ + 1
     if xs_ == 2 ^ xL then xL, xs_ = xL + 1, 0 end
@@ -296,7 +252,7 @@ if xdue or ndue then
   if ndue then
     for t = 0, T - 1 do
       local bit = key_bit(t, nL)  -- in byte 8 - floor(bit / 8) of the big-endian SimHash
-      split_bucket(fmt('%ss:%d:%04x', P, t, ns), fmt('%ss:%d:%04x', P, t, ns + 2 ^ nL),
+      bucket_split(fmt('%ss:%d:%04x', P, t, ns), fmt('%ss:%d:%04x', P, t, ns + 2 ^ nL),
         8 - floor(bit / 8), 2 ^ (bit % 8))
     end
     ns = ns + 1

@@ -19,40 +19,21 @@ if L ~= tonumber(ARGV[2]) then return {-1, L} end
 local S = tonumber(st[2]) or 0
 local K = tonumber(ARGV[1])
 local byte, sub = string.byte, string.sub
-local bxor, band = bit.bxor, bit.band
+local band = bit.band
 local n = (#ARGV - 3) / 3
 local names = {}
 for i = 1, n do
   names[i] = KEYS[tonumber(ARGV[2 + 3 * i]) < S and 2 * i + 1 or 2 * i]
 end
 local strings = redis.call('MGET', unpack(names))
--- Bits set in a byte: made when an entry first passes a filter (most calls
--- never need it).
-local POP
-local function make_pop()
-  POP = {[0] = 0}
-  for i = 1, 255 do POP[i] = POP[math.floor(i / 2)] + i % 2 end
-end
 -- The query being judged, read by consider (made once: a function made at
 -- every query costs).
 local str, best, bestfp
-local q1, q2, q3, q4, q5, q6, q7, q8
--- An entry that passed the filter (at e): its distance, byte by byte, given
--- up once it is farther than the best so far.
+-- An entry that passed the filter (at e): the best so far if nearer
+-- (_prelude.lua's distance, given up past the best).
 local function consider(e)
-  if not POP then make_pop() end
-  local lim = best - 1
-  local a1, a2, a3, a4, a5, a6, a7, a8 = byte(str, e, e + 7)
-  local d = POP[bxor(a1, q1)]
-  if d <= lim then d = d + POP[bxor(a2, q2)]
-  if d <= lim then d = d + POP[bxor(a3, q3)]
-  if d <= lim then d = d + POP[bxor(a4, q4)]
-  if d <= lim then d = d + POP[bxor(a5, q5)]
-  if d <= lim then d = d + POP[bxor(a6, q6)]
-  if d <= lim then d = d + POP[bxor(a7, q7)]
-  if d <= lim then d = d + POP[bxor(a8, q8)]
-  if d <= lim then best, bestfp = d, sub(str, e, e + 7) end
-  end end end end end end end
+  local d = near_distance(str, e, best - 1)
+  if d < best then best, bestfp = d, sub(str, e, e + 7) end
 end
 local out = {0, L, S}
 for i = 1, n do
@@ -61,7 +42,7 @@ for i = 1, n do
   local at = byte(filter, 1) - 48
   local mask = tonumber(sub(filter, 2, 3), 16)
   local want = band(byte(q, at), mask)
-  q1, q2, q3, q4, q5, q6, q7, q8 = byte(q, 1, 8)
+  near_query(q)
   best, bestfp = K + 1, ''
   if mask == 255 then  -- a whole byte of key bits: no mask to apply
     for p = at, #str, 8 do

@@ -15,25 +15,8 @@ local function due() return (L < LMAX and n > LOAD * (2 ^ L + s)) and 1 or 0 end
 if L ~= tonumber(ARGV[1]) or s ~= tonumber(ARGV[2]) or due() == 0 then
   return {L, s, due()}
 end
-local byte, sub, floor = string.byte, string.sub, math.floor
-for t = 1, (#ARGV - 5) / 2 do
-  local at, mask = tonumber(ARGV[4 + 2 * t]), tonumber(ARGV[5 + 2 * t])
-  local from, to = KEYS[2 * t], KEYS[2 * t + 1]
-  local str = redis.call('GET', from)
-  if str then
-    local stay, move = {}, {}
-    for p = 1, #str - 7, 8 do
-      if floor(byte(str, p + at - 1) / mask) % 2 == 1 then
-        move[#move + 1] = sub(str, p, p + 7)
-      else
-        stay[#stay + 1] = sub(str, p, p + 7)
-      end
-    end
-    if #move > 0 then
-      redis.call('SET', to, table.concat(move))
-      if #stay > 0 then redis.call('SET', from, table.concat(stay)) else redis.call('DEL', from) end
-    end
-  end
+for t = 1, (#ARGV - 5) / 2 do  -- bucket_split: _prelude.lua
+  bucket_split(KEYS[2 * t], KEYS[2 * t + 1], tonumber(ARGV[4 + 2 * t]), tonumber(ARGV[5 + 2 * t]))
 end
 s = s + 1
 if s == 2 ^ L then L, s = L + 1, 0 end
