@@ -209,13 +209,24 @@ def test_pages_that_must_be_rendered_go_to_the_worker_with_a_browser(tmp_path: P
 
 
 @needs_browser
-def test_a_browser_over_its_memory_limit_is_restarted_between_renders(tmp_path: Path) -> None:
-    """A limit no browser stays under: restarted after each render, every page
-    still fetched once and rendered once, no Chromium left once the worker ends."""
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        ({"CRAWL_RENDER_BROWSER_MAX_MB": 1}, "MB resident, over CRAWL_RENDER_BROWSER_MAX_MB=1"),
+        ({"CRAWL_RENDER_BROWSER_MAX_MB": 0, "CRAWL_RENDER_BROWSER_MAX_RENDERS": 2}, "(2 renders)"),
+    ],
+    ids=["memory", "renders"],
+)
+def test_a_browser_that_grows_is_restarted_between_renders(
+    tmp_path: Path, limit: dict[str, int], said: str
+) -> None:
+    """A memory limit no browser stays under (restarted after each render), or
+    a count of renders: every page still fetched once and rendered once, no
+    Chromium left once the worker ends."""
     marker = uuid.uuid4().hex
     site = JsOnlySite(pages=4)
     with RedisServer() as server, JsWeb({JS_IP: site}) as web:
-        settings = {**SETTINGS, "CRAWL_RENDER_BROWSER_MAX_MB": 1}
+        settings = {**SETTINGS, **limit}
         proc = start_worker(REPO_ROOT, server.url, "grows", [web.base_url(JS_IP) + "/"], settings,
                             tmp_path / "w.log", env={"RENDER_TEST_MARKER": marker})  # fmt: skip
         assert wait_all([proc], timeout=180, check=False) == [0], (tmp_path / "w.log").read_text()
@@ -230,5 +241,6 @@ def test_a_browser_over_its_memory_limit_is_restarted_between_renders(tmp_path: 
     # A browser launched at the first render and after each restart a render followed.
     assert 2 <= stats["playwright/browser_count"] <= stats["render/browser_restarts"] + 1
     assert "render/failed" not in stats
-    assert "restarting the browser" in log and " ERROR: " not in log
+    assert "restarting the browser (" in log and said in log
+    assert " ERROR: " not in log
     wait_until(lambda: not _browser_pids(marker), timeout=10)
