@@ -264,6 +264,7 @@ class SpoolBackpressure:
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
+        previous: float | None = None  # when the previous scan began
         while True:
             started = loop.time()
             try:
@@ -271,14 +272,20 @@ class SpoolBackpressure:
             except OSError:
                 logger.exception("Could not measure the spool %s", self.spool)
             else:
-                self._apply(self.gate.check(usage), usage)
+                # The spool may pass the cap by what is written between two
+                # measurements: at most this long apart (a scan's thread hop, the
+                # sleep below, a busy loop), which can be well over check_seconds.
+                apart = None if previous is None else loop.time() - previous
+                self._apply(self.gate.check(usage), usage, apart)
+            previous = started
             scan_seconds = loop.time() - started
             await asyncio.sleep(
                 max(self.check_seconds, scan_seconds * SPOOL_CHECK_MIN_INTERVAL_PER_SCAN)
             )
 
-    def _apply(self, change: Change | None, usage: SpoolUsage) -> None:
-        """Acts on the gate's decision; keeps the gauges."""
+    def _apply(self, change: Change | None, usage: SpoolUsage, apart: float | None = None) -> None:
+        """Acts on the gate's decision; keeps the gauges. ``apart``: at most how
+        long before this measurement the previous one was taken (said at a pause)."""
         self.stats.set_value("store/spool_bytes", usage.spooled_bytes)
         self.stats.set_value("store/backpressure_paused", int(self.gate.paused))
         self.stats.set_value("store/backpressure_seconds", round(self.gate.paused_seconds(), 3))
@@ -287,12 +294,13 @@ class SpoolBackpressure:
             self._running.clear()
             self.stats.inc_value("store/backpressure_pauses")
             self._pause()
+            since = f", measured within {apart:.2f} s of the previous check" if apart else ""
             logger.warning(
                 "Paused taking new pages: %s (%d bytes in %d file(s) spooled in %s, "
-                "%d file(s) waiting for upload); pages in flight finish, resuming once uploads or "
-                "freed disk space make room",
+                "%d file(s) waiting for upload%s); pages in flight finish, resuming once uploads "
+                "or freed disk space make room",
                 self.gate.reason, usage.spooled_bytes, usage.files, self.spool,
-                self._pending_uploads(),
+                self._pending_uploads(), since,
             )  # fmt: skip
             self._reminded_at = loop.time()
             task = loop.create_task(self._finish_open_file())
