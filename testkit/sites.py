@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import html
 import random
+from collections.abc import Callable
 
-from testkit.testweb import _paragraphs
+from testkit.testweb import TestWeb, _paragraphs, host_ip
 
 SHARED_PAGES = 24  # /doc/1.html .. on a site and on its mirror, the same text
 
@@ -40,3 +41,22 @@ def site_pages(mirror: bool) -> dict[str, dict[str, object]]:
         routes[path] = page(f"Chapter {i}", f"shared/{i}", links)
         routes[f"/{own}/{i}.html"] = page(f"Note {own}{i}", f"{own}/{i}", [("/", "Home")])
     return routes
+
+
+def site_judged_first(web: TestWeb, site: int) -> Callable[[str], bool]:
+    """For ``web.hold`` of the mirror's address: its copy of a shared page
+    (``/`` or ``/doc/<i>.html``) is answered only once the site has been asked
+    for ``/a/<i>.html``, which only the site's copy of that page links to. A
+    worker hands a page's links on only after its verdict is recorded
+    (middlewares/dedupe.py: at the page's first item, before its links), so
+    the mirror's copy is judged after the site's, however loaded the machine.
+    Other paths (``/b/<i>.html``, robots.txt) are not held."""
+    ip = host_ip(site)
+    tree = ["/", *(f"/doc/{i}.html" for i in range(1, SHARED_PAGES + 1))]
+    note = {path: f"/a/{i}.html" for i, path in enumerate(tree)}
+
+    def ready(path: str) -> bool:
+        wanted = note.get(path)
+        return wanted is None or any(r.host_ip == ip and r.path == wanted for r in web.log)
+
+    return ready

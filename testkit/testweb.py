@@ -210,6 +210,9 @@ SPECIAL_KEYS = frozenset(
 )  # fmt: skip
 
 INDEX_FANOUT = 10  # index links per page on a host_pages host: k -> 10k+1 .. 10k+10
+# The longest a request waits on its host's ``hold``: under CRAWL_LEASE_SECONDS'
+# default (30 s), so a held fetch is never handed to another worker meanwhile.
+HOLD_MAX_SECONDS = 20.0
 POPULAR_PAGE = -1  # the popular page's number in ``graph``
 TRAP_KINDS = ("calendar", "session", "repeat", "minted", "pathsession", "soft404", "farm")
 CALENDAR_START = "2025-01"  # the month a calendar trap's entry link shows
@@ -748,6 +751,11 @@ class TestWeb:
         self._host_of = {ip: i for i, ip in enumerate(self.ips, 1)}
         rng = random.Random(seed)
         self.latency = {ip: rng.uniform(lo, hi) / 1000 for ip in self.ips}  # seconds
+        # ip -> ready(path): that host's requests wait (before its latency) until
+        # ready(path) is true, at most HOLD_MAX_SECONDS; ready runs on the server's
+        # loop, beside ``log``. For tests that order one host's answers after what
+        # the crawler asked of another (the mirror after its source's verdict).
+        self.hold: dict[str, Callable[[str], bool]] = {}
         self.variants: dict[int, list[int]] = {}  # host -> pages with a query variant
         self.graph: dict[tuple[int, int], list[Link]] = {}
         for h in range(1, hosts + 1):
@@ -1393,6 +1401,8 @@ class TestWeb:
                 body = await _read_body(reader, headers)
                 conn = headers.get("connection", "").lower()
                 keep = "close" not in conn and (version == "HTTP/1.1" or "keep-alive" in conn)
+                if (ready := self.hold.get(ip)) is not None:
+                    await _held(ready, urlsplit(target).path)
                 await asyncio.sleep(self.latency.get(ip, 0.0))
                 parts = urlsplit(target)  # absolute-form targets too
                 if (delay := self._special_delay(ip, parts.path)) > 0:
@@ -1493,6 +1503,14 @@ class TestWeb:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def _held(ready: Callable[[str], bool], path: str) -> None:
+    """Until ``ready(path)``, or HOLD_MAX_SECONDS: a test that waits too long
+    then fails on what it checks, not on a crawl that never ends."""
+    deadline = time.monotonic() + HOLD_MAX_SECONDS
+    while not ready(path) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 def _plain_link_text(link: Link) -> str:
