@@ -1,29 +1,22 @@
 """How the project talks to Redis (issue 42, item 2): what an error of a call
 means and whether the call may be sent again, one back-off, the outage bound
-(``CRAWL_REDIS_OUTAGE_SECONDS``, read once: :func:`outage_seconds`; a client
-carries it), one NOSCRIPT path (:func:`reload_script`), and the parts of
-redis-py's cluster client it leaves public but undocumented (``nodes_manager``,
-a node's pipeline), used nowhere else. The clients that ride through an
-outage with these: crawlproject/frontier/connection/outage.py.
+(``CRAWL_REDIS_OUTAGE_SECONDS``, read once: :func:`outage_seconds`), one
+NOSCRIPT path (:func:`reload_script`), and the parts of redis-py's cluster
+client it leaves public but undocumented (``nodes_manager``, a node's
+pipeline), used nowhere else. The clients riding through an outage with
+these: crawlproject/frontier/connection/outage.py.
 
 An error is told by its class, never by where in redis-py it was raised.
-:class:`NothingSent` marks one raised before its command was written (the
-connection could not be opened, another task closed it under redis-py's
-write, the ``ASKING`` before it failed): the project's connections mark them
-(:func:`make_send_aware`, on redis-py's public connection methods). A command
+:class:`NothingSent` marks one raised before its command was written (marked
+by :func:`make_send_aware` on redis-py's public connection methods). A command
 that :func:`did_not_run` (refused before running: ``CLUSTERDOWN``,
 ``TRYAGAIN``, ``MOVED``/``ASK``, ``LOADING``...; or not sent) may be sent
 again; any other error of a write may have run: sent again only if it applies
 once however often it is sent (a read; a script under a call id, lua.py).
-
-Writes redis-py's cluster client (and a command's client) may send twice:
-every script that writes runs once per call id, and so does every counter
-(HINCRBY: crawlproject/increments.py). The plain-command writes left set
-absolute values (SET, HSET, HSETNX, ZADD of a time, SADD, DEL, HDEL, ZREM,
-EXPIRE); two whose repeat is harmless by design: ``crawlproject seed``'s
-LPUSH (a seed queued twice: the seen set admits it once) and ``crawlproject
-dead --requeue``'s LREM of one entry after its add (a repeat removes one more
-copy of the same request, if the list holds one: the request is queued).
+Counters run once per call id too (crawlproject/increments.py); the plain
+writes left set absolute values (SET, HSET, ZADD of a time, SADD, DEL...) or
+repeat harmlessly (``seed``'s LPUSH: the seen set admits a seed once; ``dead
+--requeue``'s LREM).
 """
 
 from __future__ import annotations
