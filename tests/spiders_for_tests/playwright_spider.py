@@ -1,6 +1,6 @@
 """A spider written for scrapy-playwright, as its README teaches: its download
 handler in custom_settings, ``meta={"playwright": True}`` and page methods.
-tests/test_render.py runs it unchanged through the shared frontier."""
+tests/test_render_browser.py runs it unchanged through the shared frontier."""
 
 from __future__ import annotations
 
