@@ -2,6 +2,7 @@
 revisit records) against revisit records (CRAWL_STORE_DUPLICATES).
 
     .venv/bin/python bench/recrawl_bytes.py
+    .venv/bin/python bench/recrawl_bytes.py --hosts 2 --pages 10  # quick: a check, ~3 min
     (options: --hosts 10 --pages 50 --changed 0.1)
 
 A test web of realistic pages (testkit/testweb.py ``realistic``) with
