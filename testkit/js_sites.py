@@ -21,7 +21,9 @@ Three sites, each on its own loopback address, served together on one port by
 from __future__ import annotations
 
 import json
+import os
 import random
+from pathlib import Path
 
 from testkit.own_sites import HTML, page_html
 from testkit.own_web import OwnSitesWeb
@@ -193,3 +195,21 @@ class JsWeb(OwnSitesWeb):
         if path == "/robots.txt" and robots is not None:
             return Reply(200, "text/plain", robots.encode())
         return super().answer(ip, path)
+
+
+def browser_pids(marker: str) -> list[int]:
+    """Processes whose environment carries ``marker`` and that are Chromium's:
+    a test worker's browsers (Playwright's driver and Chromium inherit the
+    worker's environment)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in environ and b"chrom" in cmdline:
+            found.append(int(entry))
+    return found

@@ -12,7 +12,6 @@ them beside this module's crawl rather than after it.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from testkit.crawlproc import (
     wait_all,
     wait_until,
 )
-from testkit.js_sites import JS_IP, JS_SITE_IPS, MIXED_IP, STATIC_IP, JsWeb
+from testkit.js_sites import JS_IP, JS_SITE_IPS, MIXED_IP, STATIC_IP, JsWeb, browser_pids
 from testkit.redis_server import RedisServer
 from testkit.testweb import RequestRecord
 
@@ -45,23 +44,6 @@ SETTINGS = {
     "CRAWL_IDLE_CLOSE_SECONDS": 1.5,
     "CRAWL_IDLE_POLL_SECONDS": 0.2,
 }
-
-
-def _browser_pids(marker: str) -> list[int]:
-    """Processes whose environment carries ``marker``: the workers' browsers
-    (Playwright's driver and Chromium inherit the worker's environment)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ and b"chrom" in cmdline:
-            found.append(int(entry))
-    return found
 
 
 class Crawl:
@@ -193,4 +175,4 @@ def test_render_stats_in_crawlproject_status(crawl: Crawl) -> None:
 
 
 def test_no_browser_outlives_its_worker(crawl: Crawl) -> None:
-    wait_until(lambda: not _browser_pids(crawl.marker), timeout=10)
+    wait_until(lambda: not browser_pids(crawl.marker), timeout=10)

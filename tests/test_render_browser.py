@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all, wait_until
-from testkit.js_sites import JS_IP, BusySite, JsOnlySite, JsWeb
+from testkit.js_sites import JS_IP, BusySite, JsOnlySite, JsWeb, browser_pids
 from testkit.redis_server import RedisServer
-from tests.test_render import BROWSER, SETTINGS, _browser_pids
+from tests.test_render import BROWSER, SETTINGS
 
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (./run installs it)")
 
@@ -57,7 +57,7 @@ def test_a_browser_that_dies_is_started_again(tmp_path: Path) -> None:
                             tmp_path / "w.log", env={"RENDER_TEST_MARKER": marker})  # fmt: skip
         # The home page rendered (its API answered): its links are queued.
         wait_until(lambda: any(r.path == "/api/index.json" for r in web.log), timeout=60)
-        for pid in _browser_pids(marker):
+        for pid in browser_pids(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         assert wait_all([proc], timeout=90, check=False) == [0], (tmp_path / "w.log").read_text()
@@ -65,7 +65,7 @@ def test_a_browser_that_dies_is_started_again(tmp_path: Path) -> None:
     stats = stats_of(tmp_path / "w.log")
     assert stats["playwright/browser_count"] == 2  # launched again after the kill
     assert later, "pages rendered after the browser died"
-    wait_until(lambda: not _browser_pids(marker), timeout=10)
+    wait_until(lambda: not browser_pids(marker), timeout=10)
 
 
 def test_a_page_never_quiet_ends_at_the_time_limit(tmp_path: Path) -> None:

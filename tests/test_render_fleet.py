@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from crawlproject.render.recycle import browser_rss_bytes
 from crawlproject.render.templates import host_of
 from crawlproject.setting_values import ConfigError
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all, wait_until
-from testkit.js_sites import JS_IP, STATIC_IP, JsOnlySite, JsWeb, StaticSite
+from testkit.js_sites import JS_IP, STATIC_IP, JsOnlySite, JsWeb, StaticSite, browser_pids
 from testkit.redis_server import RedisServer
 
 BROWSER = RenderConfig.from_settings(Settings({"CRAWL_RENDER": "auto"})).browser_path()
@@ -51,22 +50,6 @@ def _seed(server: RedisServer, crawl: str, urls: list[str], render: bool) -> Non
     entries = [json.dumps({"url": u, "meta": {"render": True}}) if render else u for u in urls]
     client.rpush(f"{crawl}:start_urls", *entries)
     client.close()
-
-
-def _browser_pids(marker: str) -> list[int]:
-    """Processes whose environment carries ``marker`` and that are Chromium's."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ and b"chrom" in cmdline:
-            found.append(int(entry))
-    return found
 
 
 def _requests(web: JsWeb, ip: str, path: str) -> int:
@@ -205,7 +188,7 @@ def test_pages_that_must_be_rendered_go_to_the_worker_with_a_browser(tmp_path: P
     assert left == 0  # the worker with the browser left the registry
     for log in logs:
         assert " ERROR: " not in log
-    wait_until(lambda: not _browser_pids(marker), timeout=10)
+    wait_until(lambda: not browser_pids(marker), timeout=10)
 
 
 @needs_browser
@@ -243,4 +226,4 @@ def test_a_browser_that_grows_is_restarted_between_renders(
     assert "render/failed" not in stats
     assert "restarting the browser (" in log and said in log
     assert " ERROR: " not in log
-    wait_until(lambda: not _browser_pids(marker), timeout=10)
+    wait_until(lambda: not browser_pids(marker), timeout=10)
