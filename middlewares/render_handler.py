@@ -43,6 +43,7 @@ from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.page import PageMethod
 
 from crawlproject.frontier.basics.outcomes import NotFetched, Requeue
+from crawlproject.frontier.crawl.crawl_redis import CrawlRedis
 from crawlproject.frontier.scrapy_glue.frontier_lookup import (
     crawl_redis_of,
     frontier_closing,
@@ -280,12 +281,16 @@ class RenderDownloadHandler:
             except RedisError as exc:
                 self._redis_error(exc)
 
+    def _shared(self) -> CrawlRedis | None:
+        """The crawl's Redis, once the frontier schedules this crawl; else None."""
+        engine = self.crawler.engine
+        if engine is None or not is_frontier(engine.scheduler):
+            return None
+        return crawl_redis_of(self.crawler)
+
     def learning(self) -> RenderLearning | None:
         if self._learning is None:
-            engine = self.crawler.engine
-            if engine is None or not is_frontier(engine.scheduler):
-                return None
-            shared = crawl_redis_of(self.crawler)
+            shared = self._shared()
             if shared is None:
                 return None
             key = shared.keys.crawl_prefix + LEARNING_KEY
@@ -294,10 +299,7 @@ class RenderDownloadHandler:
 
     def renderers(self) -> Renderers | None:
         if self._renderers is None:
-            engine = self.crawler.engine
-            if engine is None or not is_frontier(engine.scheduler):
-                return None
-            shared = crawl_redis_of(self.crawler)
+            shared = self._shared()
             if shared is None:
                 return None
             self._renderers = Renderers(shared.redis, shared.keys.crawl_prefix + RENDERERS_KEY)
