@@ -19,7 +19,8 @@ go to the frontier. A verdict belongs to the response, never to an item
    verdict's fields, and pipelines/dedupe.py drops a copy's record;
 5. drops all the items of an exact copy of any other spider,
    ``CRAWL_DEDUPE_DROP_ITEMS`` permitting (``dedupe/items_dropped``, said once
-   at INFO); a near copy's are all kept, and count as new content;
+   at INFO; the response one carries for the store is still archived:
+   crawlproject/store/signals.py); a near copy's are all kept, as new content;
 6. decides about the page's links (``CRAWL_DEDUPE_FOLLOW_DUPLICATE_LINKS``): a
    near copy's (listings under one long template are near copies, each linking
    pages no other does; for ``web`` at most NEAR_COPY_HOPS along a chain,
@@ -103,6 +104,7 @@ from crawlproject.frontier.scrapy_glue.frontier_lookup import (
 )
 from crawlproject.frontier.scrapy_glue.scheduler import FrontierScheduler
 from crawlproject.setting_values import crawl_setting
+from crawlproject.store.signals import archive_dropped_item
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -202,6 +204,7 @@ class DedupeSpiderMiddleware:
                         self._annotate(obj, outcome.verdict)  # the spider's own record
                 if outcome is not None and outcome.drop_items and not records:
                     self._dropped.dropped(response.url, outcome.verdict)
+                    await archive_dropped_item(self.crawler, obj)  # its page stored all the same
                 else:
                     yield obj
                 if probe is not None:

@@ -29,7 +29,9 @@ Runs before the duplicate filter's pipeline (pipelines/dedupe.py: 50 < 100),
 so a copy's response is archived too: a near copy whole, an exact copy (the
 same bytes) as a revisit record, like a recrawl's unchanged page or 304
 (crawlproject/store/revisit_choice.py; ``CRAWL_STORE_DUPLICATES = "none"``
-leaves the filter's copies out). The item gains ``fetched_at``, ``final_url``,
+leaves the filter's copies out); an exact copy's items dropped before the
+pipelines (``CRAWL_DEDUPE_DROP_ITEMS``) have their response written all the
+same (the ``dropped_item_response`` signal). The item gains ``fetched_at``, ``final_url``,
 ``payload_digest``, and for a stored page: as WARC, ``warc_file`` (its key in the store),
 ``warc_offset`` and ``warc_length`` (the response record's gzip member, as a
 CDX index has them); as an object, ``body_key`` (the object's store key).
@@ -56,7 +58,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -86,7 +89,11 @@ from crawlproject.store.factory import open_store
 from crawlproject.store.hops import TRUNCATED_DISCONNECT, Hop
 from crawlproject.store.revisit_choice import NOT_MODIFIED, RevisitChooser
 from crawlproject.store.revisits import LocalRevisitIndex, PayloadIndex, RevisitIndex
-from crawlproject.store.signals import redirect_received, render_resource_received
+from crawlproject.store.signals import (
+    dropped_item_response,
+    redirect_received,
+    render_resource_received,
+)
 from crawlproject.store.uploader import SpoolUploader
 from crawlproject.store.writer_thread import WriterThread
 from crawlproject.store.writers import BodyWriter, PageToStore, body_writer
@@ -132,6 +139,9 @@ class BodyStorePipeline:
         # Sent by middlewares/redirect_hops.py (WARC format only).
         crawler.signals.connect(self._redirect_received, signal=redirect_received)
         crawler.signals.connect(self._resource_received, signal=render_resource_received)
+        # Sent by middlewares/dedupe.py for an exact copy's dropped items.
+        crawler.signals.connect(self._dropped_item_response, signal=dropped_item_response)
+        self._dropped_stored: weakref.WeakSet[Response] = weakref.WeakSet()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BodyStorePipeline:
@@ -167,9 +177,7 @@ class BodyStorePipeline:
         await self._thread.run(self._uploader.start)
         writer.open(self._file_finished)
         self._writer = writer
-        if (
-            writer.archives_redirects
-        ):  # WARC: revisit records (crawlproject/store/revisit_choice.py)
+        if writer.archives_redirects:  # WARC: revisits (crawlproject/store/revisit_choice.py)
             index: PayloadIndex = (
                 RevisitIndex(shared.redis, shared.keys)
                 if shared is not None
@@ -244,36 +252,53 @@ class BodyStorePipeline:
         response = adapter.get(RESPONSE_ITEM_KEY)
         if RESPONSE_ITEM_KEY in adapter:
             del adapter[RESPONSE_ITEM_KEY]
+        if isinstance(response, Response):
+            await self._store(response, adapter)
+        return item
+
+    async def _dropped_item_response(self, response: Response, fetched_at: object) -> None:
+        """Writes the page of items the duplicate filter dropped (the signal
+        ``dropped_item_response``) as for an item: once, however many carried it."""
+        if not isinstance(response, Response) or response in self._dropped_stored:
+            return
+        self._dropped_stored.add(response)
+        try:
+            await self._store(response, {"fetched_at": fetched_at})
+        except ItemNotSaved:
+            return  # logged; the next page's write fails the same way and stops the worker
+
+    async def _store(self, response: Response, fields: MutableMapping[str, Any]) -> None:
+        """Stores a page; ``fields``: its item's (a dropped one's: a stand-in)."""
         writer = self._writer
-        if not isinstance(response, Response) or writer is None:
-            return item
+        if writer is None:
+            return
         # A rendered page is archived as the server sent it (its scripts and
         # their answers beside it: _resource_received), not as the DOM.
         response = archived_response(response)
-        fetched_at = _fetched_at(adapter.get("fetched_at"))
-        adapter["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
-        adapter["final_url"] = response.url
+        fetched_at = _fetched_at(fields.get("fetched_at"))
+        fields["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
+        fields["final_url"] = response.url
         sha1 = body_sha1(response)
-        digest = adapter["payload_digest"] = payload_digest_of(sha1)
+        digest = fields["payload_digest"] = payload_digest_of(sha1)
         if response.status not in self.config.statuses:  # CRAWL_STORE_STATUSES
             self.stats.inc_value(f"store/skipped_status/{response.status}")
-            return item
+            return
         content_type = content_type_of(response)
         # A response with no body (204, HEAD, an empty error page) is stored
         # whatever its type: there is no body to leave out, only its answer.
         if content_type not in self.config.content_types and response.body:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
-            return item
+            return
         truncated = TRUNCATED_DISCONNECT if DATALOSS_FLAG in response.flags else None
         if response.status == NOT_MODIFIED and self._revisits is None:
-            return item  # the object format: the body is where the last 2xx stored it
+            return  # the object format: the body is where the last 2xx stored it
         choice = None
         if self._revisits is not None and truncated is None:
             verdict = response.meta.get(VERDICT_META_KEY)  # middlewares/dedupe.py's
             copy = isinstance(verdict, PageVerdict) and verdict.kind is not None
             choice = await self._revisits.choose(response, sha1, fetched_at, copy)
             if not choice.store:
-                return item
+                return
         revisit = choice.revisit if choice is not None else None
         page = PageToStore(response, content_type, fetched_at, digest, truncated, revisit)
         try:
@@ -284,13 +309,12 @@ class BodyStorePipeline:
             if choice is not None and choice.claimed and self._revisits is not None:
                 await self._revisits.release(response, sha1, fetched_at)
             raise
-        adapter.update(stored.fields)
+        fields.update(stored.fields)
         if stored.stat is not None:
             self.stats.inc_value(stored.stat)
         if revisit is None:
             self.stats.inc_value("store/pages")
             self.stats.inc_value("store/bytes", len(response.body))
-        return item
 
     async def _write(self, call: Callable[[], T], url: str, body: bytes) -> T:
         """``call()`` (writing ``body``) in the writer thread's way, waiting for
