@@ -123,6 +123,7 @@ LONGEST_FILES = (
     "test_crawl_options.py",
     "test_unanswering_hosts.py",
     "test_render_browser.py",
+    "test_render_fleet.py",
     "test_scrapy_own_settings.py",
     "test_address_politeness.py",
     "test_dead_list.py",
