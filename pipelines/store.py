@@ -20,37 +20,30 @@ writers.BodyWriter` of the format ``CRAWL_STORE_FORMAT`` picks
   (crawlproject/store/objects.py), in ``<spool>/objects/``. This format does
   not archive redirects.
 
-Finished files go to the body store (``CRAWL_STORE_URI``: a local directory by
-default, or S3) through one uploader thread (crawlproject/store/uploader.py),
-which keeps them spooled while the store is unreachable and picks up files a
-killed worker left.
+Finished files go to the body store (``CRAWL_STORE_URI``: local or S3) through
+one uploader thread (crawlproject/store/uploader.py), which keeps them spooled
+while the store is unreachable and picks up files a killed worker left.
 
 Runs before the duplicate filter's pipeline (pipelines/dedupe.py: 50 < 100),
-so a copy's response is archived too: a near copy whole, an exact copy (the
-same bytes) as a revisit record, like a recrawl's unchanged page or 304
-(crawlproject/store/revisit_choice.py; ``CRAWL_STORE_DUPLICATES = "none"``
-leaves the filter's copies out); an exact copy's items dropped before the
-pipelines (``CRAWL_DEDUPE_DROP_ITEMS``) have their response written all the
-same (the ``dropped_item_response`` signal). The item gains ``fetched_at``, ``final_url``,
-``payload_digest``, and for a stored page: as WARC, ``warc_file`` (its key in the store),
-``warc_offset`` and ``warc_length`` (the response record's gzip member, as a
-CDX index has them); as an object, ``body_key`` (the object's store key).
-Small pages are written on the reactor thread (a thread hand-off costs more
-than their gzip); large ones in a writer thread, so the reactor never waits
-long (crawlproject/store/writer_thread.py).
+so a copy is archived too: a near copy whole, an exact copy (the same bytes)
+as a revisit record, like a recrawl's unchanged page or 304
+(crawlproject/store/revisit_choice.py; ``CRAWL_STORE_DUPLICATES``); an exact
+copy's items dropped before the pipelines have their response written all the
+same (the ``dropped_item_response`` signal). One response is written once,
+however many items carry it; each gets that record's fields: ``fetched_at``,
+``final_url``, ``payload_digest``, and for a stored page: as WARC,
+``warc_file``, ``warc_offset`` and ``warc_length`` (the response record's gzip
+member, as a CDX index has them); as an object, ``body_key``. Small pages are
+written on the reactor thread, large ones in a writer thread
+(crawlproject/store/writer_thread.py).
 
-Backpressure (:class:`~crawlproject.store.backpressure.SpoolBackpressure`): the
-spool is measured every ``CRAWL_STORE_SPOOL_CHECK_SECONDS``; over
-``CRAWL_STORE_SPOOL_MAX_BYTES`` (or under ``CRAWL_STORE_SPOOL_MIN_FREE_BYTES``
-free) the engine is paused: no new request starts, the ones in flight finish
-and are stored, the frontier keeps renewing the worker's leases; it resumes
-once uploads have made room. A write that fails for lack of space pauses the
-worker too, and the page waits in this pipeline and is written again after the
-resume: its lease is acked only after its items leave the pipelines
-(middlewares/frontier_ack.py), so it is never acked unstored. Any other write
-error (EIO, EROFS, a spool directory gone) raises ItemNotSaved
-(crawlproject/frontier/basics/outcomes.py): the page goes back to the frontier and
-the worker stops (``item_not_saved``), since it could store nothing else either.
+Backpressure (:class:`~crawlproject.store.backpressure.SpoolBackpressure`,
+docs/storage.md): over ``CRAWL_STORE_SPOOL_MAX_BYTES`` the engine is paused
+until uploads make room; a write that fails for lack of space waits here and
+is written again after the resume (the lease is acked only after the items
+leave the pipelines: middlewares/frontier_ack.py). Any other write error
+raises ItemNotSaved (crawlproject/frontier/basics/outcomes.py): the page goes
+back to the frontier and the worker stops (``item_not_saved``).
 """
 
 from __future__ import annotations
@@ -58,12 +51,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter
 from scrapy.http import Response
@@ -107,6 +100,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Fields = dict[str, Any]  # what a stored page gives each item carrying it
 
 # Scrapy's flag of a body cut short by the connection (DOWNLOAD_FAIL_ON_DATALOSS off).
 DATALOSS_FLAG = "dataloss"
@@ -133,15 +127,12 @@ class BodyStorePipeline:
         self._thread = WriterThread()
         self._rotation_task: asyncio.Task[None] | None = None
         self._revisits: RevisitChooser | None = None  # WARC format only
-        # The scheduler's outage bound once open; a crawl without the frontier
-        # has no Redis outage: the default.
-        self._outage_seconds = DEFAULT_OUTAGE_SECONDS
-        # Sent by middlewares/redirect_hops.py (WARC format only).
+        self._outage_seconds = DEFAULT_OUTAGE_SECONDS  # the scheduler's, once open
+        # Sent by middlewares/redirect_hops.py, render_handler.py and dedupe.py.
         crawler.signals.connect(self._redirect_received, signal=redirect_received)
         crawler.signals.connect(self._resource_received, signal=render_resource_received)
-        # Sent by middlewares/dedupe.py for an exact copy's dropped items.
         crawler.signals.connect(self._dropped_item_response, signal=dropped_item_response)
-        self._dropped_stored: weakref.WeakSet[Response] = weakref.WeakSet()
+        self._writes: WeakKeyDictionary[Response, asyncio.Task[Fields]] = WeakKeyDictionary()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BodyStorePipeline:
@@ -253,17 +244,29 @@ class BodyStorePipeline:
         if RESPONSE_ITEM_KEY in adapter:
             del adapter[RESPONSE_ITEM_KEY]
         if isinstance(response, Response):
-            await self._store(response, adapter)
+            adapter.update(await self._store_once(response, adapter.get("fetched_at")))
         return item
+
+    async def _store_once(self, response: Response, fetched_at: object) -> Fields:
+        """``response``'s one write's fields, however many items carry it."""
+        write = self._writes.get(response)
+        if write is None:
+            write = asyncio.ensure_future(self._stored_fields(response, fetched_at))
+            self._writes[response] = write
+        return dict(await write)
+
+    async def _stored_fields(self, response: Response, fetched_at: object) -> Fields:
+        fields: Fields = {} if fetched_at is None else {"fetched_at": fetched_at}
+        await self._store(response, fields)
+        return fields
 
     async def _dropped_item_response(self, response: Response, fetched_at: object) -> None:
         """Writes the page of items the duplicate filter dropped (the signal
         ``dropped_item_response``) as for an item: once, however many carried it."""
-        if not isinstance(response, Response) or response in self._dropped_stored:
+        if not isinstance(response, Response):
             return
-        self._dropped_stored.add(response)
         try:
-            await self._store(response, {"fetched_at": fetched_at})
+            await self._store_once(response, fetched_at)
         except ItemNotSaved:
             return  # logged; the next page's write fails the same way and stops the worker
 
@@ -272,8 +275,7 @@ class BodyStorePipeline:
         writer = self._writer
         if writer is None:
             return
-        # A rendered page is archived as the server sent it (its scripts and
-        # their answers beside it: _resource_received), not as the DOM.
+        # A rendered page as the server sent it (scripts beside it), not the DOM.
         response = archived_response(response)
         fetched_at = _fetched_at(fields.get("fetched_at"))
         fields["fetched_at"] = fetched_at.isoformat(timespec="microseconds")
@@ -284,8 +286,7 @@ class BodyStorePipeline:
             self.stats.inc_value(f"store/skipped_status/{response.status}")
             return
         content_type = content_type_of(response)
-        # A response with no body (204, HEAD, an empty error page) is stored
-        # whatever its type: there is no body to leave out, only its answer.
+        # No body (204, HEAD, an empty error page): stored whatever its type.
         if content_type not in self.config.content_types and response.body:
             self.stats.inc_value(f"store/skipped_content_type/{content_type or 'none'}")
             return

@@ -10,8 +10,8 @@ default) the duplicate filter drops ``/b.html``'s items before any pipeline
 (middlewares/dedupe.py), and the storage pipeline still writes its page (the
 ``dropped_item_response`` signal, crawlproject/store/signals.py): a revisit of
 ``/a.html``'s stored response (``identical-payload-digest``), with its request
-record; ``warcio check`` passes. A copy's page is written once however many of
-its dropped items carried it. Without a store, the items are dropped and
+record; ``warcio check`` passes. A page is written once however many of its
+items (kept or dropped) carried it. Without a store, the items are dropped and
 nothing else happens.
 
 ``/b.html`` is answered only once the fleet's index of stored payloads holds
@@ -113,15 +113,21 @@ def test_an_exact_copys_dropped_items_leave_its_page_in_the_archive_as_a_revisit
         assert check.returncode == 0, check.stdout
 
 
-def test_a_copys_page_is_written_once_however_many_dropped_items_carried_it(
+def test_a_page_is_written_once_however_many_items_carried_it(
     redis_url: str, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
+    """Three items a page: the kept page's and the dropped copy's each written
+    once (one fetch, one record); every kept item names that one record."""
     web = testweb_factory(hosts=1, pages=1, links=0, cross_links=0, special=SPECIAL)
     stats, items, warc_dir = crawl(redis_url, web, tmp_path, {}, per_page=3)
     assert stats["dedupe/items_dropped"] == 3 and len(items) == 3
-    copy = web.base_url(1) + "b.html"
-    written = [r for r in records(sorted(warc_dir.glob("*.warc.gz"))) if r.url == copy]
-    assert sorted(r.type for r in written) == ["request", "revisit"]
+    first, copy = web.base_url(1) + "a.html", web.base_url(1) + "b.html"
+    written = records(sorted(warc_dir.glob("*.warc.gz")))
+    assert sorted(r.type for r in written if r.url == copy) == ["request", "revisit"]
+    assert sorted(r.type for r in written if r.url == first) == ["request", "response"]
+    assert stats["store/pages"] == 1 and stats["store/revisits/identical_payload_digest"] == 1
+    where = {(i["warc_file"], i["warc_offset"], i["warc_length"], i["fetched_at"]) for i in items}
+    assert len(where) == 1 and sorted(i["n"] for i in items) == [0, 1, 2], items
 
 
 def test_without_a_store_the_copys_items_are_dropped_and_nothing_is_written(
