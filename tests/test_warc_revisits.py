@@ -10,6 +10,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from redis.asyncio import Redis
 from scrapy import Request
@@ -20,6 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawlproject.body_digest import payload_digest
 from crawlproject.frontier.connection.redis_client import redis_client
 from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.round_trips import MAX_CALLS
 from crawlproject.store.config import BodyStoreConfig
 from crawlproject.store.index import index_bytes
 from crawlproject.store.revisits import (
@@ -97,6 +99,58 @@ async def test_index_semantics_in_redis_and_in_process(redis_url: str) -> None:
     finally:
         await client.aclose()
     await index_semantics(LocalRevisitIndex())
+
+
+class CountedIndex(RevisitIndex):
+    """The real index, counting its round trips of claims and their sizes."""
+
+    rounds: list[int]
+
+    async def _claim_many(self, claims: list[tuple[str, bytes, bytes]]) -> list[Any]:
+        self.rounds = [*getattr(self, "rounds", []), len(claims)]
+        return await super()._claim_many(claims)
+
+
+async def test_claims_in_one_round_trip_lose_nothing_and_claim_once(redis_url: str) -> None:
+    """A worker's claims of one window go in one round trip (MAX_CALLS of
+    them at once, the window long): every one answered as if made alone, in
+    order. Two copies of one payload in the batch: the first the original,
+    the second a revisit of it; the first's call sent once (sent twice it
+    would still answer ours, but the index would then hold two EVALSHAs)."""
+    client = Redis.from_url(redis_url)
+    try:
+        await client.config_resetstat()
+        index = CountedIndex(client, CrawlKeys("batch", 4), window_seconds=600)
+        twin = hashlib.sha1(b"twin").digest()
+        own = [hashlib.sha1(f"own {i}".encode()).digest() for i in range(MAX_CALLS - 2)]
+        calls = [(twin, "http://a.test/twin", T0)]
+        calls += [(sha1, f"http://o.test/{i}", T0) for i, sha1 in enumerate(own[:30])]
+        calls += [(twin, "http://b.test/twin", T1)]
+        calls += [(sha1, f"http://o.test/{i + 30}", T0) for i, sha1 in enumerate(own[30:])]
+        found = await asyncio.wait_for(asyncio.gather(*(index.claim(*c) for c in calls)), 30)
+        assert index.rounds == [MAX_CALLS]  # one round trip, not the window's wait
+        copy = found.pop(31)
+        assert copy is not None and (copy.url, copy.date) == ("http://a.test/twin", T0)
+        assert copy.digest == payload_digest(b"twin")
+        assert found == [None] * (MAX_CALLS - 1)  # the original and every other payload
+        for i, sha1 in enumerate(own):
+            hit = await index.find(sha1[:8])
+            assert hit is not None and hit.url == f"http://o.test/{i}"
+        stats = (await client.info("commandstats"))["cmdstat_evalsha"]
+        # Each claim run once (the first round trip's NOSCRIPTs: sent again once loaded).
+        assert stats["calls"] - stats["failed_calls"] == MAX_CALLS, stats
+        # A window's few claims: one round trip once the window has passed.
+        more = [hashlib.sha1(f"more {i}".encode()).digest() for i in range(3)]
+        index.rounds, index._claims.window_seconds = [], 0.05
+        found = await asyncio.gather(
+            *(index.claim(s, f"http://m.test/{i}", T0) for i, s in enumerate(more)),
+            index.claim(twin, "http://c.test/twin", T1),
+        )
+        assert index.rounds == [4]
+        assert found[:3] == [None] * 3 and found[3] is not None
+        assert found[3].url == "http://a.test/twin"
+    finally:
+        await client.aclose()
 
 
 def test_revisit_records_pass_warcio_check_and_index_as_cdxj_indexer_does(tmp_path: Path) -> None:

@@ -21,7 +21,12 @@ the shards, so the index spreads over a cluster's slots as the frontier does):
 
 :meth:`RevisitIndex.claim` is one script run (one key): the stored value if
 there is one, else ours is written and nothing returned, so two workers
-storing the same payload at once write one original and one revisit. A value
+storing the same payload at once write one original and one revisit. A
+worker's claims made within ``CLAIM_WINDOW_SECONDS`` of each other go in one
+round trip (crawlproject/round_trips.py), run in the order they were made:
+two pages of one payload in one round trip are one original and one revisit
+of it, as one after the other. A claim whose reply was lost is sent again
+(it answers ours: the page is the original). A value
 whose other 12 bytes differ is another payload with the same first 8 bytes
 (about one pair in 2^64 / n): that page is stored whole and not indexed.
 Bytes per stored payload: BENCHMARKS.md (bench/revisit_index.py). An original
@@ -35,9 +40,11 @@ import logging
 import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crawlproject.body_digest import payload_digest_of
+from crawlproject.redis_calls import register_script
+from crawlproject.round_trips import WINDOW_SECONDS, Call, Gatherer, send_calls
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -59,6 +66,11 @@ _REST = 20 - FIELD_BYTES
 _MICROS = struct.Struct(">q")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+WHAT = "Index of stored payloads"  # in a warning of claims sent again
+
+# A worker's claims within this window share a round trip (the duplicate
+# index's window: a page waits for both at about the same moment).
+CLAIM_WINDOW_SECONDS = WINDOW_SECONDS
 
 # Lookup and insert in one step (KEYS[1] the shard's index; ARGV field, value).
 _CLAIM = """
@@ -114,23 +126,37 @@ class PayloadIndex(Protocol):
 class RevisitIndex:
     """The crawl's index in its Redis (module doc)."""
 
-    def __init__(self, redis: Redis, keys: CrawlKeys) -> None:
+    def __init__(
+        self, redis: Redis, keys: CrawlKeys, window_seconds: float = CLAIM_WINDOW_SECONDS
+    ) -> None:
         self.redis = redis
         self.keys = keys
-        self._claim = redis.register_script(_CLAIM)
-        self._release = redis.register_script(_RELEASE)
+        self._claim = register_script(redis, _CLAIM)
+        self._release = register_script(redis, _RELEASE)
+        self._claims: Gatherer[tuple[str, bytes, bytes], Any] = Gatherer(
+            self._claim_many, window_seconds
+        )
 
     def _key(self, field: bytes) -> str:
         return self.keys.payload_digests(int.from_bytes(field[:4], "big") % self.keys.shards)
 
     async def claim(self, sha1: bytes, url: str, date: datetime) -> Original | None:
         field, ours = sha1[:FIELD_BYTES], encode_value(sha1, url, date)
-        stored = await self._claim(keys=[self._key(field)], args=[field, ours])
+        stored = await self._claims.call((self._key(field), field, ours))
         if stored is None or stored == ours:  # ours (a call sent twice answers ours)
             return None
         if bytes(stored[:_REST]) != sha1[FIELD_BYTES:]:
             return None  # another payload with the same field: stored whole
         return decode_value(field, bytes(stored))
+
+    async def _claim_many(self, claims: list[tuple[str, bytes, bytes]]) -> list[Any]:
+        """The claims in one round trip, in order; a failed one's reply is its
+        RedisError. Sent again when it may have run: it applies once (a
+        second run finds ours and answers it)."""
+        calls = [
+            Call(self._claim, [key], [field, ours], resend=True) for key, field, ours in claims
+        ]
+        return await send_calls(self.redis, calls, raise_errors=False, what=WHAT)
 
     async def find(self, prefix: bytes) -> Original | None:
         field = prefix[:FIELD_BYTES]
