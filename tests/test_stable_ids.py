@@ -4,12 +4,12 @@ nothing new still stop (issue 34, items 5 and 6).
 Two real workers on a real redis-server, default settings (only the delays
 shortened, on loopback), crawl two seeded hosts of testkit/blog.py:
 
-* a blog of 2,010 articles with stable ids (32 hex digits, uuids, 22 base62
-  characters in turn), each linked ONCE, from one of 101 listing pages on a
+* a blog of 900 articles with stable ids (32 hex digits, uuids, 22 base62
+  characters in turn), each linked ONCE, from one of 45 listing pages on a
   prev/next chain: every listing and every article is fetched exactly once
   (neither the depth guard, 20 hops, nor the token guard, 100 URLs of a shape,
   cuts them);
-* a site of 300 pages on one chain (each new content), each linking a cache
+* a site of 200 pages on one chain (each new content), each linking a cache
   buster ``/about?v=<token minted per render>`` whose pages are copies of one
   page: every page of the chain fetched once, the cache buster's token shape
   contained (its pages are duplicates) within CRAWL_TRAP_TOKEN_URLS fetches;
@@ -17,6 +17,16 @@ shortened, on loopback), crawl two seeded hosts of testkit/blog.py:
   (near-duplicate months), endless in both directions: each stays within
   2 x CRAWL_MAX_DEPTH + 1 fetches, and the empty archive was cut by the depth
   guard (``trap/max_depth``).
+
+Why these sizes are enough (the blog was 2,010 articles and the chain 300
+pages: 118 s in a CI run, 78 s alone). What the blog shows is that neither
+guard cuts stable ids: each of its three id shapes has 300 new URLs, three
+times the token guard's 100 (before issue 34 the guard contained the shapes
+and 1,865 of 2,010 articles were missed), and its listing chain is 45
+hops, deeper than the 2 x 20 + 1 an empty chain is allowed (asserted below),
+so a depth guard that cut it would show. The buster's chain of 200 pages
+mints 200 tokens, twice the 100 the guard may let through: uncontained, its
+``/about`` fetches would exceed the bound asserted.
 """
 
 from __future__ import annotations
@@ -31,7 +41,8 @@ from testkit.redis_server import RedisServer
 from testkit.testweb import page_counts, politeness_report
 
 BLOG, ARCHIVE, BUSTER = 1, 2, 3
-ARTICLES = 2010  # 101 listing pages of 20
+ARTICLES = 900  # 45 listing pages of 20: 300 articles of each id shape
+BUSTER_PAGES = 200  # twice TOKEN_URLS
 MAX_DEPTH = 20  # CRAWL_MAX_DEPTH's default
 TOKEN_URLS = 100  # CRAWL_TRAP_TOKEN_URLS's default
 FAST = {"CRAWL_HOST_DELAY": 0, "CRAWL_IDLE_CLOSE_SECONDS": 2, "CRAWL_IDLE_POLL_SECONDS": 0.2}
@@ -42,11 +53,13 @@ def test_a_blog_of_stable_ids_is_crawled_whole_and_empty_chains_stop(
 ) -> None:
     web = BlogWeb(
         hosts=3, blogs=[BLOG], archives=[ARCHIVE], busters=[BUSTER], articles=ARTICLES,
-        buster_pages=300, latency_ms=0,
+        buster_pages=BUSTER_PAGES, latency_ms=0,
     )  # fmt: skip
     web.start()
     try:
-        assert web.listings > 100
+        assert web.listings > 2 * MAX_DEPTH + 1  # deeper than an empty chain may go
+        assert ARTICLES // 3 >= 3 * TOKEN_URLS  # each shape: 3 x the token guard's count
+        assert BUSTER_PAGES >= 2 * TOKEN_URLS  # uncontained, the buster would pass the bound
         seeds = [web.base_url(h) for h in (BLOG, ARCHIVE, BUSTER)]
         procs = [
             start_worker(REPO_ROOT, redis_server.url, "blog", seeds, FAST, tmp_path / f"w{i}.log")
