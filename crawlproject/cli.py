@@ -35,6 +35,9 @@
     crawlproject reset --crawl NAME [--yes]  delete every key of crawl NAME so it
                                           starts over; asks first, refused while
                                           its workers are alive
+    crawlproject dedupe migrate --crawl NAME  a duplicate index of the one-tag layout
+                                          (before issue 42) made spread, the one
+                                          layout read now; one line at the end
     crawlproject body URL [--headers]     a stored page's body (or status and headers),
                                           found through the WARC files' indexes or
                                           the object format's (status and
@@ -73,7 +76,10 @@ from scrapy.utils.project import get_project_settings
 
 from crawlproject.budget_cli import add_budget_parser, budget_command, hosts_need_release
 from crawlproject.closed_pipe import quiet_on_closed_pipe
+from crawlproject.dedupe.config import DedupeConfig
+from crawlproject.dedupe.migrate import MigrateRefused
 from crawlproject.dedupe.soft404 import soft404_hosts
+from crawlproject.dedupe_cli import add_dedupe_parser, dedupe_command, dedupe_target
 from crawlproject.frontier.connection.embedded import EmbeddedRedis
 from crawlproject.frontier.connection.redis_client import command_client
 from crawlproject.frontier.crawl.config import ConfigError, FrontierConfig
@@ -252,7 +258,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     wacz.add_argument("--output", required=True, metavar="FILE.wacz", help="the package to write")
     add_budget_parser(sub)
     add_reset_parser(sub)
-    _options_after_the_command(sub.choices.values())
+    migrate_parser = add_dedupe_parser(sub)
+    _options_after_the_command([*sub.choices.values(), migrate_parser])
     args = parser.parse_args(argv)
     args.set += getattr(args, "set_after", [])
 
@@ -281,6 +288,17 @@ def _main(argv: Sequence[str] | None = None) -> int:
         run = partial(reset_command, config, args)
         reset = _with_redis(config, crawl, "reset", [], run=run)
         return one_line_refusal(partial(_run_with_redis, config, reset))
+    if args.command == "dedupe":
+        crawl = dedupe_target(args, parser)  # --crawl NAME, never a default
+        try:
+            dedupe = DedupeConfig.from_settings(settings)
+            dedupe.validate()
+        except ConfigError as exc:
+            print(f"crawlproject: {exc}", file=sys.stderr)
+            return 1
+        run = partial(dedupe_command, config, dedupe.parts)
+        migrating = _with_redis(config, crawl, "dedupe", [], run=run)
+        return one_line_refusal(partial(_run_with_redis, config, migrating), MigrateRefused)
     if args.command in ("body", "wacz"):
         # The body store only: its settings and the crawl's name (no crawl has
         # a name like "../x": it would read another directory) are all they

@@ -87,10 +87,10 @@ async def _no_workers(config: FrontierConfig, redis: Redis, keys: CrawlKeys) -> 
         raise ResetRefused(f"not reset: {workers_line(keys.crawl, alive)}")
 
 
-def one_line_refusal(run: Callable[[], int]) -> int:
+def one_line_refusal(run: Callable[[], int], refusal: type[Exception] = ResetRefused) -> int:
     """Runs the command; a refusal is one line on stderr and exit status 1."""
     try:
         return run()
-    except ResetRefused as exc:
+    except refusal as exc:
         print(f"crawlproject: {exc}", file=sys.stderr)
         return 1

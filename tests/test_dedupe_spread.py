@@ -1,8 +1,6 @@
 """The duplicate index spread over hash tags (crawlproject/dedupe/spread*.py)
-against a real redis-server, and on a real 3-master Redis Cluster.
-
-The verdict tests of tests/test_dedupe_index.py run here again on the spread
-layout (imported below: this module's ``make_index`` makes spread indexes)."""
+against a real redis-server, and on a real 3-master Redis Cluster: its parts,
+their tags and growth. The verdict tests: tests/test_dedupe_index.py."""
 
 from __future__ import annotations
 
@@ -41,18 +39,7 @@ from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.setting_values import ConfigError
 from testkit.dedupe_spread_table import part_resp
 from testkit.redis_cluster import RedisCluster
-from tests.test_dedupe_index import (  # noqa: F401  (run again here, on the spread layout)
-    BASE,
-    send_resp,
-    test_a_page_checked_again_under_its_own_url_is_no_duplicate,
-    test_a_script_flush_in_between_still_works,
-    test_a_worker_with_another_k_is_refused,
-    test_bad_arguments_are_refused,
-    test_distance_4_is_new_with_k3_and_near_with_k5,
-    test_near_picks_the_smallest_distance,
-    test_near_within_k_names_the_original,
-    test_verdicts_match_a_brute_force_reference,
-)
+from tests.test_dedupe_index import BASE, send_resp
 
 MakeIndex = Callable[..., DedupeIndex]
 
@@ -175,7 +162,7 @@ async def test_a_new_index_is_spread_and_counts_its_pages(make_index: MakeIndex)
     }
     figures = await index_figures(index.redis, index.keys)
     assert (figures["layout"], figures["near_tables"], figures["parts"]) == ("growing", 10, 16)
-    # Nothing in the one-tag layout's keys but its cfg.
+    # Nothing under the cfg's prefix ``cp:{C/dd}:`` but the cfg.
     assert await index.redis.keys(index.keys.dedupe_prefix + "*") == [
         index.keys.dedupe_config.encode()
     ]
@@ -190,7 +177,7 @@ async def test_exact_only_pages_and_originals(make_index: MakeIndex) -> None:
     await index.check_and_add(sha1("html"), BASE, "http://a.test/page", "h")
     same = await index.check_and_add(sha1("html"), None, "http://a.test/raw", "h")
     # Its original was recorded under its SimHash, which this copy lacks (as
-    # in the one-tag index): exact, without a URL.
+    # in the index before issue 42): exact, without a URL.
     assert (same.kind, same.original) == (DedupeKind.EXACT, None)
     later = await index.check_and_add(sha1("pdf"), BASE ^ 0xFFFF_FFFF, "http://a.test/c", "h")
     assert (later.kind, later.original) == (DedupeKind.EXACT, "http://a.test/a.pdf")
@@ -351,43 +338,13 @@ async def test_parts_split_as_they_grow_and_lose_nothing(make_index: MakeIndex, 
     assert (await counters(index))["pages"] == len(stored)
 
 
-# -- the one-tag layout, and a worker of another layout -----------------------------------
+# -- a worker of another layout -------------------------------------------------------------
 
 
-async def test_an_index_made_in_one_tag_is_read_with_the_one_tag_path(
-    make_index: MakeIndex,
-) -> None:
-    old = make_index("old", parts=0)
-    rng = random.Random(5)
-    pages = [
-        (rng.randbytes(20), rng.getrandbits(64), f"http://a.test/{n}", "h") for n in range(300)
-    ]
-    assert {v.kind for v in await old.check_and_add_many(pages)} == {DedupeKind.NEW}
-    before = await old.redis.hgetall(old.keys.dedupe_config)
-    assert b"parts" not in before
-    new = make_index("old")  # a worker of the spread default meets it
-    got = await new.check_and_add_many(
-        [(d, s, "x", "h") for d, s, _, _ in pages[:20]]
-        + [(rng.randbytes(20), flip(s, 3), "y", "h") for _, s, _, _ in pages[20:40]]
-    )
-    assert [(v.kind, v.original) for v in got] == [
-        (DedupeKind.EXACT, u) for _, _, u, _ in pages[:20]
-    ] + [(DedupeKind.NEAR, u) for _, _, u, _ in pages[20:40]]
-    assert new.spread is None
-    cfg = await new.redis.hgetall(new.keys.dedupe_config)
-    assert b"parts" not in cfg and int(cfg[b"xn"]) == 300
-    assert await new.redis.keys("cp:{old/dd/*") == []
-
-
-async def test_a_one_tag_worker_meeting_a_spread_index_uses_it(make_index: MakeIndex) -> None:
+async def test_a_part_made_by_another_layout_refuses_a_worker(make_index: MakeIndex) -> None:
+    """A part made by another layout refuses a worker, before it writes."""
     spread = make_index("s")
     await spread.check_and_add(sha1("a"), BASE, "http://a.test/a", "h")
-    one_tag = make_index("s", parts=0)
-    got = await one_tag.check_and_add(sha1("b"), flip(BASE, 2), "http://a.test/b", "h")
-    assert (got.kind, got.original) == (DedupeKind.NEAR, "http://a.test/a")
-    assert one_tag.spread is not None
-    assert await one_tag.redis.keys(one_tag.keys.dedupe_prefix + "s:*") == []
-    # A part made by another layout refuses a worker, before it writes.
     tampered = spread_of(spread)
     part, _, _ = tampered.exact_part(sha1("c"))
     await spread.redis.hset(tampered.prefix(EXACT, part) + "st", "sig", "k3.fv2.b6.P16.l32.m10")
@@ -549,5 +506,5 @@ def test_a_part_count_that_cannot_be_is_refused_at_start() -> None:
         settings = Settings({"CRAWL_DEDUPE_PARTS": bad})
         with pytest.raises(ConfigError, match=f"CRAWL_DEDUPE_PARTS={bad}: .*{why}"):
             DedupeConfig.from_settings(settings).validate()
-    for good in (0, 1, 64, 128):
+    for good in (1, 64, 128):  # 0 (one tag): tests/test_dedupe_migrate.py
         DedupeConfig.from_settings(Settings({"CRAWL_DEDUPE_PARTS": good})).validate()

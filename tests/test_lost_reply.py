@@ -13,8 +13,8 @@ or by our loops (the outbox's failed batch), it answers its first run's reply
 does each counter (crawlproject/increments.py: a worker's fleet report, sent
 again under its call id, counts once). Each
 frontier script our loops send again after such an error (add, ack,
-release, renew; claim is sent anew) and the duplicate index's exact check
-(one-tag layout) must then leave the same Redis state as a single run.
+release, renew; claim is sent anew) must then leave the same Redis state
+as a single run; the duplicate index's exact check is not sent again.
 Counterparts on a crawl of their own run once.
 """
 
@@ -31,7 +31,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from crawlproject.dedupe.index import DedupeIndex, DedupeKind
+from crawlproject.dedupe.index import DedupeIndex, DedupeKind, index_figures
+from crawlproject.dedupe.spread import EXACT
 from crawlproject.frontier.claims.address_scripts import (
     AddressClient,
     AddressTiming,
@@ -321,28 +322,28 @@ def digest_of(text: str) -> bytes:
     return hashlib.sha1(text.encode()).digest()
 
 
-async def test_a_lost_exact_check_is_not_sent_again_and_names_the_page_itself(
-    proxy: TcpProxy, direct: Redis
-) -> None:
-    """One-tag index, originals recorded (the default). The check whose reply
-    was lost ran once and is not sent again (the page is kept: the
-    middleware's RedisError path). Checked again (its URL fetched again), the
-    page's original is its own URL: answered same-URL (a new page to the
-    middleware, dedupe/same_url_again), counted nowhere, never a copy of
-    itself."""
+async def test_a_lost_exact_check_is_not_sent_again(proxy: TcpProxy, direct: Redis) -> None:
+    """Spread index, originals recorded (the default). The exact check
+    (spread_exact.lua) whose reply was lost ran once and is not sent again:
+    sent again it would find the page's own digest and judge the page a copy
+    of itself; the caller gets a RedisError (the middleware keeps the page)
+    and nothing after the check ran (no original, no tally)."""
     client = redis_client(proxy.redis_url)
-    index = DedupeIndex(client, CrawlKeys("d", 2), k=3, parts=0)
+    index = DedupeIndex(client, CrawlKeys("d", 2), k=3)
     url, host = "http://a.test/page", "a.test"
     first = await index.check_and_add(digest_of("other"), None, "http://a.test/o", host)
-    assert first.kind is DedupeKind.NEW
-    proxy.drop_next_reply(b"EVALSHA")
+    assert first.kind is DedupeKind.NEW  # the scripts loaded: a lost reply is a run's
+    assert index.spread is not None
+    layout = index.spread.spread
+    part, _, _ = layout.exact_part(digest_of("body"))
+    state = layout.prefix(EXACT, part) + "st"
+    before = int(await direct.hget(state, "n") or 0)
+    proxy.drop_next_reply(b"EVALSHA")  # no SimHash: the exact check is the first script
     with pytest.raises(RedisError):
-        await index.check_and_add(digest_of("body"), 0x1234, url, host)
+        await index.check_and_add(digest_of("body"), None, url, host)
     assert proxy.dropped == 1
-    assert await direct.hgetall(index.keys.dedupe_counters) == {b"new": b"2"}  # ran once
-    again = await index.check_and_add(digest_of("body"), 0x1234, url, host)
-    assert (again.kind, again.original, again.same_url) == (DedupeKind.NEW, url, True)
-    assert await direct.hgetall(index.keys.dedupe_counters) == {b"new": b"2"}
-    copy = await index.check_and_add(digest_of("body"), 0x1234, "http://a.test/copy", host)
-    assert (copy.kind, copy.original, copy.host_streak) == (DedupeKind.EXACT, url, 1)
+    assert int(await direct.hget(state, "n") or 0) == before + 1  # ran once
+    assert (await index_figures(direct, index.keys))["pages"] == 1  # not tallied
+    copy = await index.check_and_add(digest_of("body"), None, "http://a.test/copy", host)
+    assert copy.kind is DedupeKind.EXACT  # its digest is in (its URL was never recorded)
     await client.aclose()

@@ -145,11 +145,14 @@ def test_a_duplicate_index_script_gets_every_helper_it_names(name: str) -> None:
 def test_the_hamming_distance_and_a_bucket_split_are_written_once_in_lua() -> None:
     """Issue 42 item 5: dedupe.lua and spread_lookup.lua each kept a copy of the
     distance (a popcount table and bit.bxor), dedupe.lua and spread_split.lua
-    of a bucket's split; now _prelude.lua alone (calls.py load_script)."""
+    of a bucket's split; now _prelude.lua alone (calls.py load_script).
+    dedupe.lua itself went with the one-tag layout (issue 42)."""
     copies = {
         p.name: sum(p.read_text().count(s) for s in ("bxor(", "table.concat(move)"))
         for p in DEDUPE_LUA.glob("*.lua")
     }
     assert copies.pop("_prelude.lua") == 9  # 8 bytes' distances, 1 split
     assert copies == dict.fromkeys(copies, 0)
-    assert "near_distance" in load_script("crawlproject.dedupe", "dedupe", INDEX_PRELUDE)
+    assert "near_distance" in load_script("crawlproject.dedupe", "spread_lookup", INDEX_PRELUDE)
+    assert "bucket_split" in load_script("crawlproject.dedupe", "spread_split", INDEX_PRELUDE)
+    assert not (DEDUPE_LUA / "dedupe.lua").exists()

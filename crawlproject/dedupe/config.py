@@ -67,8 +67,13 @@ class DedupeConfig:
             problem = layout_problem(self.k, self.near_blocks)
             if problem:
                 raise ConfigError(f"CRAWL_DEDUPE_NEAR_BLOCKS={self.near_blocks}: {problem}")
-        if self.parts and (problem := parts_problem(self.parts)):
-            raise ConfigError(f"CRAWL_DEDUPE_PARTS={self.parts}: {problem} (0: one hash tag)")
+        if self.parts == 0:
+            raise ConfigError(
+                "CRAWL_DEDUPE_PARTS=0: the one-tag layout was removed (issue 42); "
+                "a power of 2 from 1 to 128"
+            )
+        if problem := parts_problem(self.parts):
+            raise ConfigError(f"CRAWL_DEDUPE_PARTS={self.parts}: {problem}")
         if self.min_text_chars < 0 or self.streak < 0:
             raise ConfigError("CRAWL_DEDUPE_MIN_TEXT_CHARS and CRAWL_DEDUPE_STREAK must be >= 0")
         follow_links_value(self.follow_duplicate_links)

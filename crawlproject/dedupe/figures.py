@@ -1,4 +1,4 @@
-"""The duplicate index as ``crawlproject status`` shows it (either layout)."""
+"""The duplicate index as ``crawlproject status`` shows it."""
 
 from __future__ import annotations
 
@@ -16,19 +16,17 @@ from crawlproject.frontier.store.script_replies import reply_text
 async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
     """The duplicate index as ``crawlproject status`` shows it: pages stored in
     it, exact and near duplicates it found (fleet-wide), and its layout
-    (``growing``; ``fixed``: the buckets of an index from before, never split;
-    ``none``: no page checked yet), its near tables and their level (spread
-    over ``parts``: the counters are the parts' sums)."""
-    pipe = redis.pipeline(transaction=False)
-    pipe.hgetall(keys.dedupe_config)
-    pipe.hgetall(keys.dedupe_counters)
-    cfg_raw, counts_raw = await pipe.execute()
+    (``growing``: spread over ``parts``, the counters the parts' sums;
+    ``none``: no page checked yet; ``one-tag``: an index of the layout removed
+    in issue 42, which workers refuse until ``crawlproject dedupe migrate``;
+    ``fixed``: the buckets of an index from before, never split), its near
+    tables and their level."""
+    cfg_raw = await redis.hgetall(keys.dedupe_config)
     cfg = {reply_text(k): reply_text(v) for k, v in cfg_raw.items()}
-    counts = {reply_text(k): int(v) for k, v in counts_raw.items()}
     figures: dict[str, Any] = {
-        "pages": counts.get("new", 0),
-        "exact": counts.get("exact", 0),
-        "near": counts.get("near", 0),
+        "pages": 0,
+        "exact": 0,
+        "near": 0,
         "layout": "none",
         "near_tables": 0,
         "near_level": None,
@@ -38,20 +36,16 @@ async def index_figures(redis: Redis, keys: CrawlKeys) -> dict[str, Any]:
         layout = Spread(keys.crawl, k, blocks, parts, int(cfg["load"]), int(cfg["nmin"]))
         figures |= await spread_figures(redis, layout)
         figures |= {"layout": "growing", "near_tables": len(layout.tables), "parts": layout.parts}
-    elif "k" in cfg:
+    elif "k" in cfg:  # refused by workers: its layout only, its keys unread
         k = int(cfg["k"])
-        blocks = int(cfg.get("b", k + 1))
-        figures["layout"] = "growing" if "b" in cfg else "fixed"
-        figures["near_tables"] = len(near_tables(k, blocks))
-        if "b" in cfg:
-            figures["near_level"] = int(cfg.get("nL", cfg.get("nmin", 0)))
+        figures["layout"] = "one-tag" if "b" in cfg else "fixed"
+        figures["near_tables"] = len(near_tables(k, int(cfg.get("b", k + 1))))
     return figures
 
 
 async def spread_figures(redis: Redis, spread: Spread) -> dict[str, Any]:
     """Counters summed over the host parts, and the near tables' level (the
-    lowest part's, plus the part bits: the level a one-tag table of as many
-    buckets would have)."""
+    lowest part's, plus the part bits: the level of the whole table)."""
     pipe = redis.pipeline(transaction=False)
     for part in range(spread.parts):
         pipe.hgetall(spread.counters_key(part))

@@ -1,14 +1,13 @@
 """The fleet's shared duplicate index: exact (body SHA-1) and near (SimHash) pages.
 
-A new crawl's index is spread over hash tags (crawlproject/dedupe/spread.py,
+The index is spread over hash tags (crawlproject/dedupe/spread.py,
 spread_index.py; ``parts`` in its ``cfg``): a page's check is a few single-slot
 calls on their masters; of two copies of a body checked at once exactly one is
-new, of two near copies at least one. An index made before, in one hash tag
-(``cp:{C/dd}:``, no ``parts``), is read and grown as it was: one atomic Lua
-script run per page (lua/dedupe.lua) tests the page against every page stored
-before and stores it when it is new (of two copies, near or exact, checked at
-the same moment exactly one is new). A worker uses the crawl's layout, never
-its own: ``parts`` (DEDUPE_PARTS; 0: one tag) only chooses a new index's. The
+new, of two near copies at least one. A worker uses the crawl's layout, never
+its own: ``parts`` (CRAWL_DEDUPE_PARTS) only chooses a new index's. An index
+made on one hash tag before issue 42 (``cp:{C/dd}:``, a ``cfg`` with ``b`` and
+no ``parts``) is refused in one line (:data:`ONE_TAG`) naming ``crawlproject
+dedupe migrate``, which makes it spread (crawlproject/dedupe/migrate.py). The
 keys are documented in :mod:`crawlproject.frontier.store.dedupe_keys`.
 
 * Exact: the SHA-1 of the body (its first 80 bits), in packed 8-byte entries
@@ -20,8 +19,8 @@ keys are documented in :mod:`crawlproject.frontier.store.dedupe_keys`.
   b - k blocks: the script reads, per table, the bucket the query's key selects,
   and compares its SimHashes on all 64 bits.
 
-Both grow by linear hashing (buckets split as the index fills, see dedupe.lua),
-so a lookup reads about ``load`` entries per table whatever the index's size,
+Both grow by linear hashing (each part's buckets split as it fills,
+lua/spread_split.lua), so a lookup reads about ``load`` entries per table whatever the index's size,
 until a table's buckets are as many as its key has values. ``b`` is k + 2 for
 k <= 5 (k = 3: 10 tables keyed by 25 or 26 bits, flat to about 2**25 x load
 pages, 8 bytes per table per page), else k + 1 (k + 1 tables of one block of
@@ -43,7 +42,6 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
@@ -53,7 +51,6 @@ from crawlproject.dedupe.figures import index_figures as index_figures  # status
 from crawlproject.dedupe.fingerprint import FEATURES_VERSION
 from crawlproject.dedupe.layout import (
     DEDUPE_LOAD,
-    KEY_BITS_SENT,
     NEAR_MIN_LEVEL,
     SIMHASH_BITS,
     default_blocks,
@@ -65,7 +62,7 @@ from crawlproject.dedupe.spread_index import SpreadIndex
 from crawlproject.dedupe.spread_pages import SAME_URL, Page
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.recrawl.config import MAX_SIMHASH_K
-from crawlproject.redis_calls import OUTAGE_ERRORS, as_redis_error, evalsha_many
+from crawlproject.redis_calls import OUTAGE_ERRORS, as_redis_error
 
 DIGEST_BYTES = 20  # SHA-1
 # CRAWL_SIMHASH_K's range (recrawl/config.py checks it too); the block width
@@ -79,7 +76,7 @@ class DedupeKind(enum.StrEnum):
     NEAR = "near"
 
 
-_KINDS = (DedupeKind.NEW, DedupeKind.EXACT, DedupeKind.NEAR)  # the script's codes 0, 1, 2
+_KINDS = (DedupeKind.NEW, DedupeKind.EXACT, DedupeKind.NEAR)  # the scripts' codes 0, 1, 2
 # Code 3 (SAME_URL): a match whose original is the page's own URL (DedupeVerdict.same_url).
 
 
@@ -105,8 +102,9 @@ logger = logging.getLogger(__name__)
 class DedupeMismatch(ResponseError):
     """The crawl's index was built with another k or another SimHash features
     version (``FEATURES_VERSION``): its SimHashes cannot be compared with this
-    worker's. A RedisError, so callers that keep a page when Redis fails keep
-    it; the message (one line) names what differs."""
+    worker's; or it is in a layout this release does not read. A RedisError,
+    so callers that keep a page when Redis fails keep it; the message (one
+    line) names what differs."""
 
 
 # The one line a worker stops with on an index from before the growing layout
@@ -116,6 +114,13 @@ FIXED_BUCKETS = (
     "release before the growing layout, which this release no longer reads: finish the "
     "crawl with the release that started it, or start it over (crawlproject reset --crawl "
     "{crawl}) or under another CRAWL_NAME"
+)
+# The one line a worker stops with on an index of the one-tag layout (removed in
+# issue 42): crawlproject/dedupe/migrate.py makes it spread.
+ONE_TAG = (
+    "dedupe index of crawl {crawl} is in the one-tag layout (a cfg without 'parts', made "
+    "before issue 42 or with CRAWL_DEDUPE_PARTS=0), which this release no longer reads: "
+    "stop the crawl's workers and run crawlproject dedupe migrate --crawl {crawl}"
 )
 
 
@@ -142,7 +147,7 @@ class DedupeIndex:
             raise ValueError("load must be >= 1 and near_min_level within 0..40")
         if blocks and (problem := layout_problem(k, blocks)):
             raise ValueError(f"blocks={blocks}: {problem}")
-        if parts and (problem := parts_problem(parts)):
+        if problem := parts_problem(parts):
             raise ValueError(f"parts={parts}: {problem}")
         self.redis = redis
         self.keys = keys
@@ -151,9 +156,8 @@ class DedupeIndex:
         self.record_originals = record_originals
         self.load = load
         self.near_min_level = near_min_level
-        self.parts = parts  # a new index's: spread over parts (0: one hash tag)
+        self.parts = parts  # a new index's (an existing one keeps its own)
         self._use_layout(blocks or default_blocks(k))
-        self._script = load_script(redis, "dedupe")
         self._open_script = load_script(redis, "spread_open")
         self.spread: SpreadIndex | None = None  # the index's layout is spread
         self._opened = False  # the index's cfg read (its layout known)
@@ -163,38 +167,13 @@ class DedupeIndex:
             raise DedupeMismatch(f"dedupe index layout of {blocks} blocks: {problem}")
         self.n_blocks = blocks
         self.tables = near_tables(self.k, blocks)
-        self._filters = "".join(t.filter for t in self.tables)
-
-    def script_args(self, digest: bytes, simhash: int | None, url: str, host: str) -> list[Any]:
-        """ARGV of one dedupe.lua run (KEYS[1] is ``keys.dedupe_config``)."""
-        _check_page(digest, simhash)
-        args: list[Any] = [
-            self.keys.dedupe_prefix,
-            self.k,
-            1 if self.record_originals else 0,
-            host,
-            url,
-            digest[:10],
-        ]
-        layout = [self.n_blocks, self.load, self.near_min_level]
-        if simhash is None:
-            return [*args, b"", "", self.features_version, *layout]
-        low = (1 << KEY_BITS_SENT) - 1
-        return [
-            *args,
-            simhash.to_bytes(8, "big"),
-            self._filters,
-            self.features_version,
-            *layout,
-            *(t.key(simhash) & low for t in self.tables),
-        ]
 
     async def verify(self) -> None:
-        """Raises DedupeMismatch (one line, as dedupe.lua would) when the crawl's
-        index was created with another k or SimHash features version; an index
-        not yet created passes (its first page fixes both). Takes the index's
-        layout. Read-only: for a worker's start, so that a mismatch stops it
-        before its first page."""
+        """Raises DedupeMismatch (one line) when the crawl's index is of a layout
+        this release does not read (fixed buckets, one tag) or was created with
+        another k or SimHash features version; an index not yet created passes
+        (its first page fixes both). Takes the index's layout. Read-only: for
+        a worker's start, so that a mismatch stops it before its first page."""
         fields = ["k", "fv", "b", "load", "nmin", "parts"]
         cfg = await self.redis.hmget(self.keys.dedupe_config, fields)
         if cfg[0] is not None:
@@ -202,7 +181,7 @@ class DedupeIndex:
 
     def _take(self, cfg: Sequence[bytes | str | None]) -> None:
         """Checks the index's cfg (k, fv, b, load, nmin, parts) against this
-        worker and uses its layout: spread over parts, or one hash tag."""
+        worker and uses its layout."""
         k, fv = int(cfg[0] or 0), int(cfg[1] or 1)  # no fv: an index of version 1
         if k != self.k:
             raise DedupeMismatch(
@@ -215,24 +194,23 @@ class DedupeIndex:
                 "FEATURES_VERSION): finish the crawl with the release that started it, "
                 "or start a new crawl"
             )
-        self._adopt(cfg[2])
-        self._opened = True
+        if cfg[2] is None:  # no b: fixed buckets
+            raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl))
         if cfg[5] is None:
-            self.spread = None
-            return
+            raise DedupeMismatch(ONE_TAG.format(crawl=self.keys.crawl))
+        self._adopt(int(cfg[2]))
+        self._opened = True
         layout = Spread(self.keys.crawl, k, self.n_blocks, int(cfg[5]), int(cfg[3] or 0),
                         int(cfg[4] or 0))  # fmt: skip
         if self.spread is None or self.spread.spread != layout:
-            if self.parts and layout.parts != self.parts:  # CRAWL_DEDUPE_PARTS: the index's wins
+            if layout.parts != self.parts:  # CRAWL_DEDUPE_PARTS: the index's wins
                 logger.info("Duplicate index: using the crawl's %d parts", layout.parts)
             self.spread = SpreadIndex(self.redis, layout, fv, self.record_originals)
 
     async def _open(self) -> None:
-        """Before the first page: a new index is made spread (its cfg, by one
-        atomic script: of workers starting together one makes it); an existing
-        one is used as it is."""
-        if not self.parts:
-            return
+        """Before the first page: a new index is made (its cfg, by one atomic
+        script: of workers starting together one makes it); an existing one is
+        used as it is."""
         cfg = await self._open_script(
             keys=[self.keys.dedupe_config],
             args=[self.k, self.features_version, self.n_blocks, self.load,
@@ -240,12 +218,8 @@ class DedupeIndex:
         )  # fmt: skip
         self._take(cfg)
 
-    def _adopt(self, have_b: bytes | str | None) -> None:
-        """Uses the index's layout: its ``b``. None: an index from before the
-        layouts (fixed buckets), refused."""
-        if have_b is None:
-            raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl))
-        blocks = int(have_b)
+    def _adopt(self, blocks: int) -> None:
+        """Uses the index's near layout: its ``b``."""
         if blocks != self.n_blocks:
             logger.info(
                 "Duplicate index: using the crawl's layout of %d blocks (%d near tables)",
@@ -268,10 +242,8 @@ class DedupeIndex:
     async def check_and_add_many(
         self, pages: Iterable[tuple[bytes, int | None, str, str]]
     ) -> list[DedupeVerdict]:
-        """check_and_add for (digest, simhash, url, host) pages in one round trip:
-        one atomic script run each, in order. When the index has another layout
-        than this worker assumed (nothing was written), it takes the index's and
-        sends again."""
+        """check_and_add for (digest, simhash, url, host) pages, judged in order
+        in a few round trips (spread_index.py)."""
         pages = list(pages)
         if not pages:
             return []
@@ -290,34 +262,15 @@ class DedupeIndex:
     ) -> list[DedupeVerdict]:
         if not self._opened:
             await self._open()
-        for attempt in (1, 2):
-            try:
-                if self.spread is not None:
-                    return [_spread_verdict(p) for p in await self.spread.check_many(pages)]
-                return await self._evalsha([self.script_args(*page) for page in pages])
-            except ResponseError as exc:
-                if attempt == 2 or "dedupe index layout" not in str(exc):
-                    raise
-                if "dedupe index layout: part" in str(exc):
-                    raise DedupeMismatch(str(exc)) from exc
-            # The index's layout is not the one assumed (nothing was written).
-            self._opened = False
-            await self.verify()
-        raise AssertionError("unreachable")
-
-    async def _evalsha(self, calls: Sequence[list[Any]]) -> list[DedupeVerdict]:
-        """EVALSHA, and on NOSCRIPT (a restarted or flushed server) load the script
-        and send again: on NOSCRIPT no run of the batch has happened."""
-        sha, key = self._script.sha, self.keys.dedupe_config
-        try:  # a lost script is loaded again (redis_calls.evalsha_many)
-            replies = await evalsha_many(self.redis, [(sha, key, args) for args in calls])
+        assert self.spread is not None  # _open took the index's layout, or refused it
+        try:
+            return [_spread_verdict(p) for p in await self.spread.check_many(pages)]
         except ResponseError as exc:
-            if "dedupe index was created with fixed buckets" in str(exc):
-                raise DedupeMismatch(FIXED_BUCKETS.format(crawl=self.keys.crawl)) from exc
-            if "dedupe index was created with" in str(exc):
+            # A part made by a worker of another layout (the crawl's index reset
+            # and made again meanwhile): nothing written.
+            if "dedupe index layout: part" in str(exc):
                 raise DedupeMismatch(str(exc)) from exc
             raise
-        return [_verdict(r) for r in replies]
 
     def take_store_failures(self) -> Counter[str]:
         """Stores that failed after their pages were judged, since last asked."""
@@ -337,19 +290,3 @@ def _spread_verdict(page: Page) -> DedupeVerdict:
     kind = _KINDS[page.kind]
     distance = None if kind is DedupeKind.NEW else (0 if kind is DedupeKind.EXACT else page.near)
     return DedupeVerdict(kind, page.original, distance, page.streak)
-
-
-def _verdict(reply: list[Any]) -> DedupeVerdict:
-    original = reply[3] if len(reply) > 3 else None
-    if isinstance(original, bytes):
-        original = original.decode("utf-8", "replace")
-    if int(reply[0]) == SAME_URL:
-        assert original is not None, "a same-URL verdict names its URL"
-        return _same_url(original)
-    kind = _KINDS[int(reply[0])]
-    return DedupeVerdict(
-        kind=kind,
-        original=original,
-        distance=None if kind is DedupeKind.NEW else int(reply[1]),
-        host_streak=int(reply[2]),
-    )

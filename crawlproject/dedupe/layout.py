@@ -1,4 +1,4 @@
-"""The duplicate index's near layout (crawlproject/dedupe/lua/dedupe.lua): how
+"""The duplicate index's near layout (crawlproject/dedupe/spread.py): how
 the 64 SimHash bits are cut into blocks and which blocks key each table, after
 Manku, Jain and Das Sarma (2007). Pure functions: the settings check them
 before any Redis is touched."""
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 SIMHASH_BITS = 64
-# Entries per bucket on average (dedupe.lua splits one bucket per LOAD inserts):
+# Entries per bucket on average (a part splits one bucket per LOAD inserts):
 # a lookup scans about this many SimHashes per table; each bucket is a Redis
 # key (~80 bytes of its own), so fewer would cost memory per page.
 DEDUPE_LOAD = 32
@@ -51,7 +51,7 @@ def default_blocks(k: int) -> int:
 @dataclass(frozen=True, slots=True)
 class NearTable:
     """One table: its b - k blocks, most significant first. Its key puts the
-    least significant block lowest (dedupe.lua's key_bit reads it so)."""
+    least significant block lowest (Spread.near_split_bit reads it so)."""
 
     blocks: tuple[Block, ...]
 
@@ -84,7 +84,7 @@ class NearTable:
 
 def near_width(k: int, blocks: int) -> int:
     """The narrowest table's key bits: its blocks - k blocks the narrowest
-    (dedupe.lua's cap on the near tables' level, with 48 and 40)."""
+    (with 48 and 40, the cap on a near table's level)."""
     base, extra = divmod(SIMHASH_BITS, blocks)
     chosen = blocks - k
     return base * chosen + max(0, chosen - (blocks - extra))
@@ -92,7 +92,7 @@ def near_width(k: int, blocks: int) -> int:
 
 def near_tables(k: int, blocks: int) -> tuple[NearTable, ...]:
     """The C(blocks, k) tables: every choice of blocks - k of the blocks, in
-    lexicographic order (dedupe.lua's table_blocks)."""
+    lexicographic order."""
     cut = split_blocks(blocks)
     return tuple(
         NearTable(tuple(cut[i] for i in chosen))

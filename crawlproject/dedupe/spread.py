@@ -1,9 +1,10 @@
 """Where the spread duplicate index keeps each page (pure functions, no Redis).
 
-The one-tag index (lua/dedupe.lua, ``cp:{C/dd}:``) sits on one hash slot, so
-one master and one core carry every page's check. The spread layout cuts it
-into parts, each on its own hash tag, so a page's check is a few single-slot
-calls that run in parallel on their masters (crawlproject/dedupe/spread_index.py):
+An index on one hash tag (the one-tag layout, removed in issue 42:
+crawlproject/dedupe/migrate.py moves one) sat on one hash slot, so one master
+and one core carried every page's check. The spread layout cuts it into
+parts, each on its own hash tag, so a page's check is a few single-slot calls
+that run in parallel on their masters (crawlproject/dedupe/spread_index.py):
 
 * near table t (of the C(b, k) tables of layout.py) is cut into P parts by the
   top log2(P) bits of its key, which are its first block's: a page within k
@@ -19,7 +20,7 @@ calls that run in parallel on their masters (crawlproject/dedupe/spread_index.py
 
 Each part of a table or of the exact index grows by linear hashing on its own
 (its own level and split pointer), from a first level log2(P) below the
-one-tag index's, so the parts of a table hold as many buckets as the table
+whole table's, so the parts of a table hold as many buckets as the table
 did. A part's tag is chosen so that the (T + 3) x P tags sit evenly over the
 16,384 slots, the parts numbered p = 0, 1, ... each taking one run of
 consecutive slots for all its families: a master that owns a share of the
@@ -45,7 +46,7 @@ from crawlproject.frontier.store.hash_slots import HASH_SLOTS, tag_in_run
 # one call. Fixed in the index's ``cfg`` at its creation.
 DEDUPE_PARTS = 16
 MAX_PARTS = 128  # (64 tables + 3) x 128 tags stay within the 16,384 slots
-EXACT_LEVEL_BITS = 16  # the one-tag index's first exact level (SHA-1 bytes 1-2)
+EXACT_LEVEL_BITS = 16  # a whole exact index's first level (SHA-1 bytes 1-2)
 MAX_LEVEL = 40  # the scripts' bucket numbers stay exact in Lua's doubles
 
 # Families after the near tables 0..T-1.
@@ -90,7 +91,7 @@ class Spread:
     blocks: int
     parts: int
     load: int
-    near_min_level: int  # the whole table's first level, as in the one-tag index
+    near_min_level: int  # the whole table's first level (a part's: log2(parts) below)
 
     def __post_init__(self) -> None:
         if problem := parts_problem(self.parts):

@@ -36,8 +36,7 @@ class Page:
 
 def near_in_batch(pages: list[Page], k: int) -> None:
     """A page with no near copy stored may have one earlier in the batch
-    (not stored yet): judged one after the other, as the one-tag index
-    judges a batch, it is near that page."""
+    (not stored yet): judged one after the other, it is near that page."""
     earlier: list[tuple[int, Page]] = []  # (SimHash, page): candidates to be new
     for page in pages:
         if page.simhash is None:

@@ -17,7 +17,8 @@ CRAWL_DEDUPE_NEAR_BLOCKS = 0
 # hash tag of its own spread over the slots. More parts spread the index over
 # more masters and make each part smaller (an originals part of a 15e9-page
 # crawl: about 75 GB at 16, 19 GB at 64) for more Redis calls per batch
-# (1.40x the Redis CPU per page at 64 than at 16: BENCHMARKS.md). 0: one tag.
+# (1.40x the Redis CPU per page at 64 than at 16: BENCHMARKS.md). 0 (one
+# hash tag) was removed in issue 42: ``crawlproject dedupe migrate`` moves such an index.
 CRAWL_DEDUPE_PARTS = 16
 # Content types fingerprinted for near-duplicates (all bodies get the exact test).
 CRAWL_DEDUPE_CONTENT_TYPES: list[str] = ["text/html", "application/xhtml+xml"]

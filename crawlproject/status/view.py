@@ -203,6 +203,8 @@ def index_layout(dedupe: dict[str, Any]) -> str:
     """The duplicate index's near tables and their level, as the views show them."""
     if dedupe["layout"] == "growing":
         return f"{dedupe['near_tables']} ({dedupe['near_level']})"
+    if dedupe["layout"] == "one-tag":
+        return "one-tag index: run crawlproject dedupe migrate"
     return f"{dedupe['near_tables']} (fixed)" if dedupe["layout"] == "fixed" else "-"
 
 

@@ -7,7 +7,7 @@ local near_bxor, near_byte = bit.bxor, string.byte
 local bucket_byte, bucket_sub, bucket_floor = string.byte, string.sub, math.floor
 
 -- Moves the 8-byte entries of bucket `from` whose byte `at` (1-based) has the
--- bit `mask` set to bucket `to` (a linear-hashing split: dedupe.lua,
+-- bit `mask` set to bucket `to` (a linear-hashing split:
 -- spread_split.lua). A bucket is written whole, as the scripts write them.
 local function bucket_split(from, to, at, mask)
   local s = redis.call('GET', from)
@@ -26,8 +26,7 @@ local function bucket_split(from, to, at, mask)
 end
 
 -- The Hamming distance of two SimHashes inside Redis: the one Lua routine
--- (crawlproject/hamming.py is the Python side's), for dedupe.lua and
--- spread_lookup.lua.
+-- (crawlproject/hamming.py is the Python side's), for spread_lookup.lua.
 
 -- Bits set in a byte: made at the first distance (most calls never need one).
 local NEAR_POP

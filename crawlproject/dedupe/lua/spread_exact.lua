@@ -10,7 +10,7 @@
 --   entry8   SHA-1 bytes 3-10 (bucket and part hold the rest)
 --   near     "1": the page's SimHash has a near copy in the index
 -- Per page: its body is in the bucket (on an entry boundary): 1 (exact);
--- else near: 2 (not stored, as the one-tag index never stores a near copy);
+-- else near: 2 (not stored: a near copy is never stored);
 -- else it is stored: 0 (new). Atomic on the digest's slot: of two copies of a
 -- body exactly one is new.
 -- Returns {0, L, s, due, kind1, kind2, ...}; due 1: the part is over its

@@ -297,8 +297,6 @@ class CrawlKeys(AddressKeys, DedupeKeys):
         self.shard_prefixes = [f"cp:{{{tag}}}:" for tag in shard_tags(crawl, shards, tags)]
         self.dedupe_prefix = f"cp:{{{crawl}/dd}}:"
         self.dedupe_config = self.dedupe_prefix + "cfg"
-        self.dedupe_streak = self.dedupe_prefix + "streak"
-        self.dedupe_counters = self.dedupe_prefix + "n"
         self.soft404 = self.dedupe_prefix + "soft404"
 
     def worker_gauges(self, worker: str) -> str:
