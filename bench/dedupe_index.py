@@ -1,48 +1,39 @@
-"""The duplicate index (crawlproject/dedupe): latency of one check_and_add, memory per page.
+"""The duplicate index (crawlproject/dedupe): Redis CPU per page, memory per page.
 
     .venv/bin/python bench/dedupe_index.py                    # 1M and 10M pages
     .venv/bin/python bench/dedupe_index.py --sizes 100000 --sizes-without-originals "" \
         --calls 2000 --max-wait 0                            # quick
+    .venv/bin/python bench/dedupe_index.py --redis cluster --masters 3
 
-On a private redis-server, the index (k=3) is filled with random pages: a random
-SHA-1 and a random 64-bit SimHash each, and with record_originals a 60-byte URL.
-Filling goes straight to Redis, not through the script: the exact commands
-dedupe.lua's buckets hold once that many new pages are in (testkit/dedupe_table.py):
-the growing layout's buckets, which the script writes whole, one SET each; the
-fixed layout's as its release made them, APPEND 8 bytes to the page's exact
-string and to its block strings, page after page (Redis's greedy preallocation
-included), as fixed-size RESP records built by numpy; HSETNX into ``o:<bb>``;
-all sent with CLIENT REPLY OFF. So the memory is the real thing. Script
-lookups of loaded pages (exact, and copies with 1-3 flipped bits) then check
-the layout is the script's.
-
-Each size is filled from empty, in each ``--layouts``: ``growing`` (the one-tag
-index's layout: linear hashing, 10 near tables for k=3) and ``spread``. The
-``fixed`` layout before ``growing`` (4 near strings per block value, exact
-strings per 2 SHA-1 bytes, never split) is refused by dedupe.lua since issue
-42: its figures in BENCHMARKS.md were measured by the releases that read it.
+On a private redis-server (or a Redis Cluster of ``--masters`` masters started
+here), the spread index (k=3, ``--parts`` parts) is filled with random pages: a
+random SHA-1 and a random 64-bit SimHash each, and with record_originals a
+60-byte URL. Filling goes straight to Redis, not through the scripts: the exact
+commands the parts' buckets hold once that many new pages are in
+(testkit/dedupe_spread_table.py), one SET a bucket, as RESP records built by
+numpy, sent with CLIENT REPLY OFF. So the memory is the real thing. Lookups of
+loaded pages (exact, and copies with 1-3 flipped bits) through DedupeIndex then
+check the layout is the scripts'.
 
 At each size: ``INFO used_memory`` after - before the fill, per page, and
 ``MEMORY USAGE`` (SAMPLES 0) of every key by kind (exact ``x:``, near ``s:``,
-originals ``o:``); then ``--calls`` single ``DedupeIndex.check_and_add`` calls,
-each awaited (one client, one connection): half new random pages, half
-near-duplicates (1-3 flipped bits) of loaded ones, shuffled. Reported: client
-latency p50/p90/p99/max, the server's own time per EVALSHA (INFO commandstats)
-and server CPU (used_cpu_sys + used_cpu_user) per call, and per layout the
-largest size's server CPU per call over the smallest's.
+originals ``o:``); then ``--calls`` pages (half new random pages, half
+near-duplicates of loaded ones, shuffled) in batches of ``--batch``, each
+awaited: Redis CPU per page, per node, and the largest size's over the
+smallest's. With originals (the default setting) at every size; then without
+at ``--sizes-without-originals``, so originals' bytes per page are also
+measured as a used_memory difference. Before starting, waits (up to
+--max-wait s) for the machine's 1-minute load average to drop below 1.0.
 
-With originals (the default setting) at every size; then, growing layout
-only, without originals at ``--sizes-without-originals``, so originals' bytes
-per page are also measured as a used_memory difference. Before starting,
-waits (up to --max-wait s) for the machine's 1-minute load average to drop
-below 1.0.
+The one-tag layout's rows (``--layouts growing``: one script run a page on one
+hash tag) went with that layout in issue 42; their figures in BENCHMARKS.md
+were measured by the releases that had it (git show 7bca5c2:bench/dedupe_index.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import random
 import socket
@@ -66,18 +57,15 @@ from crawlproject.dedupe.layout import DEDUPE_LOAD, NEAR_MIN_LEVEL
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread
 from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.dedupe_spread_table import part_resp
-from testkit.dedupe_table import Layout, command_head, hex_digits, records, resp_for_pages
+from testkit.dedupe_table import command_head, records
 from testkit.redis_cluster import cluster_port, redis_cli
 from testkit.redis_server import RedisServer as PlainServer
 
 CRAWL = "bench"
 K = 3
-TARGET_P99_MS = 2.0
 QUIET_LOAD = 1.0
 URL_BYTES = 60
-CHUNK_PAGES = 250_000  # pages per RESP batch
 VERIFY_PAGES = 300
-KINDS = ("exact", "near", "originals")
 
 
 def load_average() -> list[float]:
@@ -138,50 +126,6 @@ def _digits(values: np.ndarray, width: int) -> np.ndarray:
     return ((values[:, None] // powers) % 10 + ord("0")).astype(np.uint8)
 
 
-def resp_for_originals(keys: CrawlKeys, pages: Pages, lo: int, hi: int) -> bytes:
-    """dedupe.lua's HSETNX of o:<bb> (SimHash bytes 3-8 -> URL) for pages lo..hi-1."""
-    n = hi - lo
-    sims = pages.sims[lo:hi]
-    sim_bytes = sims.astype(">u8").view(np.uint8).reshape(n, 8)
-    okey = keys.dedupe_prefix.encode() + b"o:"
-    return records(
-        n,
-        [
-            command_head("HSETNX", 3) + f"${len(okey) + 4}\r\n".encode() + okey,
-            hex_digits(sims >> np.uint64(48), 4),
-            b"\r\n$6\r\n",
-            sim_bytes[:, 2:8],
-            f"\r\n${URL_BYTES}\r\n".encode(),
-            Pages.url_rows(np.arange(lo, hi, dtype=np.uint64)),
-            b"\r\n",
-        ],
-    )
-
-
-def bulk_load(
-    srv: RedisServer, keys: CrawlKeys, pages: Pages, layout: Layout, originals: bool
-) -> float:
-    """Writes pages 0..layout.n-1 as new into an empty index; returns seconds taken."""
-    t0 = time.perf_counter()
-    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
-        sock.sendall(b"CLIENT REPLY OFF\r\n")
-        # A growing index's buckets are written whole: all its pages at once.
-        step = layout.n if layout.growing else CHUNK_PAGES
-        for lo in range(0, layout.n, step):
-            hi = min(layout.n, lo + step)
-            sock.sendall(resp_for_pages(keys, layout, pages.digests[lo:hi], pages.sims[lo:hi]))
-        for lo in range(0, layout.n if originals else 0, CHUNK_PAGES):
-            sock.sendall(resp_for_originals(keys, pages, lo, min(layout.n, lo + CHUNK_PAGES)))
-        sock.sendall(b"CLIENT REPLY ON\r\n")
-        reply = b""
-        while not reply.endswith(b"\r\n"):
-            reply += sock.recv(64)
-        assert reply == b"+OK\r\n", reply
-    srv.client.hset(keys.dedupe_config, mapping=layout.config())
-    srv.client.hincrby(keys.dedupe_counters, "new", layout.n)
-    return time.perf_counter() - t0
-
-
 # -- checks and measurements ------------------------------------------------------------
 
 
@@ -213,7 +157,9 @@ async def verify_layout(url: str, keys: CrawlKeys, pages: Pages, hi: int, origin
                 want_url,
             ), (i, near)
             checked += 2
-        await client.hdel(keys.dedupe_streak, "verify")
+        assert index.spread is not None
+        layout = index.spread.spread
+        await client.hdel(layout.streak_key(layout.host_part("verify")), "verify")
     finally:
         await client.aclose()
     return checked
@@ -225,7 +171,7 @@ def kind_of(key: str) -> str:
 
 
 def memory_by_kind(srv: RedisServer, keys: CrawlKeys, pages: int) -> dict[str, Any]:
-    usage = srv.usage_by_kind(f"cp:{{{keys.crawl}/dd*", kind_of)  # one tag, or the parts
+    usage = srv.usage_by_kind(f"cp:{{{keys.crawl}/dd*", kind_of)  # its parts
     return {
         kind: {"keys": n, "bytes": size, "bytes_per_page": round(size / pages, 2)}
         for kind, (n, size) in sorted(usage.items())
@@ -251,106 +197,6 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
         "max": round(s[-1], 3),
         "mean": round(statistics.fmean(s), 3),
     }
-
-
-async def measure_latency(
-    srv: RedisServer, keys: CrawlKeys, pages: Pages, hi: int, calls: int, originals: bool
-) -> dict[str, Any]:
-    rng = random.Random(calls + hi)
-    plan: list[tuple[str, bytes, int, int]] = []  # (kind, digest, simhash, flips)
-    for _ in range(calls // 2):
-        plan.append(("new", rng.randbytes(20), rng.getrandbits(64), 0))
-        i, flips = rng.randrange(hi), rng.randint(1, 3)
-        plan.append(("near", rng.randbytes(20), flip_bits(int(pages.sims[i]), rng, flips), flips))
-    rng.shuffle(plan)
-    client = AsyncRedis.from_url(srv.url)
-    index = DedupeIndex(client, keys, k=K, record_originals=originals)
-    await index.verify()  # takes the loaded layout
-    url = "https://www.h12345.example.com/news/000000000000/index.shtml"
-    times: dict[str, list[float]] = {"new": [], "near": []}
-    wrong = 0
-    try:
-        for _ in range(200):  # warm up: connection, script cache
-            await index.check_and_add(rng.randbytes(20), rng.getrandbits(64), url, "warmup")
-        await client.config_resetstat()
-        cpu0 = srv.cpu_seconds()
-        load = load_average()
-        gc.collect()
-        t_start = time.perf_counter()
-        for n, (kind, digest, simhash, flips) in enumerate(plan):
-            host = f"http://h{n % 1000}.example.com"
-            t0 = time.perf_counter_ns()
-            v = await index.check_and_add(digest, simhash, url, host)
-            times[kind].append((time.perf_counter_ns() - t0) / 1e6)
-            if v.kind != kind or (kind == "near" and v.distance != flips):
-                wrong += 1
-        wall = time.perf_counter() - t_start
-        cpu = srv.cpu_seconds() - cpu0
-        stats = await client.info("commandstats")
-    finally:
-        await client.aclose()
-    evalsha = stats.get("cmdstat_evalsha", {})
-    return {
-        "calls": len(plan),
-        "all_ms": percentiles(times["new"] + times["near"]),
-        "new_ms": percentiles(times["new"]),
-        "near_ms": percentiles(times["near"]),
-        "calls_per_s": round(len(plan) / wall),
-        "server_usec_per_call": round(float(evalsha.get("usec_per_call", 0.0)), 1),
-        "server_cpu_usec_per_call": round(cpu / len(plan) * 1e6, 1),
-        "unexpected_verdicts": wrong,
-        "loadavg_at_start": load,
-    }
-
-
-def fill_and_measure(
-    srv: RedisServer,
-    keys: CrawlKeys,
-    pages: Pages,
-    sizes: list[int],
-    calls: int,
-    originals: bool,
-    growing: bool,
-    batch: int = 0,
-) -> list[dict[str, Any]]:
-    rows = []
-    for size in sizes:
-        name = "growing" if growing else "fixed"
-        print(
-            f"  {name}, {size:,} pages (originals {'on' if originals else 'off'}) ...", flush=True
-        )
-        flush_and_wait(srv.client)
-        base = srv.used_memory()
-        layout = Layout(k=K, n=size, growing=growing)
-        load_s = bulk_load(srv, keys, pages, layout, originals)
-        mem = srv.used_memory() - base
-        checked = asyncio.run(verify_layout(srv.url, keys, pages, size, originals))
-        stored = int(srv.client.hget(keys.dedupe_counters, "new") or 0)  # + the checks' new pages
-        by_kind = memory_by_kind(srv, keys, stored)
-        print(f"  {calls:,} single calls at {stored:,} pages ...", flush=True)
-        latency = asyncio.run(measure_latency(srv, keys, pages, size, calls, originals))
-        rows.append(
-            {
-                "layout": name,
-                "pages": stored,
-                "record_originals": originals,
-                "near_tables": len(layout.near_buckets(pages.sims[:1])),
-                "load_s": round(load_s, 1),
-                "load_pages_per_s": round(size / load_s),
-                "layout_checks": checked,
-                "used_memory_delta": mem,
-                "used_memory_per_page": round(mem / size, 2),
-                "by_kind": by_kind,
-                "latency": latency,
-            }
-        )
-        if batch and originals:  # the same batches as the spread rows, for their ratio
-            nodes = Nodes(srv, 1)
-            rows[-1]["batched"] = asyncio.run(
-                measure_spread(nodes, keys, pages, size, calls, batch)
-            )
-        print(f"  -> {json.dumps(rows[-1]['latency']['all_ms'])}", flush=True)
-    return rows
 
 
 class Nodes:
@@ -454,9 +300,8 @@ async def measure_spread(
     originals: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """``calls`` pages (half new, half 1-3-bit near copies) in batches of
-    ``batch``, each awaited; Redis CPU per page per node. Its own seed: on the
-    one-tag rows it follows measure_latency, whose new pages replayed here were
-    exact copies (half the verdicts wrong, and cheaper than new pages)."""
+    ``batch``, each awaited; Redis CPU per page per node. Its own seed (the
+    one-tag rows' replayed here were exact copies: half the verdicts wrong)."""
     rng = random.Random(f"batched {calls} {hi}")
     plan: list[tuple[str, bytes, int, int]] = []
     for _ in range(calls // 2):
@@ -567,8 +412,7 @@ def spread_runs(
 
 def spread_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per size: the spread layout's Redis CPU per page (all nodes), per node,
-    the busiest node's share, and over the one-tag layout's in the same batches
-    (one server); and the spread's largest size over its smallest. Rows without
+    the busiest node's share; and the largest size over the smallest. Rows without
     originals are keyed ``<pages> without originals``, their ratio
     ``largest_over_smallest_without_originals``."""
     out: dict[str, Any] = {}
@@ -588,38 +432,12 @@ def spread_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "busiest_node_over_mean": lat["busiest_node_over_mean"],
                 "used_memory_per_page": r["used_memory_per_page"],
             }
-            near_size = [o for o in runs if abs(o["pages"] - r["pages"]) < 0.01 * r["pages"]]
-            one_tag = [
-                o
-                for o in near_size
-                if o["layout"] == "growing"
-                and "batched" in o
-                and o["record_originals"] == originals
-            ]
-            if one_tag:
-                old = one_tag[0]["batched"]["server_cpu_usec_per_call"]
-                row["one_tag_cpu_usec_per_page"] = old
-                row["spread_over_one_tag"] = round(lat["server_cpu_usec_per_call"] / old, 3)
             out[f"{r['pages']}{tail}"] = row
         if len(spread) > 1:
             cpu = [r["latency"]["server_cpu_usec_per_call"] for r in (spread[0], spread[-1])]
             out[f"largest_over_smallest{tail.replace(' ', '_')}"] = (
                 round(cpu[1] / cpu[0], 3) if cpu[0] else 0.0
             )
-    return out
-
-
-def growth(runs: list[dict[str, Any]]) -> dict[str, float]:
-    """Per layout (with originals): server CPU per call, largest size over smallest."""
-    out = {}
-    for name in ("growing", "fixed"):
-        rows = sorted(
-            (r for r in runs if r["layout"] == name and r["record_originals"]),
-            key=lambda r: int(r["pages"]),
-        )
-        if len(rows) > 1:
-            cpu = [r["latency"]["server_cpu_usec_per_call"] for r in (rows[0], rows[-1])]
-            out[name] = round(cpu[1] / cpu[0], 3) if cpu[0] else 0.0
     return out
 
 
@@ -647,24 +465,21 @@ def main() -> None:
         help="index sizes filled again without originals (empty: none)",
     )
     p.add_argument("--calls", type=int, default=20_000, help="single calls measured per size")
-    p.add_argument("--layouts", default="growing", help="growing, spread or both")
     p.add_argument("--max-wait", type=float, default=600, help="s to wait for a quiet machine")
     p.add_argument(
         "--redis", choices=("single", "cluster"), default="single",
-        help="single: the --layouts on one server (spread among them: the one-tag rows are "
-        "measured in --batch batches too, for the ratio); cluster: the spread layout only, "
-        "on a Redis Cluster of --masters masters",
+        help="single: one server; cluster: a Redis Cluster of --masters masters",
     )  # fmt: skip
     p.add_argument("--masters", type=int, default=3, help="masters of the --redis cluster")
     p.add_argument("--batch", type=int, default=32, help="pages a round trip (spread rows)")
     p.add_argument("--parts", type=int, default=DEDUPE_PARTS, help="the spread layout's parts")
     p.add_argument(
         "--no-key-sizes", action="store_true",
-        help="spread rows on one server: no MEMORY USAGE of every key (used_memory only)",
+        help="on one server: no MEMORY USAGE of every key (used_memory only)",
     )  # fmt: skip
     p.add_argument(
         "--ballast", default="0:0", metavar="KEYS:BYTES",
-        help="spread rows on one server: first KEYS keys of BYTES each, never read (the "
+        help="on one server: first KEYS keys of BYTES each, never read (the "
         "server's size without the index's)",
     )  # fmt: skip
     p.add_argument("--out", default="dedupe_index.json", help="file name under bench/results")
@@ -672,10 +487,8 @@ def main() -> None:
     sizes = sorted(int(s) for s in a.sizes.split(",") if s)
     sizes_off = sorted(int(s) for s in a.sizes_without_originals.split(",") if s)
     ballast_keys, ballast_bytes = (int(v) for v in a.ballast.split(":"))
-    if "fixed" in a.layouts.split(","):
-        p.error("--layouts fixed: dedupe.lua refuses the fixed buckets since issue 42")
-    if ballast_keys and (a.redis != "single" or a.layouts != "spread"):
-        p.error("--ballast is for --layouts spread on one server")
+    if ballast_keys and a.redis != "single":
+        p.error("--ballast is for one server")
     keys = CrawlKeys(CRAWL, 1)
     t0 = time.perf_counter()
     pages = Pages(max(sizes + sizes_off))
@@ -683,8 +496,6 @@ def main() -> None:
     quiet = wait_until_quiet(a.max_wait)
     print(f"load average before: {load_average()} ({quiet})", flush=True)
     srv = RedisServer()
-    layouts = a.layouts.split(",") if a.redis == "single" else ["spread"]
-    batch = a.batch if "spread" in layouts else 0
     runs = []
     try:
         info = srv.versions(numpy=np.__version__)
@@ -698,20 +509,14 @@ def main() -> None:
                 )
             finally:
                 nodes.stop()
-        for name in layouts if a.redis == "single" else []:
-            if name == "spread":
-                one = Nodes(srv, 1)
-                sizes_of = not a.no_key_sizes
-                ballast = (ballast_keys, ballast_bytes)
-                runs += spread_runs(one, keys, pages, sizes, a.calls, a.batch, a.parts,
-                                    key_sizes=sizes_of, ballast=ballast)  # fmt: skip
-                runs += spread_runs(one, keys, pages, sizes_off, a.calls, a.batch, a.parts,
-                                    False, sizes_of, ballast)  # fmt: skip
-                continue
-            growing = name == "growing"
-            runs += fill_and_measure(srv, keys, pages, sizes, a.calls, True, growing, batch)
-            if sizes_off and growing:
-                runs += fill_and_measure(srv, keys, pages, sizes_off, a.calls, False, growing)
+        else:
+            one = Nodes(srv, 1)
+            sizes_of = not a.no_key_sizes
+            ballast = (ballast_keys, ballast_bytes)
+            runs += spread_runs(one, keys, pages, sizes, a.calls, a.batch, a.parts,
+                                key_sizes=sizes_of, ballast=ballast)  # fmt: skip
+            runs += spread_runs(one, keys, pages, sizes_off, a.calls, a.batch, a.parts,
+                                False, sizes_of, ballast)  # fmt: skip
     finally:
         if a.redis == "single":
             srv.stop()
@@ -726,13 +531,12 @@ def main() -> None:
             "sizes": sizes,
             "sizes_without_originals": sizes_off,
             "url_bytes": URL_BYTES,
-            "layouts": layouts,
+            "parts": a.parts,
+            "batch": a.batch,
             "ballast": {"keys": ballast_keys, "value_bytes": ballast_bytes},
         },
-        "target_p99_ms": TARGET_P99_MS,
         "runs": runs,
         "originals_bytes_per_page_by_used_memory": originals_by_difference(runs),
-        "server_cpu_per_call_largest_over_smallest": growth(runs),
         "spread": spread_summary(runs),
     }
     report(result)
@@ -743,45 +547,14 @@ def report(res: dict[str, Any]) -> None:
     m = res["machine"]
     print(
         f"\nDuplicate index, k={res['config']['k']}, redis {m['redis_server']}, "
-        f"{res['config']['calls']:,} single check_and_add calls per row (half new, half "
-        f"1-3-bit near copies); load avg before {m['quiet_wait']['loads_seen'][-1]:.2f}\n"
+        f"{res['config']['calls']:,} pages per row in batches of {res['config']['batch']} "
+        f"(half new, half 1-3-bit near copies); load avg before "
+        f"{m['quiet_wait']['loads_seen'][-1]:.2f}"
     )
-    print(
-        "| layout | pages | originals | p50 ms | p90 ms | p99 ms | max ms | server µs/call "
-        "| server CPU µs/call | used_memory B/page | exact B/page | near B/page "
-        "| originals B/page |"
-    )
-    print("|" + "---|" * 13)
-    for r in res["runs"]:
-        if r["layout"] == "spread":
-            continue
-        lat = r["latency"]
-        per = {kind: r["by_kind"].get(kind, {}).get("bytes_per_page", 0.0) for kind in KINDS}
-        print(
-            f"| {r['layout']} ({r['near_tables']} tables) | {r['pages']:,} "
-            f"| {'on' if r['record_originals'] else 'off'} "
-            f"| {lat['all_ms']['p50']:.3f} | {lat['all_ms']['p90']:.3f} "
-            f"| {lat['all_ms']['p99']:.3f} | {lat['all_ms']['max']:.3f} "
-            f"| {lat['server_usec_per_call']:.1f} | {lat['server_cpu_usec_per_call']:.1f} "
-            f"| {r['used_memory_per_page']:.1f} | {per['exact']:.1f} | {per['near']:.1f} "
-            f"| {per['originals']:.1f} |"
-        )
     print(f"spread layout: {json.dumps(res['spread'])}")
-    ours = [r for r in res["runs"] if r["record_originals"] and r["layout"] == "growing"]
-    if not ours:
-        print(f"command: {res['command']}")
-        return
-    biggest = max(ours, key=lambda r: int(r["pages"]))
-    p99 = biggest["latency"]["all_ms"]["p99"]
     print(
-        f"\ntarget: p99 < {res['target_p99_ms']} ms at {biggest['pages']:,} pages -> "
-        f"{p99:.3f} ms, {'met' if p99 < res['target_p99_ms'] else 'NOT met'}; originals, "
-        f"used_memory with minus without (pages: B/page): "
+        "originals, used_memory with minus without (pages: B/page): "
         f"{res['originals_bytes_per_page_by_used_memory']}"
-    )
-    print(
-        "server CPU per call, largest size over smallest: "
-        f"{res['server_cpu_per_call_largest_over_smallest']}"
     )
     print(f"command: {res['command']}")
 

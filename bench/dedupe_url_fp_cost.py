@@ -24,7 +24,7 @@ import redis
 
 from testkit.redis_server import RedisServer
 
-ORIGINALS_HASHES = 65536  # page id bytes 1-2 (spread.py originals_of, dedupe.lua origin_slot)
+ORIGINALS_HASHES = 65536  # page id bytes 1-2 (spread.py originals_of)
 
 
 def cost(client: redis.Redis, index_pages: int, sample: int) -> dict[str, float | int]:
