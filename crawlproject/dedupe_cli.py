@@ -19,7 +19,8 @@ from crawlproject.dedupe.migrate import MigrateRefused, migrate
 from crawlproject.frontier.crawl.config import FrontierConfig
 from crawlproject.frontier.crawl.fresh_start import workers_line
 from crawlproject.frontier.crawl.persist import workers_alive
-from crawlproject.frontier.store.keys import CRAWL_NAME_RE, CrawlKeys
+from crawlproject.frontier.store.keys import CrawlKeys
+from crawlproject.reset_cli import add_crawl_option, named_crawl
 
 
 def add_dedupe_parser(sub: Any) -> argparse.ArgumentParser:
@@ -30,21 +31,14 @@ def add_dedupe_parser(sub: Any) -> argparse.ArgumentParser:
     migrate_parser = how.add_parser(
         "migrate", help="make a one-tag duplicate index spread (the one layout read now)"
     )
-    migrate_parser.add_argument(
-        "--crawl", dest="dedupe_crawl", metavar="NAME",
-        help="the crawl whose index to migrate (required: here or before the command)",
-    )  # fmt: skip
+    add_crawl_option(migrate_parser, "dedupe_crawl", "the crawl whose index to migrate")
     return migrate_parser
 
 
 def dedupe_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
     """The crawl to migrate: ``--crawl NAME`` after ``migrate`` or before it."""
-    crawl = getattr(args, "dedupe_crawl", None) or args.crawl
-    if not crawl:
-        parser.error("dedupe migrate needs the crawl: crawlproject dedupe migrate --crawl NAME")
-    if not CRAWL_NAME_RE.match(crawl):
-        parser.error(f"--crawl {crawl!r}: a crawl name is 1-64 letters, digits, _ . -")
-    return str(crawl)
+    usage = "dedupe migrate needs the crawl: crawlproject dedupe migrate --crawl NAME"
+    return named_crawl(args, parser, "dedupe_crawl", usage)
 
 
 async def dedupe_command(config: FrontierConfig, parts: int, redis: Redis, keys: CrawlKeys) -> None:

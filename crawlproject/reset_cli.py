@@ -36,22 +36,34 @@ def add_reset_parser(sub: Any) -> None:
     reset = sub.add_parser(
         "reset", help="delete every key of one crawl (asks first) so it starts over"
     )
-    reset.add_argument(
-        "--crawl", dest="reset_crawl", metavar="NAME",
-        help="the crawl to delete (required: here or before the command)",
-    )  # fmt: skip
+    add_crawl_option(reset, "reset_crawl", "the crawl to delete")
     reset.add_argument("--yes", action="store_true", help="do not ask")
 
 
-def reset_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    """The crawl to reset: ``--crawl NAME`` after ``reset`` or before it; never
-    a default (usage error, exit 2, without one)."""
-    crawl = args.reset_crawl or args.crawl
+def add_crawl_option(command: argparse.ArgumentParser, dest: str, what: str) -> None:
+    """``--crawl NAME`` on a command that takes no default crawl (``named_crawl``)."""
+    command.add_argument(
+        "--crawl", dest=dest, metavar="NAME", help=f"{what} (required: here or before the command)"
+    )
+
+
+def named_crawl(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, dest: str, usage: str
+) -> str:
+    """The crawl a command acts on: ``--crawl NAME`` after the command (``dest``)
+    or before it; never a default (usage error, exit 2, without one)."""
+    crawl = getattr(args, dest, None) or args.crawl
     if not crawl:
-        parser.error("reset needs the crawl to delete: crawlproject reset --crawl NAME")
+        parser.error(usage)
     if not CRAWL_NAME_RE.match(crawl):
         parser.error(f"--crawl {crawl!r}: a crawl name is 1-64 letters, digits, _ . -")
     return str(crawl)
+
+
+def reset_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """The crawl to reset: ``--crawl NAME`` after ``reset`` or before it."""
+    usage = "reset needs the crawl to delete: crawlproject reset --crawl NAME"
+    return named_crawl(args, parser, "reset_crawl", usage)
 
 
 async def reset_command(
