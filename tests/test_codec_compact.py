@@ -39,8 +39,8 @@ def test_codec_web_spider_link_is_its_url_and_depth() -> None:
     )
     data = CODEC.encode(link, spider)
     assert data == b"G2http://e.com:8080/a/b.html"  # parse, on_error, own scope: tag G
-    stored = stored_form(data, "e.com:8080")  # in the host's queue: after http:// + key
-    assert stored == b"W2/a/b.html"
+    stored = stored_form(data, "e.com:8080")  # in the host's queue: after http:// + key + /
+    assert stored == b"g2a/b.html"
     assert whole_form(stored, "e.com:8080") == data
     out = CODEC.decode(data, spider)
     assert out.meta == {"crawl_scope": "e.com:8080", "depth": 2}
@@ -100,6 +100,7 @@ def test_codec_reads_the_json_of_earlier_versions() -> None:
     ("data", "why"),
     [
         (b"W2/a/b.html", "without its host key"),  # a stored form, read as it is
+        (b"g2a/b.html", "without its host key"),
         (b"~http://e.com/", "not a stored request"),
         (b"@http://e.com/\n{not json", "not JSON"),
         (b"@http://e.com/\n[1]", "not an object"),
@@ -110,3 +111,41 @@ def test_codec_reads_the_json_of_earlier_versions() -> None:
 def test_codec_refuses_broken_compact_forms(data: bytes, why: str) -> None:
     with pytest.raises(RequestDecodeError, match=why):
         CODEC.decode(data, _Spider())
+
+
+@pytest.mark.parametrize(
+    ("url", "key", "stored"),
+    [
+        ("http://e.com/a", "e.com", b"c3a"),  # the "/" after the key dropped
+        ("https://e.com/a", "e.com", b"k3a"),
+        ("http://e.com/", "e.com", b"c3"),
+        ("http://e.com/2020/a", "e.com", b"S3/2020/a"),  # a digit after it: kept
+        ("http://e.com/a", "http://e.com", b"s3a"),  # a key with its scheme
+        ("http://e.com:8/9", "e.com:8", b"S3/9"),
+    ],
+)
+def test_codec_stored_form_drops_the_slash_after_the_key(url: str, key: str, stored: bytes) -> None:
+    spider = _Spider()
+    req = Request(url, callback=spider.parse, errback=spider.on_error, meta={"depth": 3})
+    data = CODEC.encode(req, spider)
+    assert stored_form(data, key) == stored
+    assert whole_form(stored, key) == data
+    assert _fields(CODEC.decode(whole_form(stored, key), spider)) == _fields(req)
+
+
+@pytest.mark.parametrize(
+    ("old", "key"),
+    [
+        (b"W2/a/b.html", "e.com:8080"),  # after http:// + key, its "/" kept: before 2026-12-08
+        (b"_2/a/b.html", "e.com:8080"),  # after https:// + key
+        (b"O2/a/b.html", "http://e.com:8080"),  # after a key with its scheme
+    ],
+)
+def test_codec_reads_the_stored_forms_of_earlier_versions(old: bytes, key: str) -> None:
+    spider = _Spider()
+    scheme = "https" if old[:1] == b"_" else "http"
+    out = CODEC.decode(whole_form(old, key), spider)
+    assert out.url == f"{scheme}://e.com:8080/a/b.html"
+    assert (out.meta, out.callback, out.errback) == (
+        {"depth": 2, "crawl_scope": "e.com:8080"}, spider.parse, spider.on_error
+    )  # fmt: skip

@@ -1,6 +1,7 @@
-"""The host queues as the scripts store them (queue layout bands3, keys.py):
+"""The host queues as the scripts store them (queue layout bands4, keys.py):
 compact entries, band masks, due lists and their stale entries, credit mode's
-ZSET, and the refusal of an older layout. A real redis-server, no HTTP."""
+ZSET, a bands3 crawl's queues read and upgraded, and the refusal of an older
+layout. A real redis-server, no HTTP."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ async def test_a_link_is_stored_as_its_path_and_depth(make: MakeFrontier) -> Non
     await f.add([link("http://a.test:8080/x/page.html", 3)])
     # A small host keeps its bands in one list (_queue.lua).
     stored = await f.redis.lrange(f.keys.queue(0, "a.test:8080"), 0, -1)
-    # tag W: parse, on_error, its own scope, after http:// + the host key; depth 3
-    assert stored == [b"W3/x/page.html"]
+    # tag g: parse, on_error, its own scope, after http:// + the host key + "/"; depth 3
+    assert stored == [b"g3x/page.html"]
     batch = await f.claim(0, 10, "w")
     (_, data), = batch.items  # fmt: skip
     request = CODEC.decode(data, SPIDER)
@@ -77,7 +78,7 @@ async def test_a_link_is_stored_as_its_path_and_depth(make: MakeFrontier) -> Non
     assert (request.callback, request.errback) == (SPIDER.parse, SPIDER.on_error)
 
 
-@pytest.mark.parametrize("layout", ["bands1", "bands2"])
+@pytest.mark.parametrize("layout", ["bands1", "bands2", "bands5"])
 async def test_a_crawl_of_an_older_queue_layout_is_refused(make: MakeFrontier, layout: str) -> None:
     f = await make(crawl=f"old-{layout}")
     # bands1: JSON requests and a due ZSET; bands2: band lists only, whose
@@ -85,6 +86,48 @@ async def test_a_crawl_of_an_older_queue_layout_is_refused(make: MakeFrontier, l
     await f.redis.hset(f.keys.meta, "queue_layout", layout)
     with pytest.raises(FrontierMismatch, match=rf"queue layout {layout}.*cannot read its queues"):
         await make(crawl=f"old-{layout}")
+
+
+def bands3_form(item: bytes, key: str) -> bytes:
+    """An entry of a small host's list as a bands3 worker (before 2026-12-08)
+    stored it: markers byte 255 + band, the "/" after the key kept."""
+    if item.isdigit():
+        return bytes((255, int(item)))
+    whole = whole_form(item, key)
+    flags, how = whole[0] & 7, 2 if item[0] < 0x68 else 3  # after http:// / https:// + key
+    depth = len(whole) - len(whole[1:].lstrip(b"0123456789"))
+    start = whole.index(b"://") + 3 + len(key)
+    return bytes((0x40 + flags + (how << 3),)) + whole[1:depth] + whole[start:]
+
+
+async def test_a_bands3_crawls_small_host_list_is_read_and_goes_on(make: MakeFrontier) -> None:
+    f = await make(crawl="b3")
+    key = f.keys.queue(0, "a.test")
+    await f.add([link("http://a.test/one", 1), link("https://a.test/three", 3)])
+    await f.add([link("http://a.test/five", 5)])
+    new = await f.redis.lrange(key, 0, -1)
+    assert new == [b"g1one", b"3", b"o3three", b"5", b"g5five"]  # 2-byte markers, no "/"
+    # The same list and meta as a bands3 worker of a running crawl left them.
+    old = [bands3_form(e, "a.test") for e in new]
+    assert old == [b"W1/one", b"\xff\x03", b"_3/three", b"\xff\x05", b"W5/five"]
+    await f.redis.delete(key)
+    await f.redis.rpush(key, *old)
+    await f.redis.hset(f.keys.meta, "queue_layout", "bands3")
+    g = await make(crawl="b3")  # a worker of this version joins: upgraded, never refused
+    assert await g.redis.hget(g.keys.meta, "queue_layout") == b"bands4"
+    # New URLs go to their bands' places, before the old markers too.
+    await g.add([link("http://a.test/four", 4), link("http://a.test/two", 2)])
+    await g.add([link("http://a.test/three-b", 3), link("http://a.test/2020/six", 6)])
+    order = []
+    while batch := (await g.claim(0, 1, "w")).items:
+        (lease, data), = batch  # fmt: skip
+        order.append(data)
+        await g.ack([lease])
+    urls = ["http://a.test/one", "http://a.test/two", "https://a.test/three",
+            "http://a.test/three-b", "http://a.test/four", "http://a.test/five",
+            "http://a.test/2020/six"]  # fmt: skip
+    depths = [1, 2, 3, 3, 4, 5, 6]
+    assert order == [link(u, d).data for u, d in zip(urls, depths, strict=True)]  # byte-identical
 
 
 async def test_extreme_bands_keep_their_order(make: MakeFrontier) -> None:

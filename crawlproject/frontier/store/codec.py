@@ -8,9 +8,13 @@ URL's host[:port]}``. The frontier stores only what differs from that::
 
 * ``tag``: one byte, ``0x40 + bits``: 1 callback ``parse``, 2 errback
   ``on_error``, 4 ``crawl_scope`` is the URL's own host[:port], and bits 8-16
-  say how ``url`` is written (:func:`stored_form`): 0 whole; 1 after the
-  politeness key it starts with; 2 after ``http://`` + key; 3 after
-  ``https://`` + key (stored in the host's queue, whose key gives it back);
+  say how ``url`` is written: 0 whole. In a host's queue, whose key gives it
+  back (:func:`stored_form`), the URL after ``http://`` + key + ``/`` (tag
+  ``0x60 + bits``), ``https://`` + key + ``/`` (``0x68 + bits``) or the key +
+  ``/`` of a key with its scheme (``0x70 + bits``): the ``/`` a URL has after
+  its host, dropped (1 byte a URL) unless a digit follows it (it would read as
+  the depth's). Versions before 2026-12-08 kept it: 1 after the key, 2 after
+  ``http://`` + key, 3 after ``https://`` + key (``0x48``-``0x5F``, still read);
 * ``depth``: meta ``depth`` in decimal when it is a non-negative int (a URL
   never starts with a digit, so nothing separates them);
 * ``extra``: everything else, a JSON object of the fields that are not their
@@ -75,6 +79,13 @@ CALLBACK_BIT, ERRBACK_BIT, SCOPE_BIT = 1, 2, 4
 URL_SHIFT = 3  # bits 8 and 16: how the URL is written
 URL_WHOLE, URL_AFTER_KEY, URL_AFTER_HTTP, URL_AFTER_HTTPS = 0, 1, 2, 3
 _URL_PREFIX = {URL_AFTER_HTTP: b"http://", URL_AFTER_HTTPS: b"https://"}
+# A stored form without the "/" after the key: tag SLASHLESS_BASE + flags + (form
+# << 3), form 0 / 1 / 2 for URL_AFTER_HTTP / URL_AFTER_HTTPS / URL_AFTER_KEY
+# (0x60-0x77: never "{", 0x7B, a JSON object's first byte).
+SLASHLESS_BASE = 0x60
+_SLASHLESS_FORM = {URL_AFTER_HTTP: 0, URL_AFTER_HTTPS: 1, URL_AFTER_KEY: 2}
+_SLASHLESS_PREFIX = (b"http://", b"https://", b"")
+_FLAGS = CALLBACK_BIT | ERRBACK_BIT | SCOPE_BIT
 _DIGITS = b"0123456789"
 
 _DEFAULTS: dict[str, Any] = {
@@ -229,6 +240,8 @@ def _compact_dict(raw: bytes) -> dict[str, Any]:
     if not raw:
         raise RequestDecodeError("empty request")
     bits = raw[0] - TAG_BASE
+    if SLASHLESS_BASE <= raw[0] < SLASHLESS_BASE + 24:
+        raise RequestDecodeError("a stored request read without its host key")
     if not 0 <= bits < 32:
         raise RequestDecodeError(f"not a stored request (first byte {raw[:1]!r})")
     if bits >> URL_SHIFT != URL_WHOLE:
@@ -285,7 +298,8 @@ def _key_prefixes(key: str) -> tuple[tuple[int, bytes], ...]:
 
 def stored_form(data: bytes, key: str) -> bytes:
     """``data`` as a host queue stores it: its URL without the politeness key
-    ``key`` (host key or registered domain) it starts with, if it does."""
+    ``key`` (host key or registered domain) it starts with, if it does, and
+    without the ``/`` after the key unless a digit follows it."""
     # Only a compact form whose URL is whole: tags 0x40..0x47.
     if len(data) < 2 or not TAG_BASE <= data[0] < TAG_BASE + (1 << URL_SHIFT):
         return data
@@ -295,6 +309,10 @@ def stored_form(data: bytes, key: str) -> bytes:
             end = i + len(prefix)
             if data[end : end + 1] != b"/":
                 return data
+            after = data[end + 1 : end + 2]
+            if not (after and 48 <= after[0] <= 57):  # a digit would read as the depth's
+                tag = SLASHLESS_BASE + (data[0] & _FLAGS) + (_SLASHLESS_FORM[how] << URL_SHIFT)
+                return bytes((tag,)) + data[1:i] + data[end + 1 :]
             return bytes((data[0] | how << URL_SHIFT,)) + data[1:i] + data[end:]
     return data
 
@@ -303,12 +321,17 @@ def whole_form(data: bytes, key: str) -> bytes:
     """The inverse of :func:`stored_form`: the URL whole again."""
     if not data:
         return data
-    how = (data[0] - TAG_BASE) >> URL_SHIFT
+    tag = data[0]
+    if SLASHLESS_BASE <= tag < SLASHLESS_BASE + 24:
+        i = _url_at(data)
+        start = _SLASHLESS_PREFIX[(tag - SLASHLESS_BASE) >> URL_SHIFT] + key.encode("utf-8")
+        return bytes((TAG_BASE + (tag & _FLAGS),)) + data[1:i] + start + b"/" + data[i:]
+    how = (tag - TAG_BASE) >> URL_SHIFT
     if not 0 < how < 4:  # whole already, or a JSON object ("{": 0x7B)
         return data
     i = _url_at(data)
     start = _URL_PREFIX.get(how, b"") + key.encode("utf-8")
-    return bytes((data[0] & ~(3 << URL_SHIFT),)) + data[1:i] + start + data[i:]
+    return bytes((tag & ~(3 << URL_SHIFT),)) + data[1:i] + start + data[i:]
 
 
 def url_of(data: bytes) -> str | None:

@@ -17,11 +17,17 @@ from crawlproject.frontier.store.script_replies import reply_text
 from crawlproject.frontier.store.seen_set import SeenFilter, prepare_seen, refuse_old_layout
 
 # Host queues in priority bands (keys.py), requests in codec.py's compact form,
-# band masks, due lists, a small host's bands in one list (_queue.lua). Older
+# band masks, due lists, a small host's bands in one list (_queue.lua), its band
+# markers in decimal and stored URLs without the "/" after the key (codec.py).
+# "bands3" (markers byte 255 + band, the "/" kept): read by this version, which
+# reads both forms, and upgraded by the first worker of this version to join it
+# so that a bands3 worker started later is refused (it would misread the new
+# forms; one already running is not stopped: upgrade a fleet whole). Older
 # crawls, refused: "bands2" (band lists only: a worker of that version would
 # misread a small host's list), "bands1" (JSON requests, band strings, a due
 # ZSET), and before it none (one list per host queue).
-QUEUE_LAYOUT = "bands3"
+QUEUE_LAYOUT = "bands4"
+UPGRADED_LAYOUTS = frozenset({"bands3"})
 
 # Shards of a new crawl when CRAWL_FRONTIER_SHARDS is not set: one hash tag
 # each, so that a crawl spreads over the masters a cluster grows to and a moved
@@ -94,7 +100,9 @@ async def prepare_layout(
             "host queue); use another crawl name"
         )
     old_layout = reply_text(before.get(b"queue_layout", b""))
-    if old_layout and old_layout != QUEUE_LAYOUT:
+    if old_layout in UPGRADED_LAYOUTS:
+        await redis.hset(keys.meta, "queue_layout", QUEUE_LAYOUT)
+    elif old_layout and old_layout != QUEUE_LAYOUT:
         # Its queued requests and host states are in another form (keys.py):
         # read by this version, they would be misread, never silently.
         raise FrontierMismatch(

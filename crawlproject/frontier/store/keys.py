@@ -34,14 +34,18 @@ Per shard, prefix ``cp:{T}:``
 ``q:<pkey>:<band>`` LIST score mode: one priority band (0..31, 0 first) of the
                          host's queue, FIFO (Mercator's front queues, per host), of
                          requests in codec.py's compact form, their URL after the
-                         host key (``/path`` for ``http://<pkey>/path``): a link of
-                         the web spider is a tag byte, its depth and that.
+                         host key and its ``/`` (``path`` for ``http://<pkey>/path``,
+                         ``/path`` when the path starts with a digit; ``/path``
+                         always in a list written before 2026-12-08, still read):
+                         a link of the web spider is a tag byte, its depth and that.
 ``q:<pkey>``       LIST  score mode, a small host (``qc`` set; at most 32
                          entries): its whole queue in one list, its bands'
                          segments in band order, FIFO within a band, each segment
-                         but the first after its band's marker (byte 255, then
-                         the band as a byte; the first segment's band is the first
-                         in ``qb``'s mask); past 32 entries it turns to
+                         but the first after its band's marker (the band in
+                         decimal, 2 bytes in a listpack; byte 255 then the band
+                         as a byte in a list written before 2026-12-08, still
+                         read; the first segment's band is the first in ``qb``'s
+                         mask); past 32 entries it turns to
                          ``q:<pkey>:<band>`` lists, and back once empty (a Redis
                          list key costs ~180 B before its first URL, _queue.lua).
 ``q:<pkey>``       ZSET  credit mode (AOPIC): the host's queue, URL fingerprint

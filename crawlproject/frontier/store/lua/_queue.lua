@@ -9,25 +9,52 @@
 -- key costs Redis ~180 B before its first entry: a list per band would cost a
 -- small host that much for each band it has URLs in. The list is the bands'
 -- segments in band order, each FIFO; every segment but the first starts with
--- its band's marker, byte 255 then the band as one byte (a stored request
--- starts with its tag byte, 0x40-0x5F, or "{": never 255), so that a URL goes
--- to the end of its band with one LINSERT before the next band's marker,
--- whatever the list holds. The first segment's band is the first band of the
--- host's `qb` mask. A host with nothing queued starts small; past
+-- its band's marker, the band in decimal ("0".."31": a list's listpack keeps
+-- it as a small integer, 2 bytes; a stored request starts with its tag byte,
+-- 0x40-0x77, or "{": never a digit), so that a URL goes to the end of its band
+-- with one LINSERT before the next band's marker, whatever the list holds.
+-- Versions before 2026-12-08 wrote byte 255 then the band as one byte (4
+-- bytes in a listpack): still read, and found as a pivot, so a list of a
+-- running crawl they wrote goes on. The first segment's band is the first
+-- band of the host's `qb` mask. A host with nothing queued starts small; past
 -- COMPACT_MAX entries (markers included) it turns to band lists (`qc`
 -- deleted) until it is empty again.
 local COMPACT_MAX = 32
-local MARK = 255
+local OLD_MARK = 255
 local str_byte, str_char = string.byte, string.char
-local MARKERS = {}
+local OLD_MARKERS = {}
 
 local function marker(band)
-  local m = MARKERS[band]
+  return NUM[band]
+end
+
+local function old_marker(band)
+  local m = OLD_MARKERS[band]
   if not m then
-    m = str_char(MARK, band)
-    MARKERS[band] = m
+    m = str_char(OLD_MARK, band)
+    OLD_MARKERS[band] = m
   end
   return m
+end
+
+-- The band a list entry marks, or nil for a request.
+local function marker_band(e)
+  local b = str_byte(e, 1)
+  if b == OLD_MARK then return str_byte(e, 2) end
+  if b and b < 64 then return tonumber(e) end
+  return nil
+end
+
+-- LINSERT `value` next to the marker of `band` (this version's, else the
+-- older one): LINSERT's reply (-1: neither is there) and the marker found.
+local function insert_by_marker(key, where, band, value)
+  local m = marker(band)
+  local n = call('LINSERT', key, where, m, value)
+  if n < 0 then
+    m = old_marker(band)
+    n = call('LINSERT', key, where, m, value)
+  end
+  return n, m
 end
 
 -- The first band of `mask` after `band`, or nil.
@@ -52,8 +79,9 @@ local function compact_split(host, key, mask)
   local by = {}
   local band = first_band(mask)
   for _, e in ipairs(call('LRANGE', key, 0, -1)) do
-    if str_byte(e, 1) == MARK then
-      band = str_byte(e, 2)
+    local mb = marker_band(e)
+    if mb then
+      band = mb
     else
       local list = by[band]
       if not list then
@@ -84,7 +112,7 @@ local function compact_put(key, mask, band, entries, front)
   elseif front and band == first then
     n = call('LPUSH', key, entries[1])
   elseif front and bit_and(mask, band_bit(band)) ~= 0 then
-    n = call('LINSERT', key, 'AFTER', marker(band), entries[1])
+    n = insert_by_marker(key, 'AFTER', band, entries[1])
     if n < 0 then n = call('RPUSH', key, entries[1]) end  -- no marker (cannot happen): kept anyway
   else
     local nxt = band_after(mask, band)
@@ -96,10 +124,17 @@ local function compact_put(key, mask, band, entries, front)
         n = call('RPUSH', key, unpack(entries))
       end
     else
-      local pivot = marker(nxt)
-      if fresh then call('LINSERT', key, 'BEFORE', pivot, marker(band)) end
+      local pivot
+      if fresh then
+        local _, found = insert_by_marker(key, 'BEFORE', nxt, marker(band))
+        pivot = found
+      end
       for i = 1, #entries do
-        n = call('LINSERT', key, 'BEFORE', pivot, entries[i])
+        if pivot then
+          n = call('LINSERT', key, 'BEFORE', pivot, entries[i])
+        else
+          n, pivot = insert_by_marker(key, 'BEFORE', nxt, entries[i])
+        end
         if n < 0 then n = call('RPUSH', key, entries[i]) end  -- as above
       end
     end
@@ -190,15 +225,16 @@ local function queue_pop(host, mask, qc)
     local key = P .. 'q:' .. host
     local e = call('LPOP', key)
     local band = first_band(mask)
-    if e and str_byte(e, 1) == MARK then  -- cannot happen: a marker at the head
-      band = str_byte(e, 2)
+    local mb = e and marker_band(e)
+    if mb then  -- cannot happen: a marker at the head
+      band = mb
       e = call('LPOP', key)
     end
     if not e then return nil, nil, 0 end
     local after = call('LINDEX', key, 0)
     if not after then
       mask = 0
-    elseif str_byte(after, 1) == MARK then  -- the next band's marker: this band is done
+    elseif marker_band(after) then  -- the next band's marker: this band is done
       call('LPOP', key)
       mask = with_band(mask, band, false)
     end
