@@ -216,7 +216,7 @@ async def test_the_streak_counts_duplicates_per_host(make_index: MakeIndex) -> N
 
 async def test_in_one_batch_pages_are_judged_one_after_the_other(make_index: MakeIndex) -> None:
     """A batch's near copies of its own earlier page are near it, its exact
-    copies exact, as the one-tag index judges a batch."""
+    copies exact, as if judged one after the other."""
     index = make_index()
     pages = [
         (sha1("a"), BASE, "http://a.test/a", "h"),
