@@ -13,11 +13,12 @@ server gets one pipeline):
    the batch) is near and not stored; else the page is new and its digest
    stored. Of two copies of one body exactly one is new;
 3. with originals recorded, the new pages' URLs (HSETNX) and the
-   duplicates' originals (HGET); then at once, for the new pages, their
-   SimHash into every table's part (lua/spread_add.lua, which adds a SimHash
-   once however often it is sent) and, for every page, its host's streak and
-   the counters (lua/spread_tally.lua): a duplicate whose original is its
-   own URL (a recheck) is tallied as kind 3, which counts nothing.
+   duplicates' originals (HGET); then in one round trip, for the new pages,
+   their SimHash into every table's part (lua/spread_add.lua, which adds a
+   SimHash once however often it is sent) and, for every page, its host's
+   streak and the counters (lua/spread_tally.lua): a duplicate whose
+   original is its own URL (a recheck) is tallied as kind 3, which counts
+   nothing.
 
 A page is judged near only if a stored page is within k bits, and stored
 only if new: two near copies judged at the same moment may both be kept,
@@ -39,7 +40,6 @@ that call again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -95,17 +95,33 @@ class SpreadIndex:
         return await send_calls(self.redis, calls, raise_errors)
 
     async def _send_leveled(
-        self, parts: Mapping[tuple[str, int], Any], build: Callable[..., tuple[Call, list[str]]]
+        self,
+        parts: Mapping[tuple[str, int], Any],
+        build: Callable[..., tuple[Call, list[str]]],
+        along: Sequence[Call] = (),
+        along_replies: list[Any] | None = None,
     ) -> dict[tuple[str, int], Any]:
         """Sends ``build(family, part, items)`` (a call and the states it
         assumed levels of) for each part; a call answered {-1, L1, ...} (a
         table at another level than assumed: nothing done) is sent again at
-        those levels. Returns part -> reply."""
+        those levels. Returns part -> reply. ``along``: other calls sent in
+        the first round trip (one fewer a batch), each reply or error put in
+        ``along_replies`` before an error of the part's calls is raised."""
         out: dict[tuple[str, int], Any] = {}
         todo = list(parts)
         for _ in range(STALE_LEVEL_ROUNDS):
             built = [build(f, p, parts[(f, p)]) for f, p in todo]
-            replies = await self._send([call for call, _ in built])
+            calls = [call for call, _ in built]
+            if along:
+                replies = await self._send([*calls, *along], raise_errors=False)
+                assert along_replies is not None
+                along_replies[:] = replies[len(calls) :]
+                replies, along = replies[: len(calls)], ()
+                for reply in replies:
+                    if isinstance(reply, BaseException):
+                        raise reply
+            else:
+                replies = await self._send(calls)
             again = []
             for where, (_, states), reply in zip(todo, built, replies, strict=True):
                 if int(reply[0]) == -1:
@@ -273,26 +289,37 @@ class SpreadIndex:
             calls.append(Call(self._scripts["tally"], keys, args))
         # A tally that may have run is not sent again (its counters would
         # count twice): failed, it is counted in ``failed``. The new pages'
-        # SimHashes go in meanwhile.
-        replies, _ = await asyncio.gather(
-            self._send(calls, raise_errors=False), self._add_counting(adds)
-        )
-        if errors := [r for r in replies if isinstance(r, RedisError)]:
+        # SimHashes go in the same round trip.
+        tallied: list[Any] = [RedisError("not sent")] * len(calls)  # until answered
+        if adds:
+            await self._add_counting(adds, calls, tallied)
+        else:
+            tallied = await self._send(calls, raise_errors=False)
+        if errors := [r for r in tallied if isinstance(r, RedisError)]:
             self._failed("tally", len(errors), errors[0])
-        for (_, items), reply in zip(tallies.items(), replies, strict=True):
+        for (_, items), reply in zip(tallies.items(), tallied, strict=True):
             if isinstance(reply, RedisError):
                 continue  # streaks unknown: 0
             for page, streak in zip(items, reply, strict=True):
                 page.streak = int(streak)
 
-    async def _add_counting(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
-        if adds:
-            try:
-                await self._add(adds)
-            except RedisError as exc:
-                self._failed("near insert", len(adds), exc)
+    async def _add_counting(
+        self,
+        adds: dict[tuple[str, int], list[tuple[Page, int, int]]],
+        along: Sequence[Call],
+        along_replies: list[Any],
+    ) -> None:
+        try:
+            await self._add(adds, along, along_replies)
+        except RedisError as exc:
+            self._failed("near insert", len(adds), exc)
 
-    async def _add(self, adds: dict[tuple[str, int], list[tuple[Page, int, int]]]) -> None:
+    async def _add(
+        self,
+        adds: dict[tuple[str, int], list[tuple[Page, int, int]]],
+        along: Sequence[Call] = (),
+        along_replies: list[Any] | None = None,
+    ) -> None:
         sp = self.spread
 
         def build(
@@ -304,7 +331,7 @@ class SpreadIndex:
             head: list[Any] = [sp.load, level, sp.near_min(), sp.group_max(family)]
             return Call(self._scripts["add"], keys, head + args, resend=True), [state]
 
-        replies = await self._send_leveled(adds, build)
+        replies = await self._send_leveled(adds, build, along, along_replies)
         for (family, part), reply in replies.items():
             prefix = sp.prefix(family, part)
             level, split, due = (int(v) for v in reply[1:4])
