@@ -540,6 +540,15 @@ def test_the_page_shows_the_seen_set_and_the_duplicate_index(
         status["time"] += 1
         wait_js(page, f"document.body.dataset.loaded !== {json.dumps(loaded)}", True)
         exact_figures, exact = dom_figures(page), dom_seen(page)
+        # A one-tag index (workers refuse it since issue 42): the command to run.
+        loaded = page.evaluate("document.body.dataset.loaded")
+        one_tag = {**fixed, "layout": "one-tag"}
+        status["dedupe"] = one_tag
+        status["time"] += 1
+        wait_js(page, f"document.body.dataset.loaded !== {json.dumps(loaded)}", True)
+        one_tag_shown = dom_seen(page)["layout"]
+    migrate = "one-tag index: run crawlproject dedupe migrate"
+    assert one_tag_shown == index_layout(one_tag) == migrate
     assert bloom_figures["frontier.seen.urls"] == 123_456
     assert {k: bloom_figures[f"dedupe.{k}"] for k in ("pages", "exact", "near")} == {
         "pages": 9876,
