@@ -84,6 +84,8 @@ class SpreadIndex:
         self._due: dict[str, tuple[str, str, int, int]] = {}
         # Calls that failed after the verdicts were known, by what they stored.
         self.failed: Counter[str] = Counter()
+        # Each table's filter (NearTable.filter, a loop over its bits), once.
+        self._filters = tuple(table.filter for table in spread.tables)
         self._scripts = {
             name: load_script(redis, f"spread_{name}")
             for name in ("lookup", "exact", "add", "split", "tally")
@@ -212,12 +214,12 @@ class SpreadIndex:
         queries = self._near_items(pages)
         if not queries:
             return
+        filters = self._filters
 
         def build(
             family: str, part: int, items: list[tuple[Page, int, int]]
         ) -> tuple[Call, list[str]]:
-            filters = lambda t: sp.tables[t].filter  # noqa: E731
-            state, keys, level, args = self._near_call(family, part, items, filters)
+            state, keys, level, args = self._near_call(family, part, items, filters.__getitem__)
             head: list[Any] = [sp.k, level, sp.near_min()]
             return Call(self._scripts["lookup"], keys, head + args, resend=True), [state]
 
