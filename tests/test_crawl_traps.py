@@ -1,10 +1,19 @@
 """Spider traps and crawl order, through real crawls of a loopback test web.
 
-One worker crawls a web of one 2,000-page site, 20 small sites and four trap
+One worker crawls a web of one 1,000-page site, 20 small sites and four trap
 hosts (an infinite calendar, session ids minted on every render, /x/x/x/
 repeating paths, a bot trap minting fresh URLs): the crawl must end by itself,
 each trap held to its guard, the small sites fetched long before the big one
 is half done, and politeness kept throughout.
+
+Why 1,000 pages are enough: the big site was 2,000 pages and the host cap
+2,100 (the bot trap is crawled up to that cap; both hosts one request at a
+time: the first test took 93 s of a CI run). The cap is
+a setting; what is shown is that a host stops at it (the bot trap, which
+never ends) while a site under it is fetched whole (the big one), so the cap
+only needs to be above the big site, as it still is. The order check gets
+stricter, not weaker: the small sites' 200 pages must all come before the
+big site's 500th fetch instead of its 1,000th.
 """
 
 from __future__ import annotations
@@ -21,8 +30,8 @@ DELAY = 0.002
 FAST = {"CRAWL_HOST_DELAY": DELAY, "CRAWL_IDLE_CLOSE_SECONDS": 1.5, "CRAWL_IDLE_POLL_SECONDS": 0.2}
 BIG, SMALL = 1, range(2, 22)
 CALENDAR, SESSION, REPEAT, MINTED = 22, 23, 24, 25
-BIG_PAGES, SMALL_PAGES = 2000, 10
-HOST_CAP = 2100  # above the big site, so only the bot trap reaches it
+BIG_PAGES, SMALL_PAGES = 1000, 10  # module doc: why 1,000
+HOST_CAP = 1100  # above the big site, so only the bot trap reaches it
 PATTERN_CAP = 25
 
 
@@ -86,7 +95,7 @@ def test_traps_are_capped_and_small_sites_come_before_half_the_big_one(
     assert traps[MINTED] > HOST_CAP // 2  # it was crawled, up to its cap
 
     # Small sites before half the big one: each small page's fetch comes before
-    # the big site's 1,000th.
+    # the big site's 500th.
     big_ip = host_ip(BIG)
     big_fetches = [i for i, r in enumerate(log) if r.host_ip == big_ip]
     half_big = big_fetches[BIG_PAGES // 2 - 1]
