@@ -4,8 +4,8 @@ At the same time, on one real redis-server, with no crawl name given anywhere
 (no ``CRAWL_NAME``, no ``-a crawl=``):
 
 * two ``scrapy crawl web`` workers seeded with a documentation site of 1,201
-  pages and a blog of 2,000 stable-id articles (hex, UUID, base62), each
-  linked once from a prev/next chain of 100 listing pages;
+  pages and a blog of 1,200 stable-id articles (hex, UUID, base62), each
+  linked once from a prev/next chain of 60 listing pages;
 * one worker of a spider written as Scrapy's tutorial teaches
   (tests/spiders_for_tests/shop.py: ``start_urls``, a private callback,
   ``cb_kwargs``, dict items, no errback) on a shop of 1,200 products on a
@@ -30,9 +30,17 @@ The bound is the budget, so the test sets ``CRAWL_HOST_BUDGET`` to 100 and
 the site to 1.2 x 10 x 100 + 1 pages: the same test of the same code, with a
 tenth of the pages (the docs site, one request at a time on one host, took
 ~420-466 s of a CI run at 12,001). A smaller budget takes nothing away from
-the others: the blog (2,100 URLs) and the shop (1,263) are seeds' hosts as
+the others: the blog (1,260 URLs) and the shop (1,263) are seeds' hosts as
 well and now exceed 10 x the budget too, the shop more than one vote's (what
 it is there to show) by more than before.
+
+Why 1,200 blog articles are enough: the blog was 2,000 (2,100 URLs, the
+largest of the three sites, each fetched one request at a time; the fixture
+took 106 s of a CI run). What it shows is that stable ids linked once are neither budgeted
+nor taken for tokens nor cut by depth: at 60 listings of 20 it is a fifth
+over 10 x the budget (as the docs site), each of its three id shapes has 400
+new URLs, four times CRAWL_TRAP_TOKEN_URLS (100), and its listing chain is
+60 hops, three times CRAWL_MAX_DEPTH (20). Asserted in the fixture.
 """
 
 from __future__ import annotations
@@ -66,6 +74,9 @@ from testkit.testweb import RequestRecord, page_counts, politeness_report
 # so it is set low and the site kept small.
 HOST_BUDGET = 100
 DOCS_PAGES = 12 * HOST_BUDGET + 1
+BLOG_LISTINGS = 60  # of 20 articles: 1,260 pages (module doc)
+TOKEN_URLS = 100  # CRAWL_TRAP_TOKEN_URLS's default
+MAX_DEPTH = 20  # CRAWL_MAX_DEPTH's default
 SETTINGS = {
     "CRAWL_HOST_DELAY": 0,  # loopback: no politeness delay, one request per host still
     "CRAWL_HOST_BUDGET": HOST_BUDGET,
@@ -145,8 +156,11 @@ def ended(procs: dict[str, WorkerProcess], web: OwnSitesWeb) -> dict[str, bool]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
     tmp = tmp_path_factory.mktemp("your-sites")
-    docs, blog, shop = DocsSite(pages_total=DOCS_PAGES), BlogSite(), ShopSite()
+    docs, blog, shop = DocsSite(pages_total=DOCS_PAGES), BlogSite(BLOG_LISTINGS), ShopSite()
     assert len(docs.pages()) > 10 * HOST_BUDGET  # more than a seed could queue before issue 34
+    assert len(blog.pages()) >= 12 * HOST_BUDGET  # so is the blog, by a fifth
+    assert len(blog.articles()) // 3 >= 4 * TOKEN_URLS  # each id shape past the token guard
+    assert blog.listings >= 3 * MAX_DEPTH  # a chain deeper than the depth guard
     assert len(shop.pages()) > HOST_BUDGET  # more than a host found by the crawl may queue
     feed = tmp / "products.jsonl"
     with (
