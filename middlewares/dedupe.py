@@ -256,12 +256,13 @@ class DedupeSpiderMiddleware:
             logger.warning("Duplicate check of %s failed (%s): page kept", response.url, exc)
             return Outcome(Links.FOLLOW)
         if verdict.same_url:
-            # Its own earlier fetch: a worker that judged it died before the page
-            # was stored (its lease brought the URL back), or a recrawl. Not a
-            # copy of another page: kept, and the index counted nothing, its
+            # Its own earlier fetch (a recrawl, or its judge died after recording
+            # it): no copy of another page. Kept; the index counted nothing, its
             # host's streak untouched. (Needs CRAWL_DEDUPE_RECORD_ORIGINALS.)
             self.stats.inc_value("dedupe/same_url_again")
             verdict = DedupeVerdict(DedupeKind.NEW, None, None, 0)
+        elif verdict.unrecorded:  # its body's judge died before recording a URL: new
+            self.stats.inc_value("dedupe/unrecorded_original")
         for what, calls in batcher.index.take_store_failures().items():
             # Verdicts kept; later near copies of these pages may be missed.
             self.stats.inc_value(f"dedupe/store_failed/{what}", calls)

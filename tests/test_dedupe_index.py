@@ -286,12 +286,17 @@ async def test_without_simhash_only_the_exact_test_runs(make_index: MakeIndex) -
     assert await keys_of(index, "s") == []  # nothing in the near index
     again = await index.check_and_add(sha1("pdf"), None, "http://a.test/b.pdf", "h")
     assert (again.kind, again.original) == (DedupeKind.EXACT, "http://a.test/a.pdf")
-    # An HTML page near nothing stored is new; a non-HTML copy of it is exact.
+    # An HTML page near nothing stored is new; a non-HTML copy of it finds no
+    # URL recorded under its digest (the original's is under its SimHash), as
+    # when its judge died before recording one: kept as new (its own URL then
+    # recorded under the digest), never a copy of an unnamed page.
     await index.check_and_add(sha1("html"), BASE, "http://a.test/page", "h")
     other = await index.check_and_add(sha1("other"), None, "http://a.test/x", "h")
     assert other.kind is DedupeKind.NEW
     same = await index.check_and_add(sha1("html"), None, "http://a.test/raw", "h")
-    assert same.kind is DedupeKind.EXACT  # its original was recorded under the SimHash
+    assert (same.kind, same.unrecorded) == (DedupeKind.NEW, True)
+    again = await index.check_and_add(sha1("html"), None, "http://a.test/raw2", "h")
+    assert (again.kind, again.original) == (DedupeKind.EXACT, "http://a.test/raw")
     # The same bytes stored without a SimHash, now seen with one: found by digest.
     later = await index.check_and_add(sha1("pdf"), BASE ^ 0xFFFF_FFFF, "http://a.test/c", "h")
     assert (later.kind, later.original) == (DedupeKind.EXACT, "http://a.test/a.pdf")

@@ -7,11 +7,18 @@ checked again under its own URL")."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from redis.asyncio import Redis
+
+from crawlproject.dedupe.index import DedupeIndex, DedupeKind
 from crawlproject.frontier.basics.urls import UrlCanonicalizer
+from crawlproject.frontier.store.keys import CrawlKeys
 from testkit.crawlproc import REPO_ROOT, start_worker, stats_of, wait_all
 from testkit.testweb import TestWeb
 from tests.test_recrawl import TRACK, Server, page_requests, promoted, recrawl_cli
@@ -62,3 +69,36 @@ def test_a_full_recrawl_of_an_unchanged_site_sets_no_host_aside(
         assert stats.get("dedupe/checked/exact", 0) == len(aliases)
         assert stats.get("dedupe/streak_hosts", 0) == 0
         assert stats.get("dedupe/streak_parked_urls", 0) == 0
+
+
+def test_a_page_whose_judge_died_before_naming_its_body_is_crawled_with_its_links(
+    redis_server: Server, testweb_factory: Callable[..., TestWeb], tmp_path: Path
+) -> None:
+    """A worker killed between the duplicate index's exact check (the body
+    stored) and the record of the page's URL leaves a body no URL names; the
+    page's lease brings the URL back. The seed is the only way into its site:
+    judged an exact copy of nothing, its links would be dropped and the site
+    never crawled. Kept as new, the whole site is crawled."""
+    web = testweb_factory(hosts=1, pages=6, latency_ms=0, links=2, cross_links=0,
+                          query_variants=0, validators=False)  # fmt: skip
+    name = "orphan"
+    seed = web.seeds[0]
+    with urllib.request.urlopen(seed, timeout=10) as answer:
+        body = answer.read()
+    web.log.clear()
+
+    async def store_body_only() -> None:
+        # The dead worker's state: the seed's body in the index, no URL
+        # recorded for it (an index that records no originals writes exactly that).
+        redis = Redis.from_url(redis_server.url)
+        try:
+            index = DedupeIndex(redis, CrawlKeys(name, 32), record_originals=False)
+            verdict = await index.check_and_add(hashlib.sha1(body).digest(), None, seed, "")
+            assert verdict.kind is DedupeKind.NEW
+        finally:
+            await redis.aclose()
+
+    asyncio.run(store_body_only())
+    stats = crawl(redis_server, name, web.seeds, tmp_path, "c0")
+    assert fetched(web) == Counter(web.expected_urls)
+    assert stats["dedupe/unrecorded_original"] == 1

@@ -176,9 +176,10 @@ async def test_exact_only_pages_and_originals(make_index: MakeIndex) -> None:
     assert (again.kind, again.original) == (DedupeKind.EXACT, "http://a.test/a.pdf")
     await index.check_and_add(sha1("html"), BASE, "http://a.test/page", "h")
     same = await index.check_and_add(sha1("html"), None, "http://a.test/raw", "h")
-    # Its original was recorded under its SimHash, which this copy lacks (as
-    # in the index before issue 42): exact, without a URL.
-    assert (same.kind, same.original) == (DedupeKind.EXACT, None)
+    # Its original was recorded under its SimHash, which this copy lacks: no
+    # URL is found for the body, as when its judge died before recording one
+    # (test_a_body_stored_without_its_url_is_no_lost_page): kept as new.
+    assert (same.kind, same.original, same.unrecorded) == (DedupeKind.NEW, None, True)
     later = await index.check_and_add(sha1("pdf"), BASE ^ 0xFFFF_FFFF, "http://a.test/c", "h")
     assert (later.kind, later.original) == (DedupeKind.EXACT, "http://a.test/a.pdf")
     # Without originals: verdicts, no URLs, no o: keys.
@@ -192,6 +193,32 @@ async def test_exact_only_pages_and_originals(make_index: MakeIndex) -> None:
     )
     names = await bare.redis.keys("cp:{bare/dd/*")
     assert names and not [n for n in names if b"}:o:" in n]
+
+
+async def test_a_body_stored_without_its_url_is_no_lost_page(make_index: MakeIndex) -> None:
+    """A worker that dies between the exact check (the body stored) and the
+    record of the page's URL leaves a body no page names: the URL comes back
+    to another worker (its lease), whose check must keep the page, not judge
+    it a copy of nothing (its links would never be followed). A copy judged
+    while its original's URL is a round trip away still is a copy (the
+    concurrent test): only a body still unnamed after the waits is new."""
+    # The dead worker's state: the body stored, no URL recorded for it (an
+    # index writing no originals stores exactly the body and its SimHash).
+    dead = make_index("orphan", record_originals=False)
+    assert (
+        await dead.check_and_add(sha1("x"), BASE, "http://a.test/x", "h")
+    ).kind is DedupeKind.NEW
+    index = make_index("orphan")
+    again = await index.check_and_add(sha1("x"), BASE, "http://a.test/x", "h")
+    assert (again.kind, again.original, again.unrecorded) == (DedupeKind.NEW, None, True)
+    # Its URL is recorded now: a copy names it, and it is itself again.
+    copy = await index.check_and_add(sha1("x"), BASE, "http://a.test/y", "h")
+    assert (copy.kind, copy.original) == (DedupeKind.EXACT, "http://a.test/x")
+    assert (await index.check_and_add(sha1("x"), BASE, "http://a.test/x", "h")).same_url
+    # The recheck is counted as a new page (a dead worker's tally never ran;
+    # the bare index above did tally its own: 2), the copy as exact.
+    figures = await counters(index)
+    assert (figures["pages"], figures["exact"]) == (2, 1)
 
 
 async def test_the_streak_counts_duplicates_per_host(make_index: MakeIndex) -> None:
@@ -208,7 +235,7 @@ async def test_the_streak_counts_duplicates_per_host(make_index: MakeIndex) -> N
     assert await check("p1", BASE, a) == 1
     assert await check("p2", flip(BASE, 1), a) == 2
     assert await check("p3", flip(BASE, 2, 3), b) == 1
-    assert await check("p1", None, a) == 3
+    assert await check("p1", BASE, a) == 3
     assert await check("fresh", ~BASE & (1 << 64) - 1, a) == 0
     assert await check("p1", BASE, a) == 1
     assert await check("p1", BASE, b) == 2

@@ -59,7 +59,7 @@ from crawlproject.dedupe.layout import (
 )
 from crawlproject.dedupe.spread import DEDUPE_PARTS, Spread, parts_problem
 from crawlproject.dedupe.spread_index import SpreadIndex
-from crawlproject.dedupe.spread_pages import SAME_URL, Page
+from crawlproject.dedupe.spread_pages import SAME_URL, UNRECORDED, Page
 from crawlproject.frontier.store.keys import CrawlKeys
 from crawlproject.recrawl.config import MAX_SIMHASH_K
 from crawlproject.redis_calls import OUTAGE_ERRORS, as_redis_error
@@ -90,6 +90,9 @@ class DedupeVerdict:
     # worker that died after judging it): counted nowhere, its host's streak
     # left as it was, nothing stored. Known only with originals recorded.
     same_url: bool = False
+    # NEW because its body was stored with no URL recorded (spread_pages.UNRECORDED):
+    # kept, so a page whose judging worker died is never lost with its links.
+    unrecorded: bool = False
 
 
 def _same_url(url: str) -> DedupeVerdict:
@@ -287,6 +290,8 @@ def _check_page(digest: bytes, simhash: int | None) -> None:
 def _spread_verdict(page: Page) -> DedupeVerdict:
     if page.kind == SAME_URL:
         return _same_url(page.url)
+    if page.kind == UNRECORDED:
+        return DedupeVerdict(DedupeKind.NEW, None, None, 0, unrecorded=True)
     kind = _KINDS[page.kind]
     distance = None if kind is DedupeKind.NEW else (0 if kind is DedupeKind.EXACT else page.near)
     return DedupeVerdict(kind, page.original, distance, page.streak)

@@ -57,9 +57,11 @@ from crawlproject.dedupe.spread import (
 )
 from crawlproject.dedupe.spread_pages import (
     SAME_URL,
+    UNRECORDED,
     Page,
     near_in_batch,
     originals_calls,
+    settle_unrecorded,
     take_originals,
 )
 
@@ -267,7 +269,6 @@ class SpreadIndex:
 
     async def _store_and_tally(self, pages: list[Page]) -> None:
         sp = self.spread
-        adds = self._near_items([page for page in pages if page.kind == 0])
         plain, lookups = originals_calls(sp, pages) if self.record_originals else ([], [])
         if plain:
             # First (a duplicate of a page of this batch finds its URL; a near
@@ -278,16 +279,24 @@ class SpreadIndex:
             replies = await self._send(plain, raise_errors=False)
             if errors := take_originals(replies, lookups):
                 self._failed("originals", len(errors), errors[0])
+        unrecorded = [page for page in pages if page.kind == UNRECORDED]
+        if unrecorded and (errors := await settle_unrecorded(sp, unrecorded, self._send)):
+            self._failed("originals", len(errors), errors[0])
         for page in pages:
             if page.kind in (1, 2) and page.original == page.url:
                 page.kind = SAME_URL
+        adds = self._near_items([page for page in pages if page.kind in (0, UNRECORDED)])
         tallies: dict[int, list[Page]] = defaultdict(list)
         for page in pages:
             tallies[sp.host_part(page.host)].append(page)
         calls = []
         for part, items in tallies.items():
             keys = [sp.streak_key(part), sp.counters_key(part)]
-            args = [value for page in items for value in (page.host, page.kind)]
+            args = [
+                value
+                for page in items
+                for value in (page.host, 0 if page.kind == UNRECORDED else page.kind)
+            ]
             calls.append(Call(self._scripts["tally"], keys, args))
         # A tally that may have run is not sent again (its counters would
         # count twice): failed, it is counted in ``failed``. The new pages'

@@ -6,6 +6,8 @@ The round trips themselves: crawlproject/dedupe/spread_index.py.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,15 @@ from crawlproject.dedupe.spread import Spread
 from crawlproject.hamming import hamming
 
 SAME_URL = 3  # a page's kind when its original is its own URL (spread_tally.lua)
+# An exact copy whose body's URL was never recorded: the worker that stored the
+# body died (or lost Redis) between the exact check and the record, so the page
+# was never kept and its links never followed; or that record is still a round
+# trip away. Kept as new (its URL recorded, its SimHash added, tallied as new:
+# its judge's tally never ran), if still so after UNRECORDED_WAITS.
+UNRECORDED = 4
+# Seconds between asking again for an UNRECORDED page's original: its judge
+# records it one round trip after storing the body unless dead (or Redis is).
+UNRECORDED_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
 @dataclass
@@ -28,7 +39,7 @@ class Page:
     near: int = -1  # distance to the nearest stored page (-1: none within k)
     near_fp: bytes = b""  # that page's SimHash
     near_url: str | None = None  # its URL, when it is an earlier page of this batch
-    kind: int = -1  # 0 new, 1 exact, 2 near, 3 (SAME_URL) its own URL again
+    kind: int = -1  # 0 new, 1 exact, 2 near, 3 (SAME_URL) its own URL again, 4 UNRECORDED
     streak: int = 0
     original: str | None = None
     ids: list[bytes] = field(default_factory=list)  # original URL looked up by these
@@ -69,19 +80,59 @@ def originals_calls(spread: Spread, pages: list[Page]) -> tuple[list[Call], list
             page.original = page.near_url
         if page.ids:
             lookups.append((page, len(plain)))
-            for page_id in page.ids:
-                okey, fid = spread.originals_of(page_id)
-                plain.append(Call(None, [okey], [fid], "HGET", resend=True))
+            plain += _lookups(spread, page)
     return plain, lookups
+
+
+def _lookups(spread: Spread, page: Page) -> list[Call]:
+    """The HGETs of a duplicate's original URL, one per id it may be under."""
+    calls = []
+    for page_id in page.ids:
+        okey, fid = spread.originals_of(page_id)
+        calls.append(Call(None, [okey], [fid], "HGET", resend=True))
+    return calls
 
 
 def take_originals(replies: list[Any], lookups: list[tuple[Page, int]]) -> list[RedisError]:
     """Sets each looked-up duplicate's original URL from the replies of
-    ``originals_calls``' calls; returns the replies that failed."""
+    ``originals_calls``' calls (an exact copy none of whose ids holds a URL:
+    UNRECORDED); returns the replies that failed."""
     for page, at in lookups:
         got = replies[at : at + len(page.ids)]
         found = [r for r in got if r is not None and not isinstance(r, RedisError)]
         if found:
             url = found[0]
             page.original = url.decode("utf-8", "replace") if isinstance(url, bytes) else url
+        elif page.kind == 1 and all(r is None for r in got):
+            page.kind = UNRECORDED
     return [r for r in replies if isinstance(r, RedisError)]
+
+
+async def settle_unrecorded(
+    spread: Spread, pages: list[Page], send: Callable[..., Awaitable[list[Any]]]
+) -> list[RedisError]:
+    """UNRECORDED pages: the worker that stored their body may be a round trip
+    from recording its URL (then each is its copy, as of two copies exactly one
+    is new), so they are asked again over UNRECORDED_WAITS. Those still without
+    one were never kept (their judge died): kept as new, their URLs recorded
+    for later copies. Returns the calls that failed (a failed lookup leaves the
+    page an exact copy of an unnamed page, as before)."""
+    failed: list[RedisError] = []
+    for wait in UNRECORDED_WAITS:
+        await asyncio.sleep(wait)
+        calls: list[Call] = []
+        lookups: list[tuple[Page, int]] = []
+        for page in pages:
+            page.kind = 1
+            lookups.append((page, len(calls)))
+            calls += _lookups(spread, page)
+        failed += take_originals(await send(calls, raise_errors=False), lookups)
+        pages = [page for page in pages if page.kind == UNRECORDED]
+        if not pages:
+            return failed
+    records = []
+    for page in pages:
+        okey, fid = spread.originals_of(page.sim8 or page.digest[:8])
+        records.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
+    replies = await send(records, raise_errors=False)
+    return failed + [r for r in replies if isinstance(r, RedisError)]
