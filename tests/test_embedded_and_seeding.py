@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,6 +102,11 @@ def test_seeds_added_while_running(
     redis_server: RedisServer, testweb_factory: Callable[..., TestWeb], tmp_path: Path
 ) -> None:
     web = testweb_factory(hosts=3, pages=6, latency_ms=(5, 20), links=3, cross_links=0)
+    # The first host's pages past its front page wait until the seeds are in, so
+    # the worker is still crawling (not closing when idle) however long the
+    # seed commands take on a loaded machine.
+    seeded = threading.Event()
+    web.hold[web.ips[0]] = lambda path: path in ("/", "/robots.txt") or seeded.is_set()
     url = redis_server.url
     proc = start_worker(
         REPO_ROOT, url, "grow", web.seeds[:1], {**FAST, "CRAWL_IDLE_CLOSE_SECONDS": 4},
@@ -114,6 +120,7 @@ def test_seeds_added_while_running(
     entry = json.dumps({"url": web.seeds[2], "meta": {"note": "pushed"}})
     with redis.Redis.from_url(url) as client:
         client.lpush("grow:start_urls", entry, "not a url", '{"broken json')
+    seeded.set()
     bad = subprocess.run([*cli, "seed", "ftp://nope/"], cwd=REPO_ROOT, capture_output=True)
     assert bad.returncode == 1 and b"refused       ftp://nope/: unsupported scheme" in bad.stdout
     wait_all([proc], timeout=120)

@@ -344,6 +344,11 @@ async def test_a_lost_exact_check_is_not_sent_again(proxy: TcpProxy, direct: Red
     assert proxy.dropped == 1
     assert int(await direct.hget(state, "n") or 0) == before + 1  # ran once
     assert (await index_figures(direct, index.keys))["pages"] == 1  # not tallied
+    # Its digest is in, its URL never recorded: a copy finds a body no URL
+    # names (as after a worker killed there) and, after waiting for a URL,
+    # is kept as new, its own URL recorded: a later copy names it.
     copy = await index.check_and_add(digest_of("body"), None, "http://a.test/copy", host)
-    assert copy.kind is DedupeKind.EXACT  # its digest is in (its URL was never recorded)
+    assert (copy.kind, copy.unrecorded) == (DedupeKind.NEW, True)
+    later = await index.check_and_add(digest_of("body"), None, "http://a.test/later", host)
+    assert (later.kind, later.original) == (DedupeKind.EXACT, "http://a.test/copy")
     await client.aclose()

@@ -68,7 +68,7 @@ def test_egg_is_complete_and_imports_from_the_zip(tmp_path: Path) -> None:
         "from crawlproject.lua import read_lua;"
         "import spiders.web, crawlproject.frontier as f;"
         "assert f.__file__.startswith(sys.argv[1]), f.__file__;"
-        "print(len(load_lua('claim')), len(read_lua('crawlproject.dedupe', 'dedupe')))"
+        "print(len(load_lua('claim')), len(read_lua('crawlproject.dedupe', 'spread_exact')))"
     )
     python = isolated_python(tmp_path / "python")
     check = subprocess.run(

@@ -546,6 +546,9 @@ def test_a_page_killed_in_the_pipelines_is_fetched_again(
     }  # fmt: skip
     held = {
         **settings,
+        # Held until the kill, however long the waits below take on a loaded
+        # machine (30 s once ran out first: the pages were stored and acked).
+        "TEST_PIPELINE_HOLD_SECONDS": 600,
         "ITEM_PIPELINES": {
             "tests.spiders_for_tests.slow_pipeline.SlowPipeline": 50,
             "pipelines.dedupe.DedupePipeline": 100,
