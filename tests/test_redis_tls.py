@@ -25,7 +25,10 @@ from testkit.testweb import TestWeb, page_counts
 
 SETTINGS = {"CRAWL_HOST_DELAY": 0.05, "CRAWL_IDLE_CLOSE_SECONDS": 1.0,
             "CRAWL_IDLE_POLL_SECONDS": 0.2}  # fmt: skip
-FAIL_WITHIN_SECONDS = 30.0
+# Below the outage bound (CRAWL_REDIS_OUTAGE_SECONDS, 60 s): a worker riding the
+# error through would still run then. Not 30: four workers starting at once on
+# a loaded 2-core CI took over 30 s to start and fail (c952b2c's rehearsal).
+FAIL_WITHIN_SECONDS = 50.0
 
 
 @pytest.fixture(scope="module")
