@@ -69,8 +69,7 @@ def originals_calls(spread: Spread, pages: list[Page]) -> tuple[list[Call], list
     lookups: list[tuple[Page, int]] = []
     for page in pages:
         if page.kind == 0:
-            okey, fid = spread.originals_of(page.sim8 or page.digest[:8])
-            plain.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
+            plain.append(_record(spread, page))
     for page in pages:
         if page.kind == 1:  # same body: recorded under its SimHash or its digest
             page.ids = [page.sim8, page.digest[:8]] if page.sim8 else [page.digest[:8]]
@@ -82,6 +81,12 @@ def originals_calls(spread: Spread, pages: list[Page]) -> tuple[list[Call], list
             lookups.append((page, len(plain)))
             plain += _lookups(spread, page)
     return plain, lookups
+
+
+def _record(spread: Spread, page: Page) -> Call:
+    """The HSETNX that records a kept page's URL under its SimHash (or digest)."""
+    okey, fid = spread.originals_of(page.sim8 or page.digest[:8])
+    return Call(None, [okey], [fid, page.url], "HSETNX", resend=True)
 
 
 def _lookups(spread: Spread, page: Page) -> list[Call]:
@@ -130,9 +135,5 @@ async def settle_unrecorded(
         pages = [page for page in pages if page.kind == UNRECORDED]
         if not pages:
             return failed
-    records = []
-    for page in pages:
-        okey, fid = spread.originals_of(page.sim8 or page.digest[:8])
-        records.append(Call(None, [okey], [fid, page.url], "HSETNX", resend=True))
-    replies = await send(records, raise_errors=False)
+    replies = await send([_record(spread, page) for page in pages], raise_errors=False)
     return failed + [r for r in replies if isinstance(r, RedisError)]
